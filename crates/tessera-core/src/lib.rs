@@ -1,0 +1,38 @@
+//! Pure logic of Tessera: everything that decides, nothing that waits.
+//!
+//! No I/O, no threads, no runtime: extent maps, the index-log format, strided runs, placement
+//! of shards, the consistency models' rules, paths and error codes. The daemon, the client
+//! library and the tools all build on these, and each module is tested on its own, mostly by
+//! property tests against naive models.
+
+pub mod consistency;
+pub mod error;
+pub mod index;
+pub mod path;
+pub mod placement;
+pub mod range_map;
+pub mod run;
+
+pub use consistency::Model;
+pub use error::{Errno, FsError, FsResult};
+pub use range_map::{Extent, RangeMap, RangeSet, Slice};
+pub use run::Run;
+
+use serde::{Deserialize, Serialize};
+
+/// Who holds the newest bytes of a range: one process's log on one node.
+///
+/// `client` is unique per node (the node's daemon hands the numbers out), so (node, client)
+/// names a log pair `<bb>/<ino>/<client>.{data,index}` on that node's burst buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Owner {
+    pub node: u32,
+    pub client: u64,
+}
+
+/// Ownership does not shift when a range is split: every byte keeps its owner.
+impl Slice for Owner {
+    fn advance(&self, _by: u64) -> Self {
+        *self
+    }
+}
