@@ -19,6 +19,7 @@ use std::fmt;
 use std::str::FromStr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum Model {
     /// Every write visible to every later read: attach per write, query per read.
     Posix,

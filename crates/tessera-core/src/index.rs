@@ -277,6 +277,11 @@ impl IndexBuilder {
         std::mem::take(&mut self.encoded)
     }
 
+    /// Returns the encoded closed records, leaving the open run open (it may still grow).
+    pub fn drain_closed(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.encoded)
+    }
+
     /// Bytes encoded but not drained (the open record is not counted).
     pub fn pending_bytes(&self) -> usize {
         self.encoded.len()

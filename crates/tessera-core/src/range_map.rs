@@ -161,30 +161,43 @@ impl<V: Slice> RangeMap<V> {
 
     /// The extents overlapping `[start, end)`, clipped to it, ascending.
     pub fn overlapping(&self, start: u64, end: u64) -> Vec<Extent<V>> {
-        let mut out = Vec::new();
-        if start >= end {
-            return out;
-        }
+        self.raw_overlapping(start, end)
+            .map(|(s, e, v)| {
+                let cs = s.max(start);
+                let ce = e.min(end);
+                Extent {
+                    start: cs,
+                    end: ce,
+                    value: v.advance(cs - s),
+                }
+            })
+            .collect()
+    }
+
+    /// The extents overlapping `[start, end)` as stored (not clipped), ascending.
+    pub fn overlapping_whole(&self, start: u64, end: u64) -> Vec<Extent<V>> {
+        self.raw_overlapping(start, end)
+            .map(|(s, e, v)| Extent {
+                start: s,
+                end: e,
+                value: v.clone(),
+            })
+            .collect()
+    }
+
+    fn raw_overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
         // The extent starting before `start` may reach into the range.
-        let first = self
+        let lower = self
             .map
             .range((Unbounded, Included(start)))
             .next_back()
             .filter(|(_, (e, _))| *e > start)
-            .map(|(s, _)| *s);
-        let lower = first.unwrap_or(start);
-        for (s, (e, v)) in self.map.range((Included(lower), Excluded(end))) {
-            let cs = (*s).max(start);
-            let ce = (*e).min(end);
-            if cs < ce {
-                out.push(Extent {
-                    start: cs,
-                    end: ce,
-                    value: v.advance(cs - s),
-                });
-            }
-        }
-        out
+            .map_or(start, |(s, _)| *s);
+        let upper = end.max(lower);
+        self.map
+            .range((Included(lower), Excluded(upper)))
+            .filter(move |(s, (e, _))| start < end && **s < end && *e > start)
+            .map(|(s, (e, v))| (*s, *e, v))
     }
 
     /// The sub-ranges of `[start, end)` that the map does not cover, ascending.

@@ -1,0 +1,725 @@
+//! What a daemon does for a client of its node: turn one request into calls on the shards
+//! that hold the answer (this daemon included) and combine the results.
+//!
+//! Placement decides every target: a path's entry lives on `path_shard(path)`, an inode on
+//! `ino_shard(ino)`, the ownership of each stripe on `stripe_shard(ino, stripe)`. Independent
+//! calls go out concurrently.
+
+use crate::Node;
+use crate::namespace::ROOT_INO;
+use std::collections::BTreeMap;
+use tessera_core::placement::{ino_shard, path_shard, split_by_stripe, stripe_shard};
+use tessera_core::{Errno, FsError, FsResult, Owner, Run, path};
+use tessera_proto::{
+    Attr, Dentry, DirEntry, FileKind, NodeStatus, OpenFlags, OwnedExtent, Owners, PeerRequest,
+    PeerResponse, Request, Response, SizeChange,
+};
+
+/// A query or detach spanning more stripes than this is answered by asking every daemon
+/// for the whole file instead of one request per stripe.
+const MAX_STRIPES_PER_REQUEST: u64 = 64;
+
+fn unexpected(what: &str, r: PeerResponse) -> FsError {
+    FsError::new(Errno::Proto, format!("unexpected answer to {what}: {r:?}"))
+}
+
+impl Node {
+    /// Serves one client request; errors become `Response::Err`.
+    pub async fn handle_client(&self, client: u64, req: Request) -> Response {
+        self.count_request();
+        match self.client_op(client, req).await {
+            Ok(r) => r,
+            Err(e) => Response::Err(e),
+        }
+    }
+
+    async fn client_op(&self, client: u64, req: Request) -> FsResult<Response> {
+        let me = Owner {
+            node: self.id,
+            client,
+        };
+        Ok(match req {
+            Request::Hello { .. } => {
+                return Err(FsError::new(
+                    Errno::Proto,
+                    "hello sent twice on one connection",
+                ));
+            }
+            Request::Open {
+                path,
+                flags,
+                mode,
+                want_owners,
+            } => self.open(&path, flags, mode, want_owners).await?,
+            Request::Stat { path } => {
+                let p = path::normalize(&path)?;
+                Response::Attr(self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?.1)
+            }
+            Request::Mkdir { path, mode } => self.mkdir(&path, mode).await?,
+            Request::Rmdir { path } => self.rmdir(&path).await?,
+            Request::Unlink { path } => self.unlink(&path).await?,
+            Request::Readdir { path } => Response::Entries(self.readdir(&path).await?),
+            Request::Rename { from, to } => self.rename(&from, &to).await?,
+            Request::Truncate { path, size } => {
+                let p = path::normalize(&path)?;
+                let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+                if d.kind == FileKind::Dir {
+                    return Err(self.eisdir(&p));
+                }
+                Response::Attr(self.truncate_ino(&p, d.ino, size).await?)
+            }
+            Request::Attach { ino, runs } => {
+                self.attach(ino, me, runs).await?;
+                Response::Ok
+            }
+            Request::Detach { ino, start, end } => {
+                self.detach(ino, me, start, end).await?;
+                Response::Ok
+            }
+            Request::DetachFile { ino } => {
+                let reqs = (0..self.cfg.nodes)
+                    .map(|n| (n, PeerRequest::OwnDetachFile { ino, owner: me }))
+                    .collect();
+                self.call_all(reqs).await?;
+                Response::Ok
+            }
+            Request::Query { ino, start, end } => {
+                Response::Owners(self.query(ino, start, end).await?)
+            }
+            Request::QueryFile { ino } => Response::Owners(self.query_file(ino).await?),
+            Request::ReadLog { ino, owner, ranges } => {
+                if owner.node == self.id {
+                    Response::Data(self.read_local_log(ino, owner.client, ranges).await?)
+                } else {
+                    match self
+                        .call(
+                            owner.node,
+                            PeerRequest::ReadLog {
+                                ino,
+                                client: owner.client,
+                                ranges,
+                            },
+                        )
+                        .await?
+                    {
+                        PeerResponse::Data(d) => Response::Data(d),
+                        other => return Err(unexpected("read", other)),
+                    }
+                }
+            }
+            Request::Flush { path, range } => crate::flush::flush(self, &path, range).await?,
+            Request::Reserve { bytes } => Response::Granted {
+                bytes: self.logs.reserve(bytes)?,
+            },
+            Request::Release { bytes } => {
+                self.logs.release(bytes);
+                Response::Ok
+            }
+            Request::Status => Response::Status(self.status()),
+            Request::Shutdown => {
+                self.shutdown.notify_one();
+                Response::Ok
+            }
+        })
+    }
+
+    pub fn status(&self) -> NodeStatus {
+        let (files_owned, extents_owned) = self.own.lock().expect("own").stats();
+        NodeStatus {
+            node: self.id,
+            pid: std::process::id(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            bb_dir: self.cfg.bb_dir(self.id).display().to_string(),
+            bb_used: self.logs.used(),
+            bb_capacity: self.logs.capacity(),
+            clients: self.connected.load(std::sync::atomic::Ordering::Relaxed),
+            files_owned,
+            extents_owned,
+            requests: self.requests.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    fn enoent(&self, p: &str) -> FsError {
+        FsError::new(
+            Errno::NoEnt,
+            format!("{}: no such file or directory", self.user_path(p)),
+        )
+    }
+
+    fn eisdir(&self, p: &str) -> FsError {
+        FsError::new(
+            Errno::IsDir,
+            format!("{} is a directory", self.user_path(p)),
+        )
+    }
+
+    fn root_attr(&self) -> Attr {
+        Attr {
+            ino: ROOT_INO,
+            kind: FileKind::Dir,
+            mode: 0o755,
+            uid: self.uid,
+            gid: self.gid,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+        }
+    }
+
+    async fn inode_get(&self, ino: u64) -> FsResult<Attr> {
+        match self
+            .call(ino_shard(ino), PeerRequest::InodeGet { ino })
+            .await?
+        {
+            PeerResponse::Attr(a) => Ok(a),
+            other => Err(unexpected("inode lookup", other)),
+        }
+    }
+
+    /// Entry and attributes of a normalised path; `None` if it does not exist.
+    pub async fn lookup(&self, p: &str) -> FsResult<Option<(Dentry, Attr)>> {
+        if p == "/" {
+            return Ok(Some((
+                Dentry {
+                    ino: ROOT_INO,
+                    kind: FileKind::Dir,
+                },
+                self.root_attr(),
+            )));
+        }
+        match self
+            .call(
+                path_shard(p, self.cfg.nodes),
+                PeerRequest::DentryGet {
+                    path: p.to_string(),
+                },
+            )
+            .await?
+        {
+            PeerResponse::Found(None) => Ok(None),
+            PeerResponse::Found(Some((d, Some(a)))) => Ok(Some((d, a))),
+            PeerResponse::Found(Some((d, None))) => Ok(Some((d, self.inode_get(d.ino).await?))),
+            other => Err(unexpected("lookup", other)),
+        }
+    }
+
+    /// Fails unless `dir` exists and is a directory.
+    async fn require_dir(&self, dir: &str) -> FsResult<()> {
+        match self.lookup(dir).await? {
+            None => Err(FsError::new(
+                Errno::NoEnt,
+                format!(
+                    "directory {} does not exist; create it first (mkdir)",
+                    self.user_path(dir)
+                ),
+            )),
+            Some((d, _)) if d.kind != FileKind::Dir => Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory", self.user_path(dir)),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn create_entry(
+        &self,
+        p: &str,
+        kind: FileKind,
+        mode: u32,
+        exclusive: bool,
+    ) -> FsResult<(Dentry, Attr)> {
+        let (parent, _) = path::split(p).expect("not the root");
+        self.require_dir(parent).await?;
+        let req = PeerRequest::DentryCreate {
+            path: p.to_string(),
+            kind,
+            mode: mode & 0o7777,
+            uid: self.uid,
+            gid: self.gid,
+            exclusive,
+        };
+        match self.call(path_shard(p, self.cfg.nodes), req).await? {
+            PeerResponse::Created {
+                dentry,
+                attr: Some(a),
+                ..
+            } => Ok((dentry, a)),
+            PeerResponse::Created {
+                dentry, attr: None, ..
+            } => Ok((dentry, self.inode_get(dentry.ino).await?)),
+            other => Err(unexpected("create", other)),
+        }
+    }
+
+    async fn open(
+        &self,
+        path: &str,
+        flags: OpenFlags,
+        mode: u32,
+        want_owners: bool,
+    ) -> FsResult<Response> {
+        let p = path::normalize(path)?;
+        if p == "/" {
+            return Err(self.eisdir(&p));
+        }
+        let (dentry, mut attr) = if flags.create {
+            self.create_entry(&p, FileKind::File, mode, flags.exclusive)
+                .await?
+        } else {
+            self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?
+        };
+        if dentry.kind == FileKind::Dir {
+            return Err(self.eisdir(&p));
+        }
+        if flags.truncate && attr.size > 0 {
+            attr = self.truncate_ino(&p, dentry.ino, 0).await?;
+        }
+        let owners = if want_owners {
+            Some(self.query_file(dentry.ino).await?)
+        } else {
+            None
+        };
+        Ok(Response::Opened { attr, owners })
+    }
+
+    async fn mkdir(&self, path: &str, mode: u32) -> FsResult<Response> {
+        let p = path::normalize(path)?;
+        if p == "/" {
+            return Err(FsError::new(
+                Errno::Exist,
+                format!("{} already exists", self.user_path(&p)),
+            ));
+        }
+        let (_, attr) = self.create_entry(&p, FileKind::Dir, mode, true).await?;
+        Ok(Response::Attr(attr))
+    }
+
+    /// Whether any shard (or the PFS copy) holds an entry inside `dir`.
+    async fn has_children(&self, dir: &str) -> FsResult<bool> {
+        let reqs = (0..self.cfg.nodes)
+            .map(|n| {
+                (
+                    n,
+                    PeerRequest::HasChildren {
+                        dir: dir.to_string(),
+                    },
+                )
+            })
+            .collect();
+        let any = self
+            .call_all(reqs)
+            .await?
+            .into_iter()
+            .any(|r| matches!(r, PeerResponse::Bool(true)));
+        let pfs_any =
+            std::fs::read_dir(self.cfg.pfs_path(dir)).is_ok_and(|mut rd| rd.next().is_some());
+        Ok(any || pfs_any)
+    }
+
+    async fn rmdir(&self, path: &str) -> FsResult<Response> {
+        let p = path::normalize(path)?;
+        if p == "/" {
+            return Err(FsError::new(
+                Errno::Inval,
+                "the root directory cannot be removed",
+            ));
+        }
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind != FileKind::Dir {
+            return Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory; use unlink", self.user_path(&p)),
+            ));
+        }
+        if self.has_children(&p).await? {
+            return Err(FsError::new(
+                Errno::NotEmpty,
+                format!("directory {} is not empty", self.user_path(&p)),
+            ));
+        }
+        self.call(
+            path_shard(&p, self.cfg.nodes),
+            PeerRequest::DentryRemove {
+                path: p.clone(),
+                ino: d.ino,
+            },
+        )
+        .await?;
+        self.call(ino_shard(d.ino), PeerRequest::InodeRemove { ino: d.ino })
+            .await?;
+        let _ = std::fs::remove_dir(self.cfg.pfs_path(&p));
+        Ok(Response::Ok)
+    }
+
+    /// Forgets a file everywhere: inode, ownership, logs on every node.
+    async fn destroy_file(&self, ino: u64) -> FsResult<()> {
+        self.call(ino_shard(ino), PeerRequest::InodeRemove { ino })
+            .await?;
+        let reqs = (0..self.cfg.nodes)
+            .map(|n| (n, PeerRequest::DropFile { ino }))
+            .collect();
+        self.call_all(reqs).await?;
+        Ok(())
+    }
+
+    async fn unlink(&self, path: &str) -> FsResult<Response> {
+        let p = path::normalize(path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind == FileKind::Dir {
+            return Err(FsError::new(
+                Errno::IsDir,
+                format!("{} is a directory; use rmdir", self.user_path(&p)),
+            ));
+        }
+        self.call(
+            path_shard(&p, self.cfg.nodes),
+            PeerRequest::DentryRemove {
+                path: p.clone(),
+                ino: d.ino,
+            },
+        )
+        .await?;
+        self.destroy_file(d.ino).await?;
+        match std::fs::remove_file(self.cfg.pfs_path(&p)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(FsError::io(
+                    format!("removing the PFS copy of {}", self.user_path(&p)),
+                    &e,
+                ));
+            }
+            _ => {}
+        }
+        Ok(Response::Ok)
+    }
+
+    async fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
+        let p = path::normalize(path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind != FileKind::Dir {
+            return Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory", self.user_path(&p)),
+            ));
+        }
+        let reqs = (0..self.cfg.nodes)
+            .map(|n| (n, PeerRequest::ListChildren { dir: p.clone() }))
+            .collect();
+        let mut all: BTreeMap<String, DirEntry> = BTreeMap::new();
+        for r in self.call_all(reqs).await? {
+            match r {
+                PeerResponse::Entries(es) => {
+                    all.extend(es.into_iter().map(|e| (e.name.clone(), e)))
+                }
+                other => return Err(unexpected("readdir", other)),
+            }
+        }
+        // Entries that exist only on the PFS appear too (and are imported on the way).
+        if let Ok(rd) = std::fs::read_dir(self.cfg.pfs_path(&p)) {
+            for e in rd.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                if all.contains_key(&name) || name.contains(".tessera-flush.") {
+                    continue;
+                }
+                if let Some((d, _)) = self.lookup(&path::join(&p, &name)).await? {
+                    all.insert(
+                        name.clone(),
+                        DirEntry {
+                            name,
+                            ino: d.ino,
+                            kind: d.kind,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(all.into_values().collect())
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> FsResult<Response> {
+        let from = path::normalize(from)?;
+        let to = path::normalize(to)?;
+        if from == "/" || to == "/" {
+            return Err(FsError::new(
+                Errno::Inval,
+                "the root directory cannot be renamed or replaced",
+            ));
+        }
+        let (src, _) = self
+            .lookup(&from)
+            .await?
+            .ok_or_else(|| self.enoent(&from))?;
+        if from == to {
+            return Ok(Response::Ok);
+        }
+        if path::is_within(&to, &from) {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("cannot move {} into itself", self.user_path(&from)),
+            ));
+        }
+        if src.kind == FileKind::Dir && self.has_children(&from).await? {
+            return Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "renaming the non-empty directory {} is not supported yet; copy it instead (mv does so by itself)",
+                    self.user_path(&from)
+                ),
+            ));
+        }
+        let (to_parent, _) = path::split(&to).expect("not the root");
+        self.require_dir(to_parent).await?;
+        if let Some((dst, _)) = self.lookup(&to).await? {
+            match (src.kind, dst.kind) {
+                (FileKind::File, FileKind::Dir) => return Err(self.eisdir(&to)),
+                (FileKind::Dir, FileKind::File) => {
+                    return Err(FsError::new(
+                        Errno::NotDir,
+                        format!("{} is not a directory", self.user_path(&to)),
+                    ));
+                }
+                (FileKind::Dir, FileKind::Dir) if self.has_children(&to).await? => {
+                    return Err(FsError::new(
+                        Errno::NotEmpty,
+                        format!("directory {} is not empty", self.user_path(&to)),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let replaced = match self
+            .call(
+                path_shard(&to, self.cfg.nodes),
+                PeerRequest::DentryPut {
+                    path: to.clone(),
+                    dentry: src,
+                },
+            )
+            .await?
+        {
+            PeerResponse::Dentry(old) => old,
+            other => return Err(unexpected("rename", other)),
+        };
+        if let Some(old) = replaced.filter(|o| o.ino != src.ino) {
+            self.destroy_file(old.ino).await?;
+        }
+        self.call(
+            path_shard(&from, self.cfg.nodes),
+            PeerRequest::DentryRemove {
+                path: from.clone(),
+                ino: src.ino,
+            },
+        )
+        .await?;
+        // The PFS copy moves with the file; a replaced file's copy goes.
+        let (pf, pt) = (self.cfg.pfs_path(&from), self.cfg.pfs_path(&to));
+        if pf.exists() {
+            if let Some(parent) = pt.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            std::fs::rename(&pf, &pt)
+                .map_err(|e| FsError::io(format!("moving the PFS copy to {}", pt.display()), &e))?;
+        } else if pt.is_file() {
+            let _ = std::fs::remove_file(&pt);
+        } else if pt.is_dir() {
+            let _ = std::fs::remove_dir(&pt);
+        }
+        Ok(Response::Ok)
+    }
+
+    async fn truncate_ino(&self, p: &str, ino: u64, size: u64) -> FsResult<Attr> {
+        let attr = match self
+            .call(
+                ino_shard(ino),
+                PeerRequest::InodeSetSize {
+                    ino,
+                    change: SizeChange::Set(size),
+                },
+            )
+            .await?
+        {
+            PeerResponse::Attr(a) => a,
+            other => return Err(unexpected("truncate", other)),
+        };
+        let reqs = (0..self.cfg.nodes)
+            .map(|n| (n, PeerRequest::OwnTruncate { ino, size }))
+            .collect();
+        self.call_all(reqs).await?;
+        let pfs = self.cfg.pfs_path(p);
+        if std::fs::metadata(&pfs).is_ok_and(|m| m.is_file() && m.len() > size) {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&pfs)
+                .and_then(|f| f.set_len(size))
+                .map_err(|e| {
+                    FsError::io(format!("truncating the PFS copy {}", pfs.display()), &e)
+                })?;
+        }
+        Ok(attr)
+    }
+
+    async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
+        let ss = self.cfg.stripe_size;
+        let mut per_stripe: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
+        let mut end = 0;
+        for r in &runs {
+            if !r.is_valid() {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!("attach of malformed run {r:?}"),
+                ));
+            }
+            end = end.max(r.end());
+            for stripe in r.start / ss..=(r.end() - 1) / ss {
+                let part = r.clip(stripe * ss, (stripe + 1).saturating_mul(ss));
+                per_stripe.entry(stripe).or_default().extend(part);
+            }
+        }
+        if per_stripe.is_empty() {
+            return Ok(());
+        }
+        let n = self.cfg.nodes;
+        let mut reqs: Vec<(u32, PeerRequest)> = per_stripe
+            .into_iter()
+            .map(|(stripe, runs)| {
+                (
+                    stripe_shard(ino, stripe, n),
+                    PeerRequest::OwnAttach {
+                        ino,
+                        stripe,
+                        owner,
+                        runs,
+                    },
+                )
+            })
+            .collect();
+        reqs.push((
+            ino_shard(ino),
+            PeerRequest::InodeSetSize {
+                ino,
+                change: SizeChange::Extend(end),
+            },
+        ));
+        self.call_all(reqs).await?;
+        Ok(())
+    }
+
+    async fn detach(&self, ino: u64, owner: Owner, start: u64, end: u64) -> FsResult<()> {
+        let ss = self.cfg.stripe_size;
+        if start >= end {
+            return Ok(());
+        }
+        let stripes = (end - 1) / ss - start / ss + 1;
+        if stripes > MAX_STRIPES_PER_REQUEST * u64::from(self.cfg.nodes) {
+            // Detach only where the owner actually holds bytes.
+            let mine = self.query_file_only(ino, Some(owner)).await?;
+            let mut reqs = Vec::new();
+            for e in mine.into_iter().filter(|e| e.start < end && e.end > start) {
+                for (stripe, s, t) in split_by_stripe(e.start.max(start), e.end.min(end), ss) {
+                    reqs.push((
+                        stripe_shard(ino, stripe, self.cfg.nodes),
+                        PeerRequest::OwnDetach {
+                            ino,
+                            stripe,
+                            owner,
+                            start: s,
+                            end: t,
+                        },
+                    ));
+                }
+            }
+            self.call_all(reqs).await?;
+            return Ok(());
+        }
+        let reqs = split_by_stripe(start, end, ss)
+            .map(|(stripe, s, t)| {
+                (
+                    stripe_shard(ino, stripe, self.cfg.nodes),
+                    PeerRequest::OwnDetach {
+                        ino,
+                        stripe,
+                        owner,
+                        start: s,
+                        end: t,
+                    },
+                )
+            })
+            .collect();
+        self.call_all(reqs).await?;
+        Ok(())
+    }
+
+    pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
+        let ss = self.cfg.stripe_size;
+        if start >= end {
+            return Ok(Owners {
+                size: self.inode_get(ino).await?.size,
+                extents: Vec::new(),
+            });
+        }
+        let stripes = (end - 1) / ss - start / ss + 1;
+        if stripes > MAX_STRIPES_PER_REQUEST {
+            let mut all = self.query_file(ino).await?;
+            all.extents.retain(|e| e.start < end && e.end > start);
+            for e in &mut all.extents {
+                e.start = e.start.max(start);
+                e.end = e.end.min(end);
+            }
+            return Ok(all);
+        }
+        let mut reqs: Vec<(u32, PeerRequest)> =
+            vec![(ino_shard(ino), PeerRequest::InodeGet { ino })];
+        reqs.extend(split_by_stripe(start, end, ss).map(|(stripe, s, t)| {
+            (
+                stripe_shard(ino, stripe, self.cfg.nodes),
+                PeerRequest::OwnQuery {
+                    ino,
+                    stripe,
+                    start: s,
+                    end: t,
+                },
+            )
+        }));
+        collect_owners(self.call_all(reqs).await?)
+    }
+
+    pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {
+        let mut reqs: Vec<(u32, PeerRequest)> =
+            vec![(ino_shard(ino), PeerRequest::InodeGet { ino })];
+        reqs.extend(
+            (0..self.cfg.nodes).map(|n| (n, PeerRequest::OwnQueryFile { ino, only: None })),
+        );
+        collect_owners(self.call_all(reqs).await?)
+    }
+
+    async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedExtent>> {
+        let reqs = (0..self.cfg.nodes)
+            .map(|n| (n, PeerRequest::OwnQueryFile { ino, only }))
+            .collect();
+        let mut out = Vec::new();
+        for r in self.call_all(reqs).await? {
+            match r {
+                PeerResponse::Extents(es) => out.extend(es),
+                other => return Err(unexpected("query", other)),
+            }
+        }
+        out.sort_by_key(|e| e.start);
+        Ok(out)
+    }
+}
+
+/// Combines an inode answer and extent answers into one ascending ownership list.
+fn collect_owners(responses: Vec<PeerResponse>) -> FsResult<Owners> {
+    let mut owners = Owners::default();
+    for r in responses {
+        match r {
+            PeerResponse::Attr(a) => owners.size = a.size,
+            PeerResponse::Extents(es) => owners.extents.extend(es),
+            other => return Err(unexpected("query", other)),
+        }
+    }
+    owners.extents.sort_by_key(|e| e.start);
+    Ok(owners)
+}

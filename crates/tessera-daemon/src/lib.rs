@@ -1,0 +1,220 @@
+//! The Tessera daemon: one per node, for the life of a job.
+//!
+//! A daemon holds a shard of the namespace (entries placed by a hash of their path, inodes on
+//! the node that created them), a shard of the ownership maps (each (file, stripe) placed by
+//! hash), the read service for the logs on its node, and flush to the PFS. Clients of its node
+//! talk to it over a Unix socket ([`server`]); it coordinates their requests ([`coord`]) by
+//! calling the shard owners, itself included, over authenticated TCP ([`peer`], [`shard`]).
+//! State that must survive a restart is written through [`store`] before it is acknowledged.
+//!
+//! Module map:
+//! * [`namespace`], [`ownership`]: the in-memory shard structures (no I/O);
+//! * [`store`]: redb persistence with group commit;
+//! * [`logs`]: read service and burst-buffer accounting;
+//! * [`shard`]: what this daemon does for a peer request;
+//! * [`coord`]: what this daemon does for a client request;
+//! * [`flush`]: atomic publication of files into the PFS;
+//! * [`peer`], [`server`]: the two transports.
+
+pub mod coord;
+pub mod flush;
+pub mod logs;
+pub mod namespace;
+pub mod ownership;
+pub mod peer;
+pub mod server;
+pub mod shard;
+pub mod store;
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::{InstanceConfig, InstanceLayout, PeerRequest, PeerResponse};
+use tokio::sync::Notify;
+
+/// The state of one running daemon.
+pub struct Node {
+    pub id: u32,
+    pub cfg: InstanceConfig,
+    pub layout: InstanceLayout,
+    pub secret: Vec<u8>,
+    pub store: store::Store,
+    pub ns: Mutex<namespace::Namespace>,
+    pub own: Mutex<ownership::Ownership>,
+    pub logs: logs::Logs,
+    pub peers: peer::Peers,
+    next_client: Mutex<u64>,
+    pub started: Instant,
+    pub requests: AtomicU64,
+    pub connected: AtomicU64,
+    pub shutdown: Notify,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Node {
+    /// Calls a shard: directly if it is this daemon, over TCP otherwise.
+    pub async fn call(&self, node: u32, req: PeerRequest) -> FsResult<PeerResponse> {
+        let resp = if node == self.id {
+            self.handle_peer(req).await?
+        } else {
+            self.peers.call(node, &req).await?
+        };
+        match resp {
+            PeerResponse::Err(e) => Err(e),
+            other => Ok(other),
+        }
+    }
+
+    /// Calls several shards concurrently; fails with the first error.
+    pub async fn call_all(&self, reqs: Vec<(u32, PeerRequest)>) -> FsResult<Vec<PeerResponse>> {
+        futures::future::try_join_all(reqs.into_iter().map(|(n, r)| self.call(n, r))).await
+    }
+
+    /// Hands out a client id (unique on this node, persisted before use).
+    pub async fn new_client_id(&self) -> FsResult<u64> {
+        let (id, pending) = {
+            let mut next = self.next_client.lock().expect("client counter");
+            let id = (*next).max(1);
+            *next = id + 1;
+            (
+                id,
+                self.store
+                    .submit(vec![store::DbOp::SetMeta(store::META_NEXT_CLIENT, id + 1)]),
+            )
+        };
+        pending.durable().await?;
+        Ok(id)
+    }
+
+    /// Whether `id` was handed out by this node (a reconnecting client may keep it).
+    pub fn issued_client_id(&self, id: u64) -> bool {
+        id >= 1 && id < *self.next_client.lock().expect("client counter")
+    }
+
+    /// A path as the user writes it (with the mount prefix), for messages.
+    pub fn user_path(&self, p: &str) -> String {
+        if p == "/" {
+            self.cfg.mount.clone()
+        } else {
+            format!("{}{p}", self.cfg.mount.trim_end_matches('/'))
+        }
+    }
+
+    fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Creates the run directory with mode 0700 and checks that it belongs to us.
+fn prepare_run_dir(layout: &InstanceLayout, uid: u32) -> FsResult<()> {
+    let dir = layout.run_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| FsError::io(format!("creating {}", dir.display()), &e))?;
+    let meta =
+        std::fs::metadata(&dir).map_err(|e| FsError::io(format!("stat {}", dir.display()), &e))?;
+    if meta.uid() != uid {
+        return Err(FsError::new(
+            Errno::Access,
+            format!(
+                "{} belongs to uid {}, not to this daemon's uid {uid}",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| FsError::io(format!("chmod 0700 {}", dir.display()), &e))
+}
+
+/// Runs daemon `node` of the instance in `layout` until it is told to stop.
+pub fn run(layout: InstanceLayout, node: u32) -> FsResult<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("tessera-daemon")
+        .build()
+        .map_err(|e| FsError::io("starting the runtime", &e))?;
+    rt.block_on(serve(layout, node))
+}
+
+async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
+    let cfg = layout.load_config()?;
+    if id >= cfg.nodes {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!(
+                "node {id} does not exist: the instance has nodes 0..{}",
+                cfg.nodes
+            ),
+        ));
+    }
+    let secret = layout.load_secret()?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    prepare_run_dir(&layout, uid)?;
+    let bb = cfg.bb_dir(id);
+    std::fs::create_dir_all(bb.join("logs"))
+        .map_err(|e| FsError::io(format!("creating {}", bb.display()), &e))?;
+    let (store, loaded) = store::Store::open(&bb.join("meta.redb"))?;
+    let node = Arc::new(Node {
+        id,
+        ns: Mutex::new(namespace::Namespace::new(id, &loaded)),
+        own: Mutex::new(ownership::Ownership::load(&loaded.owners)),
+        logs: logs::Logs::new(id, &cfg),
+        peers: peer::Peers::new(layout.clone(), secret.clone(), cfg.max_frame, cfg.nodes),
+        next_client: Mutex::new(loaded.next_client.max(1)),
+        cfg,
+        layout: layout.clone(),
+        secret,
+        store,
+        started: Instant::now(),
+        requests: AtomicU64::new(0),
+        connected: AtomicU64::new(0),
+        shutdown: Notify::new(),
+        uid,
+        gid,
+    });
+    let (files, extents) = node.own.lock().expect("own").stats();
+    tracing::info!(
+        node = id,
+        inodes = node.ns.lock().expect("ns").inode_count(),
+        files,
+        extents,
+        "state loaded"
+    );
+
+    let unix = server::bind(&layout.socket(id)).await?;
+    let tcp = tokio::net::TcpListener::bind((node.cfg.listen_host.as_str(), 0))
+        .await
+        .map_err(|e| FsError::io(format!("listening on {}", node.cfg.listen_host), &e))?;
+    let addr = tcp
+        .local_addr()
+        .map_err(|e| FsError::io("local address", &e))?;
+    tessera_proto::config::write_atomic(&layout.addr_file(id), addr.to_string().as_bytes())?;
+    tessera_proto::config::write_atomic(
+        &layout.pid_file(id),
+        std::process::id().to_string().as_bytes(),
+    )?;
+    tracing::info!(node = id, socket = %layout.socket(id).display(), peers = %addr, "ready");
+
+    tokio::spawn(peer::serve(node.clone(), tcp));
+    tokio::spawn(server::serve(node.clone(), unix));
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;
+    tokio::select! {
+        _ = node.shutdown.notified() => tracing::info!("shutdown requested"),
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+    }
+    let _ = std::fs::remove_file(layout.socket(id));
+    let _ = std::fs::remove_file(layout.addr_file(id));
+    let _ = std::fs::remove_file(layout.pid_file(id));
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! The read service and the burst-buffer accounting of one node.
+//!
+//! Logs on this node are read through cached [`LogView`]s (the index is parsed once and then
+//! only its new tail), for remote readers and for flush. Capacity is accounted in grants:
+//! a client reserves space before appending, so a full burst buffer fails the write that
+//! would overflow it with ENOSPC while everything already written stays intact.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_logstore::LogView;
+use tessera_proto::InstanceConfig;
+
+pub struct Logs {
+    node: u32,
+    cfg: InstanceConfig,
+    views: Mutex<HashMap<(u64, u64), Arc<Mutex<LogView>>>>,
+    capacity: u64,
+    used: Mutex<u64>,
+}
+
+/// Total size of the regular files below `dir`.
+fn du(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => du(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+impl Logs {
+    pub fn new(node: u32, cfg: &InstanceConfig) -> Self {
+        let logs_dir = cfg.bb_dir(node).join("logs");
+        Logs {
+            node,
+            cfg: cfg.clone(),
+            views: Mutex::new(HashMap::new()),
+            capacity: cfg.bb_capacity,
+            used: Mutex::new(du(&logs_dir)),
+        }
+    }
+
+    fn view(&self, ino: u64, client: u64) -> FsResult<Arc<Mutex<LogView>>> {
+        if let Some(v) = self.views.lock().expect("views lock").get(&(ino, client)) {
+            return Ok(v.clone());
+        }
+        let (d, i) = self.cfg.log_paths(self.node, ino, client);
+        let view = LogView::open(&d, &i).map_err(|e| {
+            if e.errno == Errno::NoEnt {
+                FsError::new(
+                    Errno::Io,
+                    format!(
+                        "node {} holds no log of client {client} for inode {ino:#x}: {}",
+                        self.node, e.message
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        let v = Arc::new(Mutex::new(view));
+        self.views
+            .lock()
+            .expect("views lock")
+            .insert((ino, client), v.clone());
+        Ok(v)
+    }
+
+    /// Reads logical `ranges` of the log (ino, client), concatenated. Bytes the log does not
+    /// hold are an error: the ownership map said this log holds them.
+    pub fn read(&self, ino: u64, client: u64, ranges: &[(u64, u64)]) -> FsResult<Vec<u8>> {
+        let total: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+        if total > self.cfg.max_read_chunk() {
+            return Err(FsError::new(
+                Errno::MsgSize,
+                format!(
+                    "read of {total} bytes exceeds the per-request limit of {}",
+                    self.cfg.max_read_chunk()
+                ),
+            ));
+        }
+        let view = self.view(ino, client)?;
+        let mut v = view.lock().expect("view lock");
+        v.refresh()?;
+        let mut out = vec![0u8; total as usize];
+        let mut at = 0usize;
+        for (s, e) in ranges {
+            if e < s {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!("empty or inverted range [{s},{e})"),
+                ));
+            }
+            let len = (e - s) as usize;
+            let missing = v.read(*s, &mut out[at..at + len])?;
+            if let Some((ms, me)) = missing.first() {
+                return Err(FsError::new(
+                    Errno::Io,
+                    format!(
+                        "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for",
+                        self.node
+                    ),
+                ));
+            }
+            at += len;
+        }
+        Ok(out)
+    }
+
+    /// Runs `f` with the (refreshed) view of a log; used by flush.
+    pub fn with_view<T>(
+        &self,
+        ino: u64,
+        client: u64,
+        f: impl FnOnce(&LogView) -> FsResult<T>,
+    ) -> FsResult<T> {
+        let view = self.view(ino, client)?;
+        let mut v = view.lock().expect("view lock");
+        v.refresh()?;
+        f(&v)
+    }
+
+    /// Deletes every log of `ino` on this node and releases its space.
+    pub fn drop_file(&self, ino: u64) -> FsResult<()> {
+        self.views
+            .lock()
+            .expect("views lock")
+            .retain(|(i, _), _| *i != ino);
+        let dir = self.cfg.log_dir(self.node, ino);
+        let bytes = du(&dir);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(FsError::io(format!("removing logs {}", dir.display()), &e)),
+        }
+        let mut used = self.used.lock().expect("used lock");
+        *used = used.saturating_sub(bytes);
+        Ok(())
+    }
+
+    /// Grants `bytes` of burst-buffer space, or ENOSPC naming the numbers.
+    pub fn reserve(&self, bytes: u64) -> FsResult<u64> {
+        let mut used = self.used.lock().expect("used lock");
+        if self.capacity > 0 && *used + bytes > self.capacity {
+            return Err(FsError::new(
+                Errno::NoSpace,
+                format!(
+                    "burst buffer of node {} is full: {} of {} bytes in use, {bytes} more requested; flush and remove files, or start the instance with a larger --bb-capacity",
+                    self.node, *used, self.capacity
+                ),
+            ));
+        }
+        *used += bytes;
+        Ok(bytes)
+    }
+
+    pub fn release(&self, bytes: u64) {
+        let mut used = self.used.lock().expect("used lock");
+        *used = used.saturating_sub(bytes);
+    }
+
+    pub fn used(&self) -> u64 {
+        *self.used.lock().expect("used lock")
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}

@@ -1,0 +1,208 @@
+//! Daemon-to-daemon transport: authenticated request/response over TCP.
+//!
+//! The accepting daemon opens each connection with a [`Challenge`] carrying a fresh nonce;
+//! from then on every frame is a [`Sealed`] message whose HMAC covers the nonce, direction and
+//! sequence number (see `tessera_proto::frame`). A frame that is oversized, malformed, out of
+//! sequence or unauthenticated closes the connection and is logged; the daemon carries on.
+//!
+//! Callers keep a small pool of idle connections per peer. A peer's address is read from its
+//! `run/node-K.addr` file when connecting, so a restarted daemon (new port) is found again.
+
+use crate::Node;
+use futures::{SinkExt, StreamExt};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::frame::{self, Authenticator, Challenge, Direction, Sealed};
+use tessera_proto::{InstanceLayout, PROTOCOL_VERSION, PeerRequest, PeerResponse};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// Longest a single peer request may take before the peer is considered unreachable.
+const PEER_TIMEOUT: Duration = Duration::from_secs(300);
+/// Idle connections kept per peer.
+const POOL_PER_PEER: usize = 16;
+
+/// Encodes a message as the body of one frame.
+pub fn wire<T: serde::Serialize>(msg: &T) -> bytes::Bytes {
+    bytes::Bytes::from(frame::encode(msg))
+}
+
+pub fn codec(max_frame: u32) -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(max_frame as usize)
+        .new_codec()
+}
+
+struct PeerConn {
+    framed: Framed<TcpStream, LengthDelimitedCodec>,
+    auth: Authenticator,
+    seq: u64,
+}
+
+/// Outgoing connections to the other daemons.
+pub struct Peers {
+    layout: InstanceLayout,
+    secret: Vec<u8>,
+    max_frame: u32,
+    idle: Vec<Mutex<Vec<PeerConn>>>,
+}
+
+impl Peers {
+    pub fn new(layout: InstanceLayout, secret: Vec<u8>, max_frame: u32, nodes: u32) -> Self {
+        Peers {
+            layout,
+            secret,
+            max_frame,
+            idle: (0..nodes).map(|_| Mutex::new(Vec::new())).collect(),
+        }
+    }
+
+    fn unreachable(&self, node: u32, what: impl std::fmt::Display) -> FsError {
+        FsError::new(
+            Errno::HostDown,
+            format!(
+                "daemon of node {node} is unreachable ({what}); check it with `tessera status --instance {}`",
+                self.layout.dir.display()
+            ),
+        )
+    }
+
+    async fn connect(&self, node: u32) -> FsResult<PeerConn> {
+        let addr_file = self.layout.addr_file(node);
+        let addr = std::fs::read_to_string(&addr_file).map_err(|e| {
+            self.unreachable(node, format!("no address in {}: {e}", addr_file.display()))
+        })?;
+        let addr = addr.trim();
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| self.unreachable(node, format!("connecting to {addr}: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let mut framed = Framed::new(stream, codec(self.max_frame));
+        let first = framed
+            .next()
+            .await
+            .ok_or_else(|| self.unreachable(node, "closed before its challenge"))?
+            .map_err(|e| self.unreachable(node, e))?;
+        let ch: Challenge = frame::decode(&first)?;
+        if ch.version != PROTOCOL_VERSION || ch.node != node {
+            return Err(FsError::new(
+                Errno::Proto,
+                format!(
+                    "{addr} answered as node {} protocol {} (expected node {node} protocol {PROTOCOL_VERSION})",
+                    ch.node, ch.version
+                ),
+            ));
+        }
+        Ok(PeerConn {
+            framed,
+            auth: Authenticator::new(&self.secret, ch.nonce),
+            seq: 0,
+        })
+    }
+
+    async fn exchange(
+        &self,
+        node: u32,
+        conn: &mut PeerConn,
+        req: &PeerRequest,
+    ) -> FsResult<PeerResponse> {
+        let sealed = conn
+            .auth
+            .seal(Direction::ToAcceptor, conn.seq, frame::encode(req));
+        conn.framed
+            .send(wire(&sealed))
+            .await
+            .map_err(|e| self.unreachable(node, format!("sending: {e}")))?;
+        let reply = conn
+            .framed
+            .next()
+            .await
+            .ok_or_else(|| self.unreachable(node, "connection closed"))?
+            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?;
+        let sealed: Sealed = frame::decode(&reply)?;
+        conn.auth.open(Direction::ToConnector, conn.seq, &sealed)?;
+        conn.seq += 1;
+        frame::decode(&sealed.body)
+    }
+
+    /// Sends `req` to `node` and waits for its response. A pooled connection found dead (the
+    /// peer restarted) is replaced once.
+    pub async fn call(&self, node: u32, req: &PeerRequest) -> FsResult<PeerResponse> {
+        let slot = self.idle.get(node as usize).ok_or_else(|| {
+            FsError::new(Errno::Inval, format!("no node {node} in this instance"))
+        })?;
+        for _ in 0..2 {
+            let pooled = slot.lock().expect("pool lock").pop();
+            let was_pooled = pooled.is_some();
+            let mut conn = match pooled {
+                Some(c) => c,
+                None => self.connect(node).await?,
+            };
+            match tokio::time::timeout(PEER_TIMEOUT, self.exchange(node, &mut conn, req)).await {
+                Ok(Ok(resp)) => {
+                    let mut idle = slot.lock().expect("pool lock");
+                    if idle.len() < POOL_PER_PEER {
+                        idle.push(conn);
+                    }
+                    return Ok(resp);
+                }
+                Ok(Err(e)) if was_pooled && e.errno == Errno::HostDown => continue,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(self.unreachable(node, format!("no answer within {PEER_TIMEOUT:?}")));
+                }
+            }
+        }
+        Err(self.unreachable(node, "connection lost twice"))
+    }
+}
+
+/// Accepts peer connections until the listener fails.
+pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let node = node.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve_conn(node, stream).await {
+                        tracing::warn!(%addr, "peer connection closed: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("accepting a peer connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn serve_conn(node: Arc<Node>, stream: TcpStream) -> FsResult<()> {
+    let _ = stream.set_nodelay(true);
+    let mut framed = Framed::new(stream, codec(node.cfg.max_frame));
+    let nonce: [u8; 32] = rand::random();
+    let ch = Challenge {
+        version: PROTOCOL_VERSION,
+        node: node.id,
+        nonce,
+    };
+    let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
+    framed.send(wire(&ch)).await.map_err(io)?;
+    let auth = Authenticator::new(&node.secret, nonce);
+    let mut seq = 0u64;
+    while let Some(f) = framed.next().await {
+        let f = f.map_err(io)?;
+        let sealed: Sealed = frame::decode(&f)?;
+        auth.open(Direction::ToAcceptor, seq, &sealed)?;
+        let req: PeerRequest = frame::decode(&sealed.body)?;
+        let resp = node
+            .handle_peer(req)
+            .await
+            .unwrap_or_else(PeerResponse::Err);
+        let out = auth.seal(Direction::ToConnector, seq, frame::encode(&resp));
+        seq += 1;
+        framed.send(wire(&out)).await.map_err(io)?;
+    }
+    Ok(())
+}

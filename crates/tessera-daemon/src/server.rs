@@ -1,0 +1,152 @@
+//! The client-facing Unix socket of a daemon.
+//!
+//! The socket sits in the instance's `run/` directory (mode 0700) and the daemon also checks
+//! every peer's uid with SO_PEERCRED: a process of another user is told why it is refused and
+//! disconnected. Each connection starts with a hello that binds a client id (new, or the
+//! previous one after a reconnect); after that it is strict request/response.
+
+use crate::Node;
+use crate::peer::{codec, wire};
+use futures::{SinkExt, StreamExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::frame;
+use tessera_proto::{PROTOCOL_VERSION, Request, Response};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::codec::Framed;
+
+/// Binds the socket, replacing a stale one but never a live daemon's.
+pub async fn bind(path: &Path) -> FsResult<UnixListener> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(FsError::new(
+                Errno::Exist,
+                format!(
+                    "a daemon is already serving {}; stop it first (`tessera stop`)",
+                    path.display()
+                ),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let l = UnixListener::bind(path)
+        .map_err(|e| FsError::io(format!("binding {}", path.display()), &e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| FsError::io(format!("chmod {}", path.display()), &e))?;
+    Ok(l)
+}
+
+pub async fn serve(node: Arc<Node>, listener: UnixListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let node = node.clone();
+                tokio::spawn(async move {
+                    node.connected.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = serve_conn(&node, stream).await {
+                        tracing::debug!("client connection ended: {e}");
+                    }
+                    node.connected.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            Err(e) => {
+                tracing::warn!("accepting a client failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
+    let cred = stream
+        .peer_cred()
+        .map_err(|e| FsError::io("reading the peer's credentials", &e))?;
+    let mut framed = Framed::new(stream, codec(node.cfg.max_frame));
+    let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
+    if cred.uid() != node.uid {
+        let e = FsError::new(
+            Errno::Access,
+            format!(
+                "permission denied: this Tessera instance belongs to uid {}; uid {} must start its own instance (`tessera start`)",
+                node.uid,
+                cred.uid()
+            ),
+        );
+        tracing::warn!("refused a client of uid {}", cred.uid());
+        framed
+            .send(wire(&Response::Err(e.clone())))
+            .await
+            .map_err(io)?;
+        return Err(e);
+    }
+    let client = match framed.next().await {
+        Some(Ok(f)) => match frame::decode::<Request>(&f) {
+            Ok(Request::Hello {
+                version, resume, ..
+            }) if version == PROTOCOL_VERSION => match resume {
+                Some(id) if node.issued_client_id(id) => id,
+                _ => node.new_client_id().await?,
+            },
+            Ok(Request::Hello { version, .. }) => {
+                let e = FsError::new(
+                    Errno::Proto,
+                    format!(
+                        "client speaks protocol {version}, this daemon {PROTOCOL_VERSION}: rebuild the client"
+                    ),
+                );
+                framed
+                    .send(wire(&Response::Err(e.clone())))
+                    .await
+                    .map_err(io)?;
+                return Err(e);
+            }
+            Ok(_) | Err(_) => {
+                let e = FsError::new(
+                    Errno::Proto,
+                    "the first message on a connection must be a hello",
+                );
+                framed
+                    .send(wire(&Response::Err(e.clone())))
+                    .await
+                    .map_err(io)?;
+                return Err(e);
+            }
+        },
+        _ => return Ok(()),
+    };
+    let hello = Response::Hello {
+        client,
+        node: node.id,
+        nodes: node.cfg.nodes,
+    };
+    framed.send(wire(&hello)).await.map_err(io)?;
+    while let Some(f) = framed.next().await {
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                // Oversized frame: say so, then drop the connection (its stream is out of sync).
+                let err = FsError::new(
+                    Errno::MsgSize,
+                    format!("request refused: {e} (max_frame = {})", node.cfg.max_frame),
+                );
+                let _ = framed.send(wire(&Response::Err(err.clone()))).await;
+                return Err(err);
+            }
+        };
+        let resp = match frame::decode::<Request>(&f) {
+            Ok(req) => node.handle_client(client, req).await,
+            Err(e) => {
+                framed
+                    .send(wire(&Response::Err(e.clone())))
+                    .await
+                    .map_err(io)?;
+                return Err(e);
+            }
+        };
+        framed.send(wire(&resp)).await.map_err(io)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! What a daemon does for a peer: operations on the shards it holds and the logs on its node.
+//!
+//! Each request touches only this node's state, so nothing here calls another daemon. State
+//! changes are queued to the store while the shard lock is held and acknowledged once durable.
+
+use crate::namespace::{NewNode, now_ns};
+use crate::{Node, flush};
+use std::os::unix::fs::MetadataExt;
+use tessera_core::{Errno, FsError, FsResult, Run, path};
+use tessera_proto::{Attr, Dentry, FileKind, OwnedExtent, PeerRequest, PeerResponse};
+
+impl Node {
+    pub async fn handle_peer(&self, req: PeerRequest) -> FsResult<PeerResponse> {
+        self.count_request();
+        use PeerRequest as P;
+        Ok(match req {
+            P::Ping => PeerResponse::Pong { node: self.id },
+            P::DentryGet { path } => {
+                let p = path::normalize(&path)?;
+                PeerResponse::Found(self.dentry_get(&p).await?)
+            }
+            P::DentryCreate {
+                path,
+                kind,
+                mode,
+                uid,
+                gid,
+                exclusive,
+            } => {
+                let p = path::normalize(&path)?;
+                let new = NewNode {
+                    kind,
+                    mode,
+                    uid,
+                    gid,
+                    size: 0,
+                    mtime_ns: now_ns(),
+                };
+                // An entry that exists only on the PFS counts as existing.
+                if let Some((dentry, attr)) = self.dentry_get(&p).await? {
+                    if exclusive {
+                        return Err(FsError::new(
+                            Errno::Exist,
+                            format!("{} already exists", self.user_path(&p)),
+                        ));
+                    }
+                    return Ok(PeerResponse::Created {
+                        dentry,
+                        created: false,
+                        attr,
+                    });
+                }
+                let (res, pending) = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    match ns.create(&p, new, exclusive) {
+                        Ok((dentry, created, ops)) => (
+                            Ok((dentry, created, ns.attr(dentry.ino))),
+                            self.store.submit(ops),
+                        ),
+                        Err(e) => (Err(e), self.store.submit(Vec::new())),
+                    }
+                };
+                pending.durable().await?;
+                let (dentry, created, attr) = res.map_err(|e| {
+                    FsError::new(e.errno, format!("{} already exists", self.user_path(&p)))
+                })?;
+                PeerResponse::Created {
+                    dentry,
+                    created,
+                    attr,
+                }
+            }
+            P::DentryRemove { path, ino } => {
+                let p = path::normalize(&path)?;
+                let (removed, pending) = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    let (removed, ops) = ns.remove(&p, ino);
+                    (removed, self.store.submit(ops))
+                };
+                pending.durable().await?;
+                PeerResponse::Bool(removed)
+            }
+            P::DentryPut { path, dentry } => {
+                let p = path::normalize(&path)?;
+                let (old, pending) = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    let (old, ops) = ns.put(&p, dentry);
+                    (old, self.store.submit(ops))
+                };
+                pending.durable().await?;
+                PeerResponse::Dentry(old)
+            }
+            P::ListChildren { dir } => {
+                let d = path::normalize(&dir)?;
+                PeerResponse::Entries(self.ns.lock().expect("ns").children(&d))
+            }
+            P::HasChildren { dir } => {
+                let d = path::normalize(&dir)?;
+                PeerResponse::Bool(self.ns.lock().expect("ns").has_children(&d))
+            }
+            P::InodeGet { ino } => PeerResponse::Attr(self.inode(ino)?),
+            P::InodeSetSize { ino, change } => {
+                let (attr, pending) = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    let (attr, ops) = ns.set_size(ino, change, now_ns())?;
+                    (attr, self.store.submit(ops))
+                };
+                pending.durable().await?;
+                PeerResponse::Attr(attr)
+            }
+            P::InodeRemove { ino } => {
+                let pending = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    self.store.submit(ns.remove_inode(ino))
+                };
+                pending.durable().await?;
+                PeerResponse::Ok
+            }
+            P::OwnAttach {
+                ino,
+                stripe,
+                owner,
+                runs,
+            } => {
+                check_runs(&runs, stripe, self.cfg.stripe_size)?;
+                let pending = {
+                    let mut own = self.own.lock().expect("own");
+                    self.store.submit(own.attach(ino, stripe, owner, &runs))
+                };
+                pending.durable().await?;
+                PeerResponse::Ok
+            }
+            P::OwnDetach {
+                ino,
+                stripe,
+                owner,
+                start,
+                end,
+            } => {
+                let (removed, pending) = {
+                    let mut own = self.own.lock().expect("own");
+                    let (removed, ops) = own.detach(ino, stripe, owner, start, end);
+                    (removed, self.store.submit(ops))
+                };
+                pending.durable().await?;
+                PeerResponse::Bytes(removed)
+            }
+            P::OwnQuery {
+                ino,
+                stripe,
+                start,
+                end,
+            } => {
+                PeerResponse::Extents(self.own.lock().expect("own").query(ino, stripe, start, end))
+            }
+            P::OwnQueryFile { ino, only } => {
+                PeerResponse::Extents(self.own.lock().expect("own").query_file(ino, only))
+            }
+            P::OwnDetachFile { ino, owner } => {
+                let pending = {
+                    let mut own = self.own.lock().expect("own");
+                    self.store.submit(own.detach_file(ino, owner))
+                };
+                pending.durable().await?;
+                PeerResponse::Ok
+            }
+            P::OwnTruncate { ino, size } => {
+                let pending = {
+                    let mut own = self.own.lock().expect("own");
+                    self.store.submit(own.truncate(ino, size))
+                };
+                pending.durable().await?;
+                PeerResponse::Ok
+            }
+            P::DropFile { ino } => {
+                let pending = {
+                    let mut own = self.own.lock().expect("own");
+                    self.store.submit(own.drop_file(ino))
+                };
+                pending.durable().await?;
+                self.logs.drop_file(ino)?;
+                PeerResponse::Ok
+            }
+            P::ReadLog {
+                ino,
+                client,
+                ranges,
+            } => {
+                let data = self.read_local_log(ino, client, ranges).await?;
+                PeerResponse::Data(data)
+            }
+            P::FlushPart {
+                ino,
+                target,
+                extents,
+            } => PeerResponse::Bytes(flush::write_part(self, ino, target, extents).await?),
+        })
+    }
+
+    /// Reads from a log on this node, off the async workers.
+    pub async fn read_local_log(
+        &self,
+        ino: u64,
+        client: u64,
+        ranges: Vec<(u64, u64)>,
+    ) -> FsResult<Vec<u8>> {
+        // Log reads are page-cache or NVMe reads of bounded size; doing them inline keeps the
+        // common small read free of a thread hop, large ones go to the blocking pool.
+        let total: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+        if total <= 256 << 10 {
+            return self.logs.read(ino, client, &ranges);
+        }
+        let logs = &self.logs;
+        tokio::task::block_in_place(|| logs.read(ino, client, &ranges))
+    }
+
+    pub fn inode(&self, ino: u64) -> FsResult<Attr> {
+        self.ns.lock().expect("ns").attr(ino).ok_or_else(|| {
+            FsError::new(
+                Errno::NoEnt,
+                format!("inode {ino:#x} does not exist (the file was removed)"),
+            )
+        })
+    }
+
+    /// The entry of `p`; on a miss, a file or directory already on the PFS is imported.
+    async fn dentry_get(&self, p: &str) -> FsResult<Option<(Dentry, Option<Attr>)>> {
+        if p == "/" {
+            return Err(FsError::new(
+                Errno::Inval,
+                "the root has no directory entry",
+            ));
+        }
+        let found = {
+            let ns = self.ns.lock().expect("ns");
+            ns.get(p).map(|d| (d, ns.attr(d.ino)))
+        };
+        if found.is_some() {
+            return Ok(found);
+        }
+        let pfs = self.cfg.pfs_path(p);
+        let meta = match std::fs::symlink_metadata(&pfs) {
+            Ok(m) if m.is_file() || m.is_dir() => m,
+            _ => return Ok(None),
+        };
+        let new = NewNode {
+            kind: if meta.is_dir() {
+                FileKind::Dir
+            } else {
+                FileKind::File
+            },
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            size: if meta.is_dir() { 0 } else { meta.len() },
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        };
+        let (res, pending) = {
+            let mut ns = self.ns.lock().expect("ns");
+            let (dentry, _, ops) = ns.create(p, new, false)?;
+            ((dentry, ns.attr(dentry.ino)), self.store.submit(ops))
+        };
+        pending.durable().await?;
+        tracing::debug!(path = p, "imported from the PFS");
+        Ok(Some(res))
+    }
+}
+
+/// Runs from the wire must be well formed and inside the stripe they were sent for.
+fn check_runs(runs: &[Run], stripe: u64, stripe_size: u64) -> FsResult<()> {
+    let lo = stripe.saturating_mul(stripe_size);
+    let hi = lo.saturating_add(stripe_size);
+    for r in runs {
+        if !r.is_valid() || r.start < lo || r.end() > hi {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("attach run {r:?} is malformed or outside stripe {stripe} [{lo},{hi})"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Sorts and checks extents received for a flush.
+pub fn check_extents(extents: &mut [OwnedExtent]) -> FsResult<()> {
+    extents.sort_by_key(|e| e.start);
+    for e in extents.iter() {
+        if e.start >= e.end {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("empty extent [{},{})", e.start, e.end),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! The instance: its configuration file and the layout of its directory.
+//!
+//! An instance is one running Tessera: N daemons, their burst-buffer directories, the PFS
+//! directory they flush to, and a secret. It is described by `instance.toml` in the instance
+//! directory, which every daemon and client reads:
+//!
+//! ```text
+//! <instance>/instance.toml     this configuration
+//! <instance>/secret            32 random bytes (hex), mode 0600: authenticates daemons
+//! <instance>/run/              mode 0700: node-K.sock (clients), node-K.addr (peers), node-K.pid
+//! <instance>/logs/node-K.log   daemon logs
+//! <bb_root>/node-K/            burst buffer of node K: meta.redb (state) and logs/<ino>/
+//! ```
+//!
+//! On a cluster the instance directory sits on a shared file system and `bb_root` on
+//! node-local storage; on one machine everything can live under one directory.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use tessera_core::{Errno, FsError, Model};
+
+/// Default largest frame: a 16 MiB read plus headroom. Bounds what a peer can make us buffer.
+pub const DEFAULT_MAX_FRAME: u32 = 17 << 20;
+
+/// Contents of `instance.toml`. Every tunable names its trade-off.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceConfig {
+    /// Number of daemons (nodes). Fixed for the life of the instance: placement hashes over it.
+    pub nodes: u32,
+    /// Prefix under which users name Tessera paths.
+    pub mount: String,
+    /// Directory of the underlying parallel file system that flush writes to and unowned
+    /// ranges are read from.
+    pub pfs_dir: PathBuf,
+    /// Root of the node-local burst buffers; node K uses `<bb_root>/node-K`.
+    pub bb_root: PathBuf,
+    /// Stripe size for ownership placement: smaller spreads one file over more daemons, larger
+    /// keeps a process's attach on fewer daemons.
+    pub stripe_size: u64,
+    /// Consistency model for opens that do not choose one.
+    pub default_model: Model,
+    /// Largest frame accepted on any socket, in bytes: larger allows bigger single reads,
+    /// smaller bounds the memory a malicious or broken peer can tie up.
+    pub max_frame: u32,
+    /// Address daemons listen on for peers (port chosen at start and published in run/).
+    pub listen_host: String,
+    /// Burst-buffer bytes each node may hold; 0 means "until the device is full".
+    pub bb_capacity: u64,
+}
+
+impl InstanceConfig {
+    pub fn new(nodes: u32, pfs_dir: PathBuf, bb_root: PathBuf) -> Self {
+        InstanceConfig {
+            nodes,
+            mount: tessera_core::path::DEFAULT_MOUNT.to_string(),
+            pfs_dir,
+            bb_root,
+            stripe_size: tessera_core::placement::DEFAULT_STRIPE_SIZE,
+            default_model: Model::Session,
+            max_frame: DEFAULT_MAX_FRAME,
+            listen_host: "127.0.0.1".to_string(),
+            bb_capacity: 0,
+        }
+    }
+
+    /// Checks values a hand-edited file could get wrong.
+    pub fn validate(&self) -> Result<(), FsError> {
+        let bad = |m: String| Err(FsError::new(Errno::Inval, m));
+        if self.nodes == 0 || self.nodes > 65_535 {
+            return bad(format!(
+                "instance.toml: nodes = {} must be between 1 and 65535",
+                self.nodes
+            ));
+        }
+        if self.stripe_size < 4096 {
+            return bad(format!(
+                "instance.toml: stripe_size = {} must be at least 4096",
+                self.stripe_size
+            ));
+        }
+        if self.max_frame < 1 << 20 {
+            return bad(format!(
+                "instance.toml: max_frame = {} must be at least 1 MiB",
+                self.max_frame
+            ));
+        }
+        if !self.mount.starts_with('/') {
+            return bad(format!(
+                "instance.toml: mount = '{}' must be an absolute path",
+                self.mount
+            ));
+        }
+        Ok(())
+    }
+
+    /// Largest data payload one read request may ask for, leaving room for the envelope.
+    pub fn max_read_chunk(&self) -> u64 {
+        u64::from(self.max_frame - (64 << 10)).min(16 << 20)
+    }
+
+    /// Burst-buffer directory of `node`.
+    pub fn bb_dir(&self, node: u32) -> PathBuf {
+        self.bb_root.join(format!("node-{node}"))
+    }
+
+    /// Directory holding the logs of file `ino` on `node`.
+    pub fn log_dir(&self, node: u32, ino: u64) -> PathBuf {
+        self.bb_dir(node).join("logs").join(format!("{ino:016x}"))
+    }
+
+    /// Data and index log of one client for one file on `node`.
+    pub fn log_paths(&self, node: u32, ino: u64, client: u64) -> (PathBuf, PathBuf) {
+        let d = self.log_dir(node, ino);
+        (
+            d.join(format!("{client}.data")),
+            d.join(format!("{client}.index")),
+        )
+    }
+
+    /// Where a file lives on the PFS.
+    pub fn pfs_path(&self, path: &str) -> PathBuf {
+        self.pfs_dir.join(path.trim_start_matches('/'))
+    }
+}
+
+/// Paths inside an instance directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceLayout {
+    pub dir: PathBuf,
+}
+
+impl InstanceLayout {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        InstanceLayout { dir: dir.into() }
+    }
+
+    /// The instance named by `TESSERA_INSTANCE`, else `/tmp/tessera-<uid>`.
+    pub fn from_env() -> Self {
+        match std::env::var_os("TESSERA_INSTANCE") {
+            Some(d) if !d.is_empty() => InstanceLayout::new(PathBuf::from(d)),
+            _ => InstanceLayout::new(default_instance_dir()),
+        }
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("instance.toml")
+    }
+    pub fn secret_path(&self) -> PathBuf {
+        self.dir.join("secret")
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+    pub fn socket(&self, node: u32) -> PathBuf {
+        self.run_dir().join(format!("node-{node}.sock"))
+    }
+    pub fn addr_file(&self, node: u32) -> PathBuf {
+        self.run_dir().join(format!("node-{node}.addr"))
+    }
+    pub fn pid_file(&self, node: u32) -> PathBuf {
+        self.run_dir().join(format!("node-{node}.pid"))
+    }
+    pub fn log_file(&self, node: u32) -> PathBuf {
+        self.dir.join("logs").join(format!("node-{node}.log"))
+    }
+
+    /// Reads and validates `instance.toml`.
+    pub fn load_config(&self) -> Result<InstanceConfig, FsError> {
+        let path = self.config_path();
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                FsError::new(
+                    Errno::ConnRefused,
+                    format!(
+                        "no Tessera instance at {} (missing {}); start one with `tessera start --instance {}`",
+                        self.dir.display(),
+                        path.display(),
+                        self.dir.display()
+                    ),
+                )
+            } else {
+                FsError::io(format!("reading {}", path.display()), &e)
+            }
+        })?;
+        let cfg: InstanceConfig = toml::from_str(&text)
+            .map_err(|e| FsError::new(Errno::Inval, format!("{}: {e}", path.display())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Writes `instance.toml` (atomically: temporary file, then rename).
+    pub fn save_config(&self, cfg: &InstanceConfig) -> Result<(), FsError> {
+        cfg.validate()?;
+        let text = toml::to_string_pretty(cfg).expect("config serializes");
+        write_atomic(&self.config_path(), text.as_bytes())
+    }
+
+    /// Reads the instance secret.
+    pub fn load_secret(&self) -> Result<Vec<u8>, FsError> {
+        let p = self.secret_path();
+        let text = std::fs::read_to_string(&p)
+            .map_err(|e| FsError::io(format!("reading secret {}", p.display()), &e))?;
+        decode_hex(text.trim())
+            .ok_or_else(|| FsError::new(Errno::Inval, format!("{}: not a hex secret", p.display())))
+    }
+}
+
+/// Default instance directory for this user.
+pub fn default_instance_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(format!("/tmp/tessera-{uid}"))
+}
+
+/// Writes a file so readers see either the old or the new contents.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .map_err(|e| FsError::io(format!("writing {}", tmp.display()), &e))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| FsError::io(format!("renaming {} into place", tmp.display()), &e))
+}
+
+pub fn encode_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_toml() {
+        let cfg = InstanceConfig::new(3, "/pfs".into(), "/bb".into());
+        let text = toml::to_string_pretty(&cfg).unwrap();
+        assert!(text.contains("default_model = \"session\""), "{text}");
+        let back: InstanceConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back, cfg);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut cfg = InstanceConfig::new(0, "/pfs".into(), "/bb".into());
+        assert!(cfg.validate().unwrap_err().message.contains("nodes = 0"));
+        cfg.nodes = 2;
+        cfg.stripe_size = 10;
+        assert!(cfg.validate().unwrap_err().message.contains("stripe_size"));
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(
+            decode_hex(&encode_hex(&[0, 1, 255])).unwrap(),
+            vec![0, 1, 255]
+        );
+        assert_eq!(decode_hex("zz"), None);
+    }
+}

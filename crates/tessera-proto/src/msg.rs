@@ -1,0 +1,310 @@
+//! Requests and responses.
+//!
+//! Clients speak [`Request`]/[`Response`] to the daemon of their node; the daemon fans the work
+//! out to the shard owners with [`PeerRequest`]/[`PeerResponse`]. Every variant maps to one
+//! primitive of the file system; nothing here carries behaviour.
+
+use serde::{Deserialize, Serialize};
+use tessera_core::{FsError, Owner, Run};
+
+/// Version of the client and peer protocols; a mismatch is refused at hello.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileKind {
+    File,
+    Dir,
+}
+
+/// Attributes of a file or directory (an inode).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub ino: u64,
+    pub kind: FileKind,
+}
+
+/// One range of a file and the log that holds its newest attached bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedExtent {
+    pub start: u64,
+    pub end: u64,
+    pub owner: Owner,
+}
+
+/// Answer to a query: the file size known to the namespace and the owned extents, ascending.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owners {
+    pub size: u64,
+    pub extents: Vec<OwnedExtent>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFlags {
+    pub create: bool,
+    pub exclusive: bool,
+    pub truncate: bool,
+}
+
+/// What a daemon reports about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub node: u32,
+    pub pid: u32,
+    pub uptime_ms: u64,
+    pub bb_dir: String,
+    pub bb_used: u64,
+    pub bb_capacity: u64,
+    pub clients: u64,
+    pub files_owned: u64,
+    pub extents_owned: u64,
+    pub requests: u64,
+}
+
+/// Client -> its node's daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// First message on a connection. `resume` re-binds a client id after a reconnect, so the
+    /// process keeps appending to the same logs.
+    Hello {
+        version: u32,
+        pid: u32,
+        resume: Option<u64>,
+    },
+    /// Look up (and with `flags.create`, create) a regular file; with `want_owners`, also run
+    /// a whole-file query (the session_open of session and MPI-IO consistency).
+    Open {
+        path: String,
+        flags: OpenFlags,
+        mode: u32,
+        want_owners: bool,
+    },
+    Stat {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+        mode: u32,
+    },
+    Rmdir {
+        path: String,
+    },
+    Unlink {
+        path: String,
+    },
+    Readdir {
+        path: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
+    /// Make the caller the owner of these logical runs of `ino` (its log holds them).
+    Attach {
+        ino: u64,
+        runs: Vec<Run>,
+    },
+    /// Drop the caller's ownership of `[start, end)`; others' ownership stays.
+    Detach {
+        ino: u64,
+        start: u64,
+        end: u64,
+    },
+    DetachFile {
+        ino: u64,
+    },
+    Query {
+        ino: u64,
+        start: u64,
+        end: u64,
+    },
+    QueryFile {
+        ino: u64,
+    },
+    /// Read logical ranges from another node's log through the daemons.
+    ReadLog {
+        ino: u64,
+        owner: Owner,
+        ranges: Vec<(u64, u64)>,
+    },
+    /// Write the owned extents of a file (or of one range) to the PFS, atomically.
+    Flush {
+        path: String,
+        range: Option<(u64, u64)>,
+    },
+    /// Reserve burst-buffer space before appending to logs.
+    Reserve {
+        bytes: u64,
+    },
+    /// Return unused reserved space.
+    Release {
+        bytes: u64,
+    },
+    Status,
+    Shutdown,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    Ok,
+    Hello { client: u64, node: u32, nodes: u32 },
+    Opened { attr: Attr, owners: Option<Owners> },
+    Attr(Attr),
+    Entries(Vec<DirEntry>),
+    Owners(Owners),
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    Flushed { bytes: u64, nodes: u32 },
+    Granted { bytes: u64 },
+    Status(NodeStatus),
+    Err(FsError),
+}
+
+/// A directory entry as stored on its path's shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dentry {
+    pub ino: u64,
+    pub kind: FileKind,
+}
+
+/// How an inode's size changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SizeChange {
+    /// Grow to at least this size (attach).
+    Extend(u64),
+    /// Set exactly (truncate).
+    Set(u64),
+}
+
+/// Daemon -> daemon. Each acts on data the receiver's shard holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PeerRequest {
+    Ping,
+    /// Directory entry of `path` (imports it from the PFS on a miss).
+    DentryGet {
+        path: String,
+    },
+    /// Create the entry and its inode here; returns the existing one unless `exclusive`.
+    DentryCreate {
+        path: String,
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        exclusive: bool,
+    },
+    /// Remove the entry if it still names `ino`.
+    DentryRemove {
+        path: String,
+        ino: u64,
+    },
+    /// Insert or replace an entry (rename target); returns the replaced entry.
+    DentryPut {
+        path: String,
+        dentry: Dentry,
+    },
+    ListChildren {
+        dir: String,
+    },
+    HasChildren {
+        dir: String,
+    },
+    InodeGet {
+        ino: u64,
+    },
+    InodeSetSize {
+        ino: u64,
+        change: SizeChange,
+    },
+    InodeRemove {
+        ino: u64,
+    },
+    OwnAttach {
+        ino: u64,
+        stripe: u64,
+        owner: Owner,
+        runs: Vec<Run>,
+    },
+    OwnDetach {
+        ino: u64,
+        stripe: u64,
+        owner: Owner,
+        start: u64,
+        end: u64,
+    },
+    OwnQuery {
+        ino: u64,
+        stripe: u64,
+        start: u64,
+        end: u64,
+    },
+    /// Every extent of `ino` held by this node, optionally only the caller's.
+    OwnQueryFile {
+        ino: u64,
+        only: Option<Owner>,
+    },
+    OwnDetachFile {
+        ino: u64,
+        owner: Owner,
+    },
+    OwnTruncate {
+        ino: u64,
+        size: u64,
+    },
+    /// The file is gone: drop its ownership and delete its logs on this node.
+    DropFile {
+        ino: u64,
+    },
+    /// Read logical ranges of the log (ino, client) stored on this node.
+    ReadLog {
+        ino: u64,
+        client: u64,
+        ranges: Vec<(u64, u64)>,
+    },
+    /// Write these extents, held by logs on this node, into `target` on the PFS.
+    FlushPart {
+        ino: u64,
+        target: String,
+        extents: Vec<OwnedExtent>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PeerResponse {
+    Ok,
+    Pong {
+        node: u32,
+    },
+    /// A directory entry, with its attributes when the inode lives on the same node.
+    Found(Option<(Dentry, Option<Attr>)>),
+    /// The replaced entry of a `DentryPut`.
+    Dentry(Option<Dentry>),
+    Created {
+        dentry: Dentry,
+        created: bool,
+        attr: Option<Attr>,
+    },
+    Entries(Vec<DirEntry>),
+    Bool(bool),
+    Attr(Attr),
+    Extents(Vec<OwnedExtent>),
+    Bytes(u64),
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    Err(FsError),
+}
