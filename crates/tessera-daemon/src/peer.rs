@@ -150,7 +150,9 @@ impl Peers {
                 Ok(Err(e)) if was_pooled && e.errno == Errno::HostDown => continue,
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
-                    return Err(self.unreachable(node, format!("no answer within {PEER_TIMEOUT:?}")));
+                    return Err(
+                        self.unreachable(node, format!("no answer within {PEER_TIMEOUT:?}"))
+                    );
                 }
             }
         }

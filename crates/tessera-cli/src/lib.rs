@@ -1,0 +1,11 @@
+//! The pieces of the `tessera` command, as a library so that tests and tools reuse them.
+//!
+//! * [`instance`]: create an instance, start, stop and report its daemons;
+//! * [`inspect`]: ls, stat, where, flush;
+//! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
+//! * [`script`]: a rank driven by JSON-line commands, for multi-process tests.
+
+pub mod demo;
+pub mod inspect;
+pub mod instance;
+pub mod script;

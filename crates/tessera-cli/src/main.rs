@@ -1,0 +1,176 @@
+//! `tessera`: run and inspect a Tessera instance.
+//!
+//! ```text
+//! tessera start --daemons 3 --pfs /scratch/me/pfs     start an instance on this machine
+//! tessera status | stop                               look at it, stop it
+//! tessera ls|stat|where|flush /tessera/PATH           inspect files, publish them to the PFS
+//! tessera demo                                        the N-1 checkpoint demo
+//! tessera serve --node K                              one daemon in the foreground
+//! ```
+//!
+//! The instance directory comes from `--instance` or `TESSERA_INSTANCE` (default
+//! `/tmp/tessera-<uid>`).
+
+use anyhow::{Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use tessera_cli::{demo, inspect, instance, script};
+use tessera_client::{Client, Model};
+use tessera_proto::InstanceLayout;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a burst-buffer file system for HPC jobs"
+)]
+struct Cli {
+    /// Instance directory (holds instance.toml, the secret, sockets and daemon logs).
+    #[arg(long, global = true, env = "TESSERA_INSTANCE")]
+    instance: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one daemon in the foreground.
+    Serve {
+        /// Which node of the instance this daemon is.
+        #[arg(long)]
+        node: u32,
+    },
+    /// Create an instance (if needed) and start its daemons in the background.
+    Start {
+        /// Number of daemons of a new instance.
+        #[arg(long, default_value_t = 3)]
+        daemons: u32,
+        /// PFS directory that flush writes to (new instance; default <instance>/pfs).
+        #[arg(long)]
+        pfs: Option<PathBuf>,
+        /// Root of the node-local burst buffers (new instance; default <instance>/bb).
+        #[arg(long)]
+        bb_root: Option<PathBuf>,
+        /// Stripe size in bytes for ownership placement (new instance).
+        #[arg(long)]
+        stripe_size: Option<u64>,
+        /// Burst-buffer bytes per node, 0 = until the device is full (new instance).
+        #[arg(long, default_value_t = 0)]
+        bb_capacity: u64,
+        /// Default consistency model: posix, commit, session or mpiio (new instance).
+        #[arg(long, default_value = "session")]
+        model: Model,
+        /// Start only this node (e.g. to restart a daemon that died).
+        #[arg(long)]
+        node: Option<u32>,
+    },
+    /// Stop every daemon of the instance.
+    Stop,
+    /// Show the daemons of the instance.
+    Status,
+    /// List a directory.
+    Ls {
+        path: String,
+        /// Show kind, size and mode.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Show a file's attributes.
+    Stat { path: String },
+    /// Show which node holds which range of a file.
+    Where { path: String },
+    /// Write a file to the PFS directory (atomically).
+    Flush { path: String },
+    /// Run the N-1 strided checkpoint demo in a fresh instance.
+    Demo(demo::DemoArgs),
+    /// One rank of the demo (internal).
+    #[command(hide = true)]
+    DemoRank(demo::RankArgs),
+    /// A rank that runs file operations read as JSON lines from stdin (internal, for tests).
+    #[command(hide = true)]
+    Script {
+        #[arg(long)]
+        node: Option<u32>,
+    },
+}
+
+fn layout(cli: &Cli) -> InstanceLayout {
+    match &cli.instance {
+        Some(d) => InstanceLayout::new(d.clone()),
+        None => InstanceLayout::from_env(),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("tessera: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let layout = layout(&cli);
+    match cli.cmd {
+        Cmd::Serve { node } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .init();
+            tessera_daemon::run(layout, node)?;
+        }
+        Cmd::Start {
+            daemons,
+            pfs,
+            bb_root,
+            stripe_size,
+            bb_capacity,
+            model,
+            node,
+        } => {
+            if !layout.config_path().exists() {
+                if node.is_some() {
+                    bail!("no instance at {} to start a node of", layout.dir.display());
+                }
+                let pfs = pfs.unwrap_or_else(|| layout.dir.join("pfs"));
+                instance::create(
+                    &layout,
+                    &instance::CreateOptions {
+                        daemons,
+                        pfs,
+                        bb_root,
+                        stripe_size,
+                        bb_capacity,
+                        model,
+                    },
+                )?;
+            }
+            match node {
+                Some(n) => instance::start_node(&layout, n)?,
+                None => instance::start_all(&layout)?,
+            }
+            instance::print_status(&layout)?;
+        }
+        Cmd::Stop => {
+            let n = instance::stop_all(&layout)?;
+            println!("stopped {n} daemon(s) of {}", layout.dir.display());
+        }
+        Cmd::Status => {
+            if !instance::print_status(&layout)? {
+                std::process::exit(3);
+            }
+        }
+        Cmd::Ls { path, long } => inspect::ls(&Client::connect(layout, None)?, &path, long)?,
+        Cmd::Stat { path } => inspect::stat(&Client::connect(layout, None)?, &path)?,
+        Cmd::Where { path } => inspect::where_(&Client::connect(layout, None)?, &path)?,
+        Cmd::Flush { path } => inspect::flush(&Client::connect(layout, None)?, &path)?,
+        Cmd::Demo(a) => demo::run(a)?,
+        Cmd::DemoRank(a) => demo::rank_main(a)?,
+        Cmd::Script { node } => script::main(Client::connect(layout, node)?)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! A scripted rank: one process that performs file-system operations read as JSON lines on
+//! stdin and answers each with a JSON line on stdout. Tests drive several of them at once to
+//! run multi-process programs against real daemons; the driver decides the order of
+//! operations across processes, which gives the happens-before edges.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use tessera_client::{Client, File, FsError, Model, OpenOptions};
+
+/// One operation of a scripted rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Cmd {
+    Open {
+        path: String,
+        model: Model,
+        read: bool,
+        write: bool,
+        create: bool,
+    },
+    /// Writes `len` bytes of pattern `id` at `off` (see [`pattern_byte`]).
+    Write {
+        off: u64,
+        len: u64,
+        id: u32,
+    },
+    /// Reads `len` bytes at `off`; the answer carries them in hex.
+    Read {
+        off: u64,
+        len: u64,
+    },
+    Attach {
+        off: u64,
+        len: u64,
+    },
+    AttachFile,
+    Detach {
+        off: u64,
+        len: u64,
+    },
+    DetachFile,
+    Commit,
+    SessionOpen,
+    SessionClose,
+    Sync,
+    Flush,
+    Close,
+    Exit,
+}
+
+/// Answer to one command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+}
+
+/// Byte `off` of write pattern `id`: never 0, and different writes differ at every offset.
+pub fn pattern_byte(id: u32, off: u64) -> u8 {
+    ((u64::from(id) * 37 + off) % 255 + 1) as u8
+}
+
+fn run_cmd(client: &Client, file: &mut Option<File>, cmd: Cmd) -> Result<Option<Vec<u8>>, FsError> {
+    let no_file = || FsError::new(tessera_client::Errno::BadF, "no file is open in this rank");
+    match cmd {
+        Cmd::Open {
+            path,
+            model,
+            read,
+            write,
+            create,
+        } => {
+            let f = client.open(
+                &path,
+                OpenOptions::new()
+                    .read(read)
+                    .write(write)
+                    .create(create)
+                    .model(model),
+            )?;
+            if let Some(old) = file.replace(f) {
+                old.close()?;
+            }
+        }
+        Cmd::Write { off, len, id } => {
+            let buf: Vec<u8> = (off..off + len).map(|o| pattern_byte(id, o)).collect();
+            file.as_mut().ok_or_else(no_file)?.write_at(&buf, off)?;
+        }
+        Cmd::Read { off, len } => {
+            let mut buf = vec![0u8; len as usize];
+            let n = file.as_mut().ok_or_else(no_file)?.read_at(&mut buf, off)?;
+            buf.truncate(n);
+            return Ok(Some(buf));
+        }
+        Cmd::Attach { off, len } => file.as_mut().ok_or_else(no_file)?.attach(off, len)?,
+        Cmd::AttachFile => file.as_mut().ok_or_else(no_file)?.attach_file()?,
+        Cmd::Detach { off, len } => file.as_mut().ok_or_else(no_file)?.detach(off, len)?,
+        Cmd::DetachFile => file.as_mut().ok_or_else(no_file)?.detach_file()?,
+        Cmd::Commit => file.as_mut().ok_or_else(no_file)?.commit()?,
+        Cmd::SessionOpen => file.as_mut().ok_or_else(no_file)?.session_open()?,
+        Cmd::SessionClose => file.as_mut().ok_or_else(no_file)?.session_close()?,
+        Cmd::Sync => file.as_mut().ok_or_else(no_file)?.sync()?,
+        Cmd::Flush => {
+            file.as_mut().ok_or_else(no_file)?.flush_file()?;
+        }
+        Cmd::Close => file.take().ok_or_else(no_file)?.close()?,
+        Cmd::Exit => {}
+    }
+    Ok(None)
+}
+
+/// Runs commands from stdin until `exit` or end of input.
+pub fn main(client: Client) -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut file: Option<File> = None;
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string(&Reply {
+            ok: true,
+            data: None,
+            errno: None,
+            msg: None
+        })?
+    )?;
+    out.flush()?;
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cmd: Cmd = serde_json::from_str(&line)?;
+        let exit = cmd == Cmd::Exit;
+        let reply = match run_cmd(&client, &mut file, cmd) {
+            Ok(data) => Reply {
+                ok: true,
+                data: data.map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),
+                errno: None,
+                msg: None,
+            },
+            Err(e) => Reply {
+                ok: false,
+                data: None,
+                errno: Some(e.errno.name().to_string()),
+                msg: Some(e.message),
+            },
+        };
+        writeln!(out, "{}", serde_json::to_string(&reply)?)?;
+        out.flush()?;
+        if exit {
+            break;
+        }
+    }
+    Ok(())
+}

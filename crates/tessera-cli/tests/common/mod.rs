@@ -1,0 +1,211 @@
+//! Test harness: real instances of real daemons, and scripted ranks as real processes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_cli::script::{Cmd, Reply};
+use tessera_client::{Client, InstanceLayout};
+
+pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
+
+/// A running instance in a temporary directory; stopped and removed on drop.
+pub struct Inst {
+    pub root: PathBuf,
+    pub layout: InstanceLayout,
+    pub nodes: u32,
+}
+
+impl Inst {
+    pub fn start(nodes: u32) -> Inst {
+        Inst::start_with(nodes, &[])
+    }
+
+    pub fn start_with(nodes: u32, extra: &[&str]) -> Inst {
+        let root = tessera_cli::instance::temp_dir("tessera-test").expect("temp dir");
+        let layout = InstanceLayout::new(root.join("inst"));
+        let out = Command::new(TESSERA)
+            .arg("start")
+            .arg("--instance")
+            .arg(&layout.dir)
+            .args(["--daemons", &nodes.to_string()])
+            .arg("--pfs")
+            .arg(root.join("pfs"))
+            .arg("--bb-root")
+            .arg(root.join("bb"))
+            .args(extra)
+            .output()
+            .expect("run tessera start");
+        assert!(
+            out.status.success(),
+            "tessera start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Inst {
+            root,
+            layout,
+            nodes,
+        }
+    }
+
+    pub fn client(&self, node: u32) -> Client {
+        Client::connect(self.layout.clone(), Some(node)).expect("connect client")
+    }
+
+    pub fn pfs(&self) -> PathBuf {
+        self.root.join("pfs")
+    }
+
+    pub fn rank(&self, node: u32) -> Rank {
+        Rank::spawn(&self.layout, node)
+    }
+
+    pub fn tessera(&self, args: &[&str]) -> std::process::Output {
+        Command::new(TESSERA)
+            .arg("--instance")
+            .arg(&self.layout.dir)
+            .args(args)
+            .output()
+            .expect("run tessera")
+    }
+
+    pub fn pid(&self, node: u32) -> i32 {
+        std::fs::read_to_string(self.layout.pid_file(node))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    /// Kills daemon `node` with SIGKILL and waits until it is gone.
+    pub fn kill9(&self, node: u32) {
+        let pid = self.pid(node);
+        // SAFETY: signalling a daemon this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tessera_cli::instance::process_alive(pid) {
+            assert!(Instant::now() < deadline, "daemon {pid} survived SIGKILL");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn restart(&self, node: u32) {
+        let out = self.tessera(&["start", "--node", &node.to_string()]);
+        assert!(
+            out.status.success(),
+            "restart failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Inst {
+    fn drop(&mut self) {
+        let _ = self.tessera(&["stop"]);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        } else {
+            eprintln!("instance kept for inspection: {}", self.root.display());
+        }
+    }
+}
+
+/// A `tessera script` process bound to one node.
+pub struct Rank {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pub node: u32,
+}
+
+impl Rank {
+    pub fn spawn(layout: &InstanceLayout, node: u32) -> Rank {
+        let mut child = Command::new(TESSERA)
+            .arg("--instance")
+            .arg(&layout.dir)
+            .args(["script", "--node", &node.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn rank");
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut r = Rank {
+            child,
+            stdin,
+            stdout,
+            node,
+        };
+        let hello = r.recv();
+        assert!(hello.ok, "rank failed to start: {hello:?}");
+        r
+    }
+
+    /// Queues a command without waiting for its reply.
+    pub fn send(&mut self, cmd: &Cmd) {
+        writeln!(
+            self.stdin,
+            "{}",
+            serde_json::to_string(cmd).expect("encode")
+        )
+        .expect("write to rank");
+        self.stdin.flush().expect("flush rank stdin");
+    }
+
+    pub fn recv(&mut self) -> Reply {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from rank");
+        assert!(!line.is_empty(), "rank on node {} exited", self.node);
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad reply {line:?}: {e}"))
+    }
+
+    /// Runs one command and returns its reply.
+    pub fn run(&mut self, cmd: &Cmd) -> Reply {
+        self.send(cmd);
+        self.recv()
+    }
+
+    /// Runs one command that must succeed.
+    pub fn ok(&mut self, cmd: &Cmd) -> Reply {
+        let r = self.run(cmd);
+        assert!(r.ok, "{cmd:?} failed on node {}: {r:?}", self.node);
+        r
+    }
+
+    /// Reads and returns the bytes.
+    pub fn read(&mut self, off: u64, len: u64) -> Vec<u8> {
+        let r = self.ok(&Cmd::Read { off, len });
+        decode_hex(r.data.as_deref().unwrap_or(""))
+    }
+}
+
+impl Drop for Rank {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "{}", serde_json::to_string(&Cmd::Exit).unwrap());
+        let _ = self.stdin.flush();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn decode_hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,212 @@
+//! The errors a user will meet: each has its errno-style code and says what to do.
+
+mod common;
+
+use common::{Inst, TESSERA, is_root};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use tessera_client::{Client, Errno, InstanceLayout, Model, OpenOptions};
+
+#[test]
+fn daemon_not_running_names_the_socket_and_the_fix() {
+    let inst = Inst::start(1);
+    assert!(inst.tessera(&["stop"]).status.success());
+    let err = Client::connect(inst.layout.clone(), Some(0))
+        .err()
+        .expect("no daemon, no client");
+    assert_eq!(err.errno, Errno::ConnRefused);
+    let socket = inst.layout.socket(0).display().to_string();
+    assert!(err.message.contains(&socket), "{err}");
+    assert!(err.message.contains("tessera start --instance"), "{err}");
+    // The CLI says the same.
+    let out = inst.tessera(&["stat", "/tessera"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ECONNREFUSED"));
+}
+
+#[test]
+fn missing_instance_says_how_to_create_one() {
+    let err = Client::connect(InstanceLayout::new("/nonexistent/tessera-instance"), None)
+        .err()
+        .unwrap();
+    assert_eq!(err.errno, Errno::ConnRefused);
+    assert!(err.message.contains("tessera start"), "{err}");
+}
+
+#[test]
+fn paths_outside_the_file_system_are_refused() {
+    let inst = Inst::start(1);
+    let c = inst.client(0);
+    for bad in ["/etc/passwd", "relative/file", "/tesseract/x"] {
+        let err = c
+            .create(bad)
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert_eq!(err.errno, Errno::XDev, "{bad}: {err}");
+        assert!(err.message.contains("/tessera"), "{err}");
+    }
+}
+
+#[test]
+fn reading_past_end_of_file() {
+    let inst = Inst::start(1);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/short",
+            OpenOptions::new().read(true).write(true).create(true),
+        )
+        .unwrap();
+    f.write_at(b"0123456789", 0).unwrap();
+    let mut buf = [0u8; 8];
+    // POSIX read: a short count, then 0 at the end.
+    assert_eq!(f.read_at(&mut buf, 6).unwrap(), 4);
+    assert_eq!(&buf[..4], b"6789");
+    assert_eq!(f.read_at(&mut buf, 10).unwrap(), 0);
+    assert_eq!(f.read_at(&mut buf, 1 << 40).unwrap(), 0);
+    // The exact read says what happened.
+    let err = f.read_exact_at(&mut buf, 6).unwrap_err();
+    assert_eq!(err.errno, Errno::NoData);
+    assert!(err.message.contains("past end of file (size 10"), "{err}");
+}
+
+#[test]
+fn attach_of_never_written_bytes() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/a",
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&[1; 100], 0).unwrap();
+    f.write_at(&[2; 100], 200).unwrap();
+    let err = f.attach(50, 200).unwrap_err();
+    assert_eq!(err.errno, Errno::Inval);
+    assert!(
+        err.message.contains("bytes [100, 200) were never written"),
+        "{err}"
+    );
+    f.attach(0, 100).unwrap();
+    f.attach(210, 50).unwrap();
+}
+
+#[test]
+fn detach_of_an_unattached_range() {
+    let inst = Inst::start(2);
+    let c = inst.client(1);
+    let mut f = c
+        .open(
+            "/tessera/d",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&[7; 100], 0).unwrap();
+    let err = f.detach(0, 100).unwrap_err();
+    assert_eq!(err.errno, Errno::Inval);
+    assert!(
+        err.message.contains("not attached by this process"),
+        "{err}"
+    );
+    f.attach(0, 60).unwrap();
+    assert_eq!(f.detach(0, 80).unwrap_err().errno, Errno::Inval);
+    f.detach(0, 60).unwrap();
+    // Detached bytes are no one's: they now read as a hole.
+    let mut buf = [9u8; 10];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 10);
+    assert_eq!(buf, [0; 10]);
+}
+
+#[test]
+fn full_burst_buffer_fails_the_write_and_keeps_earlier_data() {
+    let inst = Inst::start_with(1, &["--bb-capacity", &(4u64 << 20).to_string()]);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/big",
+            OpenOptions::new().read(true).write(true).create(true),
+        )
+        .unwrap();
+    let a = vec![0xaa; 3 << 20];
+    f.write_at(&a, 0).unwrap();
+    let err = f.write_at(&vec![0xbb; 2 << 20], 3 << 20).unwrap_err();
+    assert_eq!(err.errno, Errno::NoSpace);
+    assert!(err.message.contains("burst buffer"), "{err}");
+    assert!(err.message.contains("--bb-capacity"), "{err}");
+    f.close().unwrap();
+    let mut r = c.open_read("/tessera/big").unwrap();
+    assert_eq!(r.len().unwrap(), 3 << 20);
+    let mut back = vec![0; 3 << 20];
+    r.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == a, "earlier data damaged");
+    // Space comes back when the file goes.
+    c.unlink("/tessera/big").unwrap();
+    let mut g = c.create("/tessera/again").unwrap();
+    g.write_at(&vec![1; 3 << 20], 0).unwrap();
+}
+
+fn run_as_nobody(inst: &Inst, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    Command::new(TESSERA)
+        .arg("--instance")
+        .arg(&inst.layout.dir)
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run as nobody")
+}
+
+#[test]
+fn another_user_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: switching to another uid needs root");
+        return;
+    }
+    let inst = Inst::start(1);
+    // The test binary must be reachable by the other user.
+    let exe_dirs_ok = std::path::Path::new(TESSERA).ancestors().skip(1).all(|d| {
+        std::fs::metadata(d)
+            .map(|m| m.permissions().mode() & 0o001 != 0)
+            .unwrap_or(true)
+    });
+    if !exe_dirs_ok {
+        eprintln!("skipped: {TESSERA} is not reachable by uid 65534");
+        return;
+    }
+    // 1. The instance directory is private: the other user cannot even read its config.
+    let out = run_as_nobody(&inst, &["stat", "/tessera"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("EACCES"), "{err}");
+    // 2. Even if the directories are opened up by mistake, the daemon checks the peer's uid.
+    for d in [&inst.root, &inst.layout.dir, &inst.layout.run_dir()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        inst.layout.socket(0),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        inst.layout.config_path(),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = run_as_nobody(&inst, &["stat", "/tessera"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "another uid was served");
+    assert!(
+        err.contains("EACCES") && err.contains("belongs to uid 0"),
+        "{err}"
+    );
+    // The owner is still served.
+    assert!(inst.tessera(&["stat", "/tessera"]).status.success());
+}

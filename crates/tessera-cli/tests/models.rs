@@ -1,0 +1,125 @@
+//! The models are really different: relaxed models may show old data, strong ones may not.
+
+mod common;
+
+use common::Inst;
+use tessera_cli::script::{Cmd, pattern_byte};
+use tessera_client::Model;
+
+fn pattern(id: u32, off: u64, len: u64) -> Vec<u8> {
+    (off..off + len).map(|o| pattern_byte(id, o)).collect()
+}
+
+fn open(path: &str, model: Model, write: bool) -> Cmd {
+    Cmd::Open {
+        path: path.into(),
+        model,
+        read: true,
+        write,
+        create: write,
+    }
+}
+
+/// A session reader that opened before the writer closed may see the old bytes; it sees the
+/// new ones once it opens again after the close.
+#[test]
+fn session_reader_may_see_old_data_until_it_reopens() {
+    let inst = Inst::start(3);
+    let mut writer = inst.rank(1);
+    let mut reader = inst.rank(2);
+    let path = "/tessera/relaxed";
+    writer.ok(&open(path, Model::Session, true));
+    writer.ok(&Cmd::Write {
+        off: 0,
+        len: 100,
+        id: 1,
+    });
+    writer.ok(&Cmd::Close);
+
+    reader.ok(&open(path, Model::Session, false));
+    assert_eq!(reader.read(0, 100), pattern(1, 0, 100));
+
+    writer.ok(&open(path, Model::Session, true));
+    writer.ok(&Cmd::Write {
+        off: 0,
+        len: 100,
+        id: 2,
+    });
+    // The write has returned, yet the reader (whose session began earlier) sees old data:
+    // the model allows it, and Tessera does it.
+    assert_eq!(
+        reader.read(0, 100),
+        pattern(1, 0, 100),
+        "session reader saw the new write early"
+    );
+    writer.ok(&Cmd::Close);
+    // After close -> open, the new bytes must be visible.
+    reader.ok(&Cmd::SessionOpen);
+    assert_eq!(reader.read(0, 100), pattern(2, 0, 100));
+}
+
+/// Under commit consistency the same reader sees the new bytes as soon as the writer commits,
+/// with no action of its own; before the commit it may not.
+#[test]
+fn commit_reader_sees_data_after_the_writers_commit() {
+    let inst = Inst::start(3);
+    let mut writer = inst.rank(0);
+    let mut reader = inst.rank(1);
+    let path = "/tessera/commit";
+    writer.ok(&open(path, Model::Commit, true));
+    writer.ok(&Cmd::Write {
+        off: 0,
+        len: 64,
+        id: 1,
+    });
+    writer.ok(&Cmd::Commit);
+    reader.ok(&open(path, Model::Commit, false));
+    assert_eq!(reader.read(0, 64), pattern(1, 0, 64));
+    writer.ok(&Cmd::Write {
+        off: 0,
+        len: 64,
+        id: 2,
+    });
+    assert_eq!(
+        reader.read(0, 64),
+        pattern(1, 0, 64),
+        "uncommitted write became visible"
+    );
+    writer.ok(&Cmd::Commit);
+    assert_eq!(reader.read(0, 64), pattern(2, 0, 64));
+}
+
+/// Under POSIX consistency every write is visible to the next read, with no sync at all.
+#[test]
+fn posix_reader_sees_every_write_immediately() {
+    let inst = Inst::start(3);
+    let mut writer = inst.rank(2);
+    let mut reader = inst.rank(0);
+    let path = "/tessera/posix";
+    writer.ok(&open(path, Model::Posix, true));
+    reader.ok(&open(path, Model::Posix, false));
+    for id in 1..6u32 {
+        let off = u64::from(id) * 10;
+        writer.ok(&Cmd::Write { off, len: 30, id });
+        assert_eq!(reader.read(off, 30), pattern(id, off, 30));
+    }
+}
+
+/// A reader on the same node as the writer reads its logs directly; the result is the same.
+#[test]
+fn same_node_reader_reads_the_writers_log_directly() {
+    let inst = Inst::start(2);
+    let mut writer = inst.rank(1);
+    let mut reader = inst.rank(1);
+    writer.ok(&open("/tessera/local", Model::Commit, true));
+    writer.ok(&Cmd::Write {
+        off: 5,
+        len: 1000,
+        id: 7,
+    });
+    writer.ok(&Cmd::Commit);
+    reader.ok(&open("/tessera/local", Model::Commit, false));
+    assert_eq!(reader.read(5, 1000), pattern(7, 5, 1000));
+    // Bytes 0..5 were never written: a hole reads as zeros.
+    assert_eq!(reader.read(0, 5), vec![0; 5]);
+}

@@ -1,0 +1,263 @@
+//! The namespace across daemons, flush to the PFS, and reads of unowned ranges from it.
+
+mod common;
+
+use common::Inst;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tessera_client::{Errno, FileKind, Model, OpenOptions};
+
+#[test]
+fn directories_files_rename_unlink_across_daemons() {
+    let inst = Inst::start(3);
+    let a = inst.client(0);
+    let b = inst.client(2);
+    a.mkdir("/tessera/run", 0o755).unwrap();
+    assert_eq!(
+        a.mkdir("/tessera/run", 0o755).unwrap_err().errno,
+        Errno::Exist
+    );
+    assert_eq!(
+        a.mkdir("/tessera/no/such", 0o755).unwrap_err().errno,
+        Errno::NoEnt
+    );
+    for i in 0..30 {
+        let mut f = a.create(&format!("/tessera/run/f{i:02}")).unwrap();
+        f.write_at(format!("file {i}").as_bytes(), 0).unwrap();
+        f.close().unwrap();
+    }
+    // Entries hash to every daemon; a listing from another node sees all of them.
+    let names: Vec<String> = b
+        .readdir("/tessera/run")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(
+        names,
+        (0..30).map(|i| format!("f{i:02}")).collect::<Vec<_>>()
+    );
+    assert_eq!(b.stat("/tessera/run/f07").unwrap().size, 6);
+    assert_eq!(b.stat("/tessera/run").unwrap().kind, FileKind::Dir);
+    assert_eq!(b.rmdir("/tessera/run").unwrap_err().errno, Errno::NotEmpty);
+    assert_eq!(b.unlink("/tessera/run").unwrap_err().errno, Errno::IsDir);
+    assert_eq!(
+        b.rmdir("/tessera/run/f01").unwrap_err().errno,
+        Errno::NotDir
+    );
+
+    // Rename keeps the data, replaces a target file, and moves across shards.
+    b.rename("/tessera/run/f03", "/tessera/moved").unwrap();
+    assert_eq!(a.stat("/tessera/run/f03").unwrap_err().errno, Errno::NoEnt);
+    let mut f = a.open_read("/tessera/moved").unwrap();
+    let mut buf = [0u8; 6];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"file 3");
+    b.rename("/tessera/run/f04", "/tessera/moved").unwrap();
+    let mut f = a.open_read("/tessera/moved").unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"file 4");
+
+    // Truncate shrinks for everyone; growing leaves a hole of zeros.
+    a.truncate("/tessera/moved", 2).unwrap();
+    assert_eq!(b.stat("/tessera/moved").unwrap().size, 2);
+    a.truncate("/tessera/moved", 5).unwrap();
+    let mut f = b.open_read("/tessera/moved").unwrap();
+    let mut five = [9u8; 5];
+    f.read_exact_at(&mut five, 0).unwrap();
+    assert_eq!(&five, b"fi\0\0\0");
+
+    for i in (0..30).filter(|i| *i != 3 && *i != 4) {
+        b.unlink(&format!("/tessera/run/f{i:02}")).unwrap();
+    }
+    b.rmdir("/tessera/run").unwrap();
+    assert_eq!(a.readdir("/tessera").unwrap().len(), 1);
+    assert_eq!(
+        a.unlink("/tessera/run/f00").unwrap_err().errno,
+        Errno::NoEnt
+    );
+}
+
+#[test]
+fn one_shared_file_spreads_ownership_over_all_daemons() {
+    let inst = Inst::start_with(3, &["--stripe-size", "65536"]);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/wide",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&vec![5u8; 1 << 20], 0).unwrap();
+    f.commit().unwrap();
+    let mut holders = std::collections::BTreeSet::new();
+    for n in 0..3 {
+        let s = inst.client(n).status().unwrap();
+        if s.extents_owned > 0 {
+            holders.insert(n);
+        }
+    }
+    assert_eq!(holders.len(), 3, "16 stripes should land on every daemon");
+    let out = inst.tessera(&["where", "/tessera/wide"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("node 0 holds 1.0 MiB"), "{text}");
+}
+
+#[test]
+fn flush_publishes_atomically_and_unowned_ranges_come_from_the_pfs() {
+    let inst = Inst::start(3);
+    let w = inst.client(1);
+    let pfs_file = inst.pfs().join("out/data");
+    w.mkdir("/tessera/out", 0o755).unwrap();
+    let size = 6 << 20;
+    let mut f = w
+        .open(
+            "/tessera/out/data",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&vec![1u8; size], 0).unwrap();
+    assert_eq!(f.flush_file().unwrap(), size as u64);
+    assert_eq!(std::fs::read(&pfs_file).unwrap(), vec![1u8; size]);
+
+    // While new versions are flushed, a reader of the PFS sees whole versions only.
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, path) = (stop.clone(), pfs_file.clone());
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let data = std::fs::read(&path).unwrap();
+                assert_eq!(data.len(), size, "partly flushed file visible");
+                assert!(data.iter().all(|b| *b == data[0]), "mixed versions visible");
+                seen += 1;
+            }
+            seen
+        })
+    };
+    for v in 2..6u8 {
+        f.write_at(&vec![v; size], 0).unwrap();
+        f.flush_file().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(watcher.join().unwrap() > 0);
+    assert_eq!(std::fs::read(&pfs_file).unwrap(), vec![5u8; size]);
+
+    // Give up ownership: the bytes are now served from the PFS copy.
+    f.detach_file().unwrap();
+    let r = inst.client(2);
+    let mut g = r
+        .open(
+            "/tessera/out/data",
+            OpenOptions::new().read(true).model(Model::Commit),
+        )
+        .unwrap();
+    assert!(g.query_file().unwrap().is_empty());
+    let mut buf = vec![0u8; 4096];
+    g.read_exact_at(&mut buf, 1 << 20).unwrap();
+    assert_eq!(buf, vec![5u8; 4096]);
+
+    // A partial overwrite is flushed over the old PFS contents.
+    let mut h = r
+        .open(
+            "/tessera/out/data",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    h.write_at(b"XYZ", 10).unwrap();
+    h.flush_file().unwrap();
+    let data = std::fs::read(&pfs_file).unwrap();
+    assert_eq!(&data[8..15], b"\x05\x05XYZ\x05\x05");
+    assert_eq!(data.len(), size);
+}
+
+#[test]
+fn files_already_on_the_pfs_appear_in_the_namespace() {
+    let inst = Inst::start(2);
+    std::fs::create_dir_all(inst.pfs().join("input")).unwrap();
+    std::fs::write(inst.pfs().join("input/mesh.dat"), b"pre-existing data").unwrap();
+    let c = inst.client(1);
+    let names: Vec<String> = c
+        .readdir("/tessera/input")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec!["mesh.dat"]);
+    assert_eq!(c.stat("/tessera/input/mesh.dat").unwrap().size, 17);
+    let mut f = c.open_read("/tessera/input/mesh.dat").unwrap();
+    let mut buf = [0u8; 17];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"pre-existing data");
+    // Unlinking removes the PFS copy too (otherwise it would come back).
+    c.unlink("/tessera/input/mesh.dat").unwrap();
+    assert!(!inst.pfs().join("input/mesh.dat").exists());
+    assert_eq!(
+        c.stat("/tessera/input/mesh.dat").unwrap_err().errno,
+        Errno::NoEnt
+    );
+}
+
+#[test]
+fn forked_child_becomes_a_new_client() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/fork",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(b"parent", 0).unwrap();
+    f.commit().unwrap();
+    let (_, parent_id) = c.identity();
+    // SAFETY: the child only uses the client (no threads are running in this test's client)
+    // and exits with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = (|| -> Result<i32, tessera_client::FsError> {
+            f.write_at(b"child!", 6)?;
+            f.commit()?;
+            let (_, child_id) = c.identity();
+            let mut buf = [0u8; 12];
+            f.read_exact_at(&mut buf, 0)?;
+            Ok(
+                if child_id != parent_id && child_id != 0 && &buf == b"parentchild!" {
+                    0
+                } else {
+                    2
+                },
+            )
+        })()
+        .unwrap_or(3);
+        // SAFETY: leave without running the parent's destructors twice.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: status {status}"
+    );
+    let mut buf = [0u8; 12];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"parentchild!");
+    f.write_at(b"P", 0).unwrap();
+    f.commit().unwrap();
+}

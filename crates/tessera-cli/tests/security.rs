@@ -1,0 +1,133 @@
+//! Malformed, oversized and unauthenticated frames are refused without harm to the daemon.
+
+mod common;
+
+use common::Inst;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+use tessera_client::Errno;
+use tessera_proto::frame::{self, Authenticator, Challenge, Direction, Sealed};
+use tessera_proto::{PeerRequest, Request, Response};
+
+fn alive(inst: &Inst) {
+    for n in 0..inst.nodes {
+        inst.client(n).status().expect("daemon still serves");
+    }
+}
+
+fn read_response(s: &mut UnixStream) -> Option<Response> {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let body = frame::read_frame(s, 1 << 20).ok()?;
+    frame::decode(&body).ok()
+}
+
+#[test]
+fn malformed_client_frames_are_refused() {
+    let inst = Inst::start(2);
+    let sock = inst.layout.socket(0);
+    // Garbage instead of a hello.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    frame::write_frame(&mut s, &[0xff, 0xfe, 0xfd, 0x00]).unwrap();
+    match read_response(&mut s) {
+        Some(Response::Err(e)) => assert_eq!(e.errno, Errno::Proto),
+        other => panic!("expected EPROTO, got {other:?}"),
+    }
+    // A valid hello, then garbage.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    let hello = Request::Hello {
+        version: tessera_proto::PROTOCOL_VERSION,
+        pid: 1,
+        resume: None,
+    };
+    frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
+    assert!(matches!(
+        read_response(&mut s),
+        Some(Response::Hello { .. })
+    ));
+    frame::write_frame(&mut s, &[42; 100]).unwrap();
+    assert!(matches!(read_response(&mut s), Some(Response::Err(_))));
+    // A frame claiming 4 GiB.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
+    assert!(matches!(
+        read_response(&mut s),
+        Some(Response::Hello { .. })
+    ));
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    s.write_all(&[0; 64]).unwrap();
+    match read_response(&mut s) {
+        Some(Response::Err(e)) => assert_eq!(e.errno, Errno::MsgSize, "{e}"),
+        other => panic!("expected EMSGSIZE, got {other:?}"),
+    }
+    // Truncated frame, then hang up.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.write_all(&[0, 0, 1, 0, 1, 2, 3]).unwrap();
+    drop(s);
+    alive(&inst);
+}
+
+fn peer_addr(inst: &Inst, node: u32) -> String {
+    std::fs::read_to_string(inst.layout.addr_file(node))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn challenge(s: &mut TcpStream) -> Challenge {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    frame::decode(&frame::read_frame(s, 1 << 20).unwrap()).unwrap()
+}
+
+/// Whether the daemon closed the connection (EOF or reset) instead of answering.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn unauthenticated_peer_frames_are_refused() {
+    let inst = Inst::start(2);
+    let addr = peer_addr(&inst, 1);
+    let ping = frame::encode(&PeerRequest::Ping);
+
+    // Wrong secret.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let ch = challenge(&mut s);
+    let forged = Authenticator::new(b"not the instance secret", ch.nonce).seal(
+        Direction::ToAcceptor,
+        0,
+        ping.clone(),
+    );
+    frame::write_frame(&mut s, &frame::encode(&forged)).unwrap();
+    assert!(closed(&mut s), "a frame with a forged MAC was answered");
+
+    // Right secret, replayed on a new connection (different nonce).
+    let secret = inst.layout.load_secret().unwrap();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let ch = challenge(&mut s);
+    let good = Authenticator::new(&secret, ch.nonce).seal(Direction::ToAcceptor, 0, ping.clone());
+    frame::write_frame(&mut s, &frame::encode(&good)).unwrap();
+    let reply: Sealed = frame::decode(&frame::read_frame(&mut s, 1 << 20).unwrap()).unwrap();
+    assert!(
+        Authenticator::new(&secret, ch.nonce)
+            .open(Direction::ToConnector, 0, &reply)
+            .is_ok()
+    );
+    let mut s2 = TcpStream::connect(&addr).unwrap();
+    let _ = challenge(&mut s2);
+    frame::write_frame(&mut s2, &frame::encode(&good)).unwrap();
+    assert!(closed(&mut s2), "a replayed frame was answered");
+
+    // Garbage and an oversized length.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let _ = challenge(&mut s);
+    frame::write_frame(&mut s, b"definitely not postcard").unwrap();
+    assert!(closed(&mut s));
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let _ = challenge(&mut s);
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    assert!(closed(&mut s));
+    alive(&inst);
+}

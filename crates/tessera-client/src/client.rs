@@ -1,0 +1,436 @@
+//! A process's handle on a Tessera instance: its connection, its identity (client id) on its
+//! node, and the per-file state shared by all of its open handles.
+
+use crate::conn::{Conn, is_disconnect};
+use crate::file::{File, OpenOptions};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tessera_core::index::IndexHeader;
+use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
+use tessera_logstore::{LogView, LogWriter};
+use tessera_proto::{
+    Attr, DirEntry, InstanceConfig, InstanceLayout, NodeStatus, Request, Response,
+};
+
+/// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
+const GRANT_CHUNK: u64 = 64 << 20;
+
+/// Counters of what this process asked of the daemons (benchmarks report them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Query requests (query, query_file, and opens/syncs that query).
+    pub queries: u64,
+    /// Attach requests.
+    pub attaches: u64,
+    /// All requests.
+    pub requests: u64,
+}
+
+/// What one process knows about one file, shared by all its handles of that file.
+#[derive(Default)]
+pub(crate) struct FileState {
+    pub writer: Option<LogWriter>,
+    /// Logical range -> position in this process's data log (newest write wins).
+    pub local: RangeMap<u64>,
+    /// Written but not yet attached.
+    pub dirty: RangeSet,
+    /// Attached by this process (and not detached since).
+    pub attached: RangeSet,
+}
+
+pub(crate) struct Inner {
+    pub layout: InstanceLayout,
+    pub cfg: InstanceConfig,
+    pub node: u32,
+    conn: Option<Conn>,
+    pub client_id: u64,
+    pid: u32,
+    pub files: HashMap<u64, FileState>,
+    /// Logs of other processes on this node, read directly: (ino, client) -> (view, generation).
+    pub foreign: HashMap<(u64, u64), (LogView, u64)>,
+    /// Bumped by every query answer: views older than this are refreshed before use.
+    pub query_gen: u64,
+    grant: u64,
+    pub stats: Stats,
+    reconnect_for: Duration,
+}
+
+/// A connection to a Tessera instance. Cheap to clone; all clones share one connection.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Mutex<Inner>>,
+}
+
+/// Which daemon this process belongs to: `TESSERA_NODE`, else spread MPI ranks or process
+/// ids over the daemons of this machine.
+fn choose_node(nodes: u32) -> u32 {
+    let from_env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = from_env("TESSERA_NODE") {
+        return (n % u64::from(nodes)) as u32;
+    }
+    let rank = from_env("OMPI_COMM_WORLD_RANK")
+        .or_else(|| from_env("PMI_RANK"))
+        .or_else(|| from_env("SLURM_PROCID"))
+        .unwrap_or_else(|| u64::from(std::process::id()));
+    (rank % u64::from(nodes)) as u32
+}
+
+impl Client {
+    /// Connects to the instance named by `TESSERA_INSTANCE` (or the default one).
+    pub fn from_env() -> FsResult<Client> {
+        Client::connect(InstanceLayout::from_env(), None)
+    }
+
+    /// Connects to the instance in `layout`, to daemon `node` (or the one chosen by
+    /// [`choose_node`]).
+    pub fn connect(layout: InstanceLayout, node: Option<u32>) -> FsResult<Client> {
+        let cfg = layout.load_config()?;
+        let node = node.unwrap_or_else(|| choose_node(cfg.nodes));
+        if node >= cfg.nodes {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "node {node} does not exist: the instance has nodes 0..{}",
+                    cfg.nodes
+                ),
+            ));
+        }
+        let (conn, client_id, _) = Conn::connect(
+            &layout.socket(node),
+            &layout.dir,
+            cfg.max_frame as usize,
+            None,
+        )?;
+        let reconnect_for = std::env::var("TESSERA_RECONNECT_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::from_secs(20), Duration::from_secs);
+        Ok(Client {
+            inner: Arc::new(Mutex::new(Inner {
+                layout,
+                cfg,
+                node,
+                conn: Some(conn),
+                client_id,
+                pid: std::process::id(),
+                files: HashMap::new(),
+                foreign: HashMap::new(),
+                query_gen: 0,
+                grant: 0,
+                stats: Stats::default(),
+                reconnect_for,
+            })),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.after_fork();
+        g
+    }
+
+    /// The instance configuration.
+    pub fn config(&self) -> InstanceConfig {
+        self.lock().cfg.clone()
+    }
+
+    /// The node (daemon) this process belongs to, and its client id there.
+    pub fn identity(&self) -> (u32, u64) {
+        let g = self.lock();
+        (g.node, g.client_id)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.lock().stats
+    }
+
+    /// Opens a file; see [`OpenOptions`].
+    pub fn open(&self, path: &str, opts: &OpenOptions) -> FsResult<File> {
+        File::open(self, path, opts)
+    }
+
+    /// Opens an existing file for reading with the default model.
+    pub fn open_read(&self, path: &str) -> FsResult<File> {
+        self.open(path, OpenOptions::new().read(true))
+    }
+
+    /// Creates (or truncates) a file for writing with the default model.
+    pub fn create(&self, path: &str) -> FsResult<File> {
+        self.open(
+            path,
+            OpenOptions::new().write(true).create(true).truncate(true),
+        )
+    }
+
+    pub fn stat(&self, path: &str) -> FsResult<Attr> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::Stat { path: p })? {
+            Response::Attr(mut a) => {
+                // Our own unattached writes count towards the size we see.
+                if let Some(fs) = g.files.get(&a.ino) {
+                    a.size = a.size.max(fs.local.max_end());
+                }
+                Ok(a)
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn mkdir(&self, path: &str, mode: u32) -> FsResult<()> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        g.call(&Request::Mkdir { path: p, mode }).map(drop)
+    }
+
+    pub fn rmdir(&self, path: &str) -> FsResult<()> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        g.call(&Request::Rmdir { path: p }).map(drop)
+    }
+
+    pub fn unlink(&self, path: &str) -> FsResult<()> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        g.call(&Request::Unlink { path: p }).map(drop)
+    }
+
+    pub fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::Readdir { path: p })? {
+            Response::Entries(e) => Ok(e),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn rename(&self, from: &str, to: &str) -> FsResult<()> {
+        let mut g = self.lock();
+        let (from, to) = (g.resolve(from)?, g.resolve(to)?);
+        g.call(&Request::Rename { from, to }).map(drop)
+    }
+
+    /// Sets the size of a file; bytes beyond it are gone for every process.
+    pub fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::Truncate { path: p, size })? {
+            Response::Attr(a) => {
+                g.truncate_local(a.ino, size);
+                Ok(())
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Writes a file's attached bytes to the PFS (atomically); returns bytes written.
+    pub fn flush_path(&self, path: &str) -> FsResult<u64> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::Flush {
+            path: p,
+            range: None,
+        })? {
+            Response::Flushed { bytes, .. } => Ok(bytes),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The status of this process's daemon.
+    pub fn status(&self) -> FsResult<NodeStatus> {
+        match self.lock().call(&Request::Status)? {
+            Response::Status(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Asks this process's daemon to stop.
+    pub fn shutdown_daemon(&self) -> FsResult<()> {
+        self.lock().call(&Request::Shutdown).map(drop)
+    }
+}
+
+pub(crate) fn unexpected(r: Response) -> FsError {
+    FsError::new(
+        Errno::Proto,
+        format!("unexpected answer from the daemon: {r:?}"),
+    )
+}
+
+impl Inner {
+    /// After `fork`, the child must not share the parent's connection or logs: it becomes a
+    /// new client with its own logs. Its unattached view of the parent's writes is dropped;
+    /// it sees what the parent attached, by the parent's model.
+    fn after_fork(&mut self) {
+        let pid = std::process::id();
+        if pid == self.pid {
+            return;
+        }
+        self.pid = pid;
+        self.conn = None;
+        self.client_id = 0;
+        self.grant = 0;
+        self.files.clear();
+        self.foreign.clear();
+    }
+
+    pub fn resolve(&self, user_path: &str) -> FsResult<String> {
+        path::resolve(user_path, &self.cfg.mount)
+    }
+
+    /// A path for messages, as the user writes it.
+    pub fn user_path(&self, p: &str) -> String {
+        if p == "/" {
+            self.cfg.mount.clone()
+        } else {
+            format!("{}{p}", self.cfg.mount.trim_end_matches('/'))
+        }
+    }
+
+    fn reconnect(&mut self) -> FsResult<()> {
+        let resume = (self.client_id != 0).then_some(self.client_id);
+        let deadline = Instant::now()
+            + if resume.is_some() {
+                self.reconnect_for
+            } else {
+                Duration::ZERO
+            };
+        let mut wait = Duration::from_millis(20);
+        loop {
+            match Conn::connect(
+                &self.layout.socket(self.node),
+                &self.layout.dir,
+                self.cfg.max_frame as usize,
+                resume,
+            ) {
+                Ok((conn, id, _)) => {
+                    self.conn = Some(conn);
+                    self.client_id = id;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() >= deadline || e.errno != Errno::ConnRefused => {
+                    return Err(e);
+                }
+                Err(_) => {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+
+    /// Sends a request to this process's daemon. If the daemon restarted, the client
+    /// reconnects under the same client id (within `TESSERA_RECONNECT_SECS`) and resends.
+    pub fn call(&mut self, req: &Request) -> FsResult<Response> {
+        self.stats.requests += 1;
+        if self.conn.is_none() {
+            self.reconnect()?;
+        }
+        let first = self.conn.as_mut().expect("connected above").call(req);
+        match first {
+            Err(e) if is_disconnect(&e) => {
+                self.conn = None;
+                self.reconnect()?;
+                self.conn.as_mut().expect("reconnected").call(req)
+            }
+            other => other,
+        }
+    }
+
+    /// The client id, connecting first if this process has none yet (after fork).
+    pub fn client_id(&mut self) -> FsResult<u64> {
+        if self.client_id == 0 {
+            self.reconnect()?;
+        }
+        Ok(self.client_id)
+    }
+
+    /// Makes sure `bytes` more may be appended to the burst buffer.
+    pub fn reserve(&mut self, bytes: u64) -> FsResult<()> {
+        if self.cfg.bb_capacity == 0 || self.grant >= bytes {
+            self.grant = self.grant.saturating_sub(bytes);
+            return Ok(());
+        }
+        let need = bytes - self.grant;
+        let got = match self.call(&Request::Reserve {
+            bytes: need.max(GRANT_CHUNK),
+        }) {
+            Ok(Response::Granted { bytes }) => bytes,
+            Err(e) if e.errno == Errno::NoSpace => {
+                match self.call(&Request::Reserve { bytes: need })? {
+                    Response::Granted { bytes } => bytes,
+                    other => return Err(unexpected(other)),
+                }
+            }
+            Ok(other) => return Err(unexpected(other)),
+            Err(e) => return Err(e),
+        };
+        self.grant = self.grant + got - bytes;
+        Ok(())
+    }
+
+    /// The writer of this process's logs for `ino`, created on first use.
+    pub fn writer(&mut self, ino: u64) -> FsResult<&mut LogWriter> {
+        let client = self.client_id()?;
+        let (node, cfg) = (self.node, &self.cfg);
+        let fs = self.files.entry(ino).or_default();
+        if fs.writer.is_none() {
+            let (d, i) = cfg.log_paths(node, ino, client);
+            fs.writer = Some(LogWriter::open(&d, &i, IndexHeader { ino, client, node })?);
+        }
+        Ok(fs.writer.as_mut().expect("created above"))
+    }
+
+    pub fn truncate_local(&mut self, ino: u64, size: u64) {
+        if let Some(fs) = self.files.get_mut(&ino) {
+            fs.local.truncate(size);
+            fs.dirty.truncate(size);
+            fs.attached.truncate(size);
+        }
+    }
+
+    /// The log of another process on this node, refreshed if a query happened since.
+    pub fn foreign_view(&mut self, ino: u64, client: u64) -> FsResult<&LogView> {
+        let gen_now = self.query_gen;
+        let cfg = &self.cfg;
+        let node = self.node;
+        let entry = match self.foreign.entry((ino, client)) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let (d, i) = cfg.log_paths(node, ino, client);
+                let view = LogView::open(&d, &i)?;
+                v.insert((view, gen_now))
+            }
+        };
+        if entry.1 < gen_now {
+            entry.0.refresh()?;
+            entry.1 = gen_now;
+        }
+        Ok(&entry.0)
+    }
+
+    /// PFS location of a file.
+    pub fn pfs_path(&self, p: &str) -> PathBuf {
+        self.cfg.pfs_path(p)
+    }
+
+    /// Returns unused reserved space (best effort).
+    fn release_grant(&mut self) {
+        if self.grant > 0
+            && let Some(c) = self.conn.as_mut()
+        {
+            let _ = c.call(&Request::Release { bytes: self.grant });
+            self.grant = 0;
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.pid == std::process::id() {
+            self.release_grant();
+        }
+    }
+}

@@ -1,0 +1,766 @@
+//! Open files: the data path (write, read, seek) and the synchronisation primitives (attach,
+//! query, detach, flush), placed by the file's consistency model.
+//!
+//! A write appends to this process's data log and records the range in the process's local
+//! extent map; no message is sent unless the model attaches per write. A read is assembled
+//! from up to four sources, newest first:
+//!
+//! 1. this process's own unattached writes (in a properly synchronised program nothing newer
+//!    can exist: another process's newer write would need our commit/close first);
+//! 2. the owners from the last query: our own log, another process's log on this node (read
+//!    straight from its files), or a log on another node (through the daemons);
+//! 3. the PFS copy of the file for ranges no one owns;
+//! 4. zeros (holes) up to the file size.
+
+use crate::client::{Client, Inner, unexpected};
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
+use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
+
+/// Most runs sent in one attach message (bounds the frame size for scattered writes).
+const MAX_RUNS_PER_ATTACH: usize = 100_000;
+
+/// How to open a file.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    create: bool,
+    exclusive: bool,
+    truncate: bool,
+    append: bool,
+    mode: u32,
+    model: Option<Model>,
+}
+
+impl OpenOptions {
+    pub fn new() -> Self {
+        OpenOptions {
+            mode: 0o644,
+            ..Default::default()
+        }
+    }
+    pub fn read(&mut self, v: bool) -> &mut Self {
+        self.read = v;
+        self
+    }
+    pub fn write(&mut self, v: bool) -> &mut Self {
+        self.write = v;
+        self
+    }
+    pub fn create(&mut self, v: bool) -> &mut Self {
+        self.create = v;
+        self
+    }
+    /// With `create`: fail with EEXIST if the file exists.
+    pub fn exclusive(&mut self, v: bool) -> &mut Self {
+        self.exclusive = v;
+        self
+    }
+    pub fn truncate(&mut self, v: bool) -> &mut Self {
+        self.truncate = v;
+        self
+    }
+    pub fn append(&mut self, v: bool) -> &mut Self {
+        self.append = v;
+        self
+    }
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+    /// The consistency model of this handle (default: the instance's `default_model`).
+    pub fn model(&mut self, m: Model) -> &mut Self {
+        self.model = Some(m);
+        self
+    }
+}
+
+/// Where `seek` moves from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whence {
+    Start(u64),
+    Current(i64),
+    End(i64),
+}
+
+/// An open Tessera file.
+pub struct File {
+    client: Client,
+    ino: u64,
+    path: String,
+    model: Model,
+    readable: bool,
+    writable: bool,
+    append: bool,
+    pos: u64,
+    /// Size known from the namespace at the last open/query/stat.
+    size: u64,
+    /// Owners from the last whole-file query (session and MPI-IO models).
+    owners: Option<RangeMap<Owner>>,
+    closed: bool,
+}
+
+fn owners_map(o: &Owners) -> RangeMap<Owner> {
+    let mut m = RangeMap::new();
+    for e in &o.extents {
+        m.insert(e.start, e.end, e.owner);
+    }
+    m
+}
+
+impl File {
+    pub(crate) fn open(client: &Client, user_path: &str, o: &OpenOptions) -> FsResult<File> {
+        let mut g = client.lock();
+        let path = g.resolve(user_path)?;
+        if !o.read && !o.write {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("open of {}: choose read, write or both", g.user_path(&path)),
+            ));
+        }
+        if (o.truncate || o.append) && !o.write {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "open of {}: truncate and append need write access",
+                    g.user_path(&path)
+                ),
+            ));
+        }
+        let model = o.model.unwrap_or(g.cfg.default_model);
+        let want_owners = model.policy().query_on_open && o.read;
+        let req = Request::Open {
+            path: path.clone(),
+            flags: OpenFlags {
+                create: o.create,
+                exclusive: o.exclusive,
+                truncate: o.truncate,
+            },
+            mode: o.mode,
+            want_owners,
+        };
+        let (attr, owners) = match g.call(&req)? {
+            Response::Opened { attr, owners } => (attr, owners),
+            other => return Err(unexpected(other)),
+        };
+        if want_owners {
+            g.stats.queries += 1;
+            g.query_gen += 1;
+        }
+        if o.truncate {
+            g.truncate_local(attr.ino, 0);
+        }
+        g.files.entry(attr.ino).or_default();
+        Ok(File {
+            client: client.clone(),
+            ino: attr.ino,
+            path,
+            model,
+            readable: o.read,
+            writable: o.write,
+            append: o.append,
+            pos: 0,
+            size: attr.size,
+            owners: owners.as_ref().map(owners_map),
+            closed: false,
+        })
+    }
+
+    pub fn model(&self) -> Model {
+        self.model
+    }
+
+    /// Inode number of the file.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Path inside the file system (without the mount prefix).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn check_open(&self) -> FsResult<()> {
+        if self.closed {
+            return Err(FsError::new(
+                Errno::BadF,
+                format!("{} is closed", self.path),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes `buf` at `offset`; returns the bytes written (all of them, or an error).
+    pub fn write_at(&mut self, buf: &[u8], offset: u64) -> FsResult<usize> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        if !self.writable {
+            return Err(FsError::new(
+                Errno::BadF,
+                format!("{} was opened read-only", g.user_path(&self.path)),
+            ));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end = offset.checked_add(buf.len() as u64).ok_or_else(|| {
+            FsError::new(
+                Errno::Inval,
+                format!("write at offset {offset} would pass the largest file size"),
+            )
+        })?;
+        g.reserve(buf.len() as u64)?;
+        let pos = g.writer(self.ino)?.append(offset, buf).map_err(|e| {
+            if e.errno == Errno::NoSpace {
+                FsError::new(
+                    Errno::NoSpace,
+                    format!(
+                        "burst buffer full: {}; earlier writes are intact",
+                        e.message
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        let fs = g
+            .files
+            .get_mut(&self.ino)
+            .expect("writer() created the state");
+        fs.local.insert(offset, end, pos);
+        fs.dirty.add(offset, end);
+        if self.model.policy().attach_on_write {
+            self.attach_ranges(&mut g, &[(offset, end)])?;
+        }
+        Ok(buf.len())
+    }
+
+    /// Writes at the current position (or at the end, for append handles) and advances it.
+    pub fn write(&mut self, buf: &[u8]) -> FsResult<usize> {
+        if self.append {
+            let local_end = self
+                .client
+                .lock()
+                .files
+                .get(&self.ino)
+                .map_or(0, |f| f.local.max_end());
+            self.pos = self.size.max(local_end);
+        }
+        let n = self.write_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Reads at `offset` into `buf`; returns the bytes read (0 at or past end of file).
+    pub fn read_at(&mut self, buf: &mut [u8], offset: u64) -> FsResult<usize> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        if !self.readable {
+            return Err(FsError::new(
+                Errno::BadF,
+                format!("{} was opened write-only", g.user_path(&self.path)),
+            ));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let want_end = offset.saturating_add(buf.len() as u64);
+        // Who holds the newest bytes: asked per read, or known since the last session open/sync.
+        let fresh;
+        let owners: &RangeMap<Owner> = if self.model.policy().query_on_read || self.owners.is_none()
+        {
+            let o = query(&mut g, self.ino, offset, want_end)?;
+            self.size = o.size;
+            fresh = owners_map(&o);
+            &fresh
+        } else {
+            self.owners.as_ref().expect("checked above")
+        };
+        let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
+        let size = self.size.max(local_end);
+        if offset >= size {
+            return Ok(0);
+        }
+        let end = want_end.min(size);
+        let n = (end - offset) as usize;
+        let out = &mut buf[..n];
+        fill(&mut g, self.ino, &self.path, owners, offset, out)?;
+        Ok(n)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with ENODATA naming the size.
+    pub fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> FsResult<()> {
+        let n = self.read_at(buf, offset)?;
+        if n < buf.len() {
+            let g = self.client.lock();
+            return Err(FsError::new(
+                Errno::NoData,
+                format!(
+                    "read of [{offset}, {}) of {} goes past end of file (size {}, as visible to this process under the {} model)",
+                    offset + buf.len() as u64,
+                    g.user_path(&self.path),
+                    offset + n as u64,
+                    self.model
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads at the current position and advances it.
+    pub fn read(&mut self, buf: &mut [u8]) -> FsResult<usize> {
+        let n = self.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    pub fn seek(&mut self, whence: Whence) -> FsResult<u64> {
+        self.check_open()?;
+        let base = match whence {
+            Whence::Start(o) => {
+                self.pos = o;
+                return Ok(o);
+            }
+            Whence::Current(d) => (self.pos, d),
+            Whence::End(d) => (self.len()?, d),
+        };
+        let new = base.0.checked_add_signed(base.1).ok_or_else(|| {
+            FsError::new(
+                Errno::Inval,
+                format!("seek to {} + {} is outside the file", base.0, base.1),
+            )
+        })?;
+        self.pos = new;
+        Ok(new)
+    }
+
+    pub fn tell(&self) -> u64 {
+        self.pos
+    }
+
+    /// The file size as this process sees it (namespace size, or its own writes beyond it).
+    pub fn len(&mut self) -> FsResult<u64> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        if let Response::Attr(a) = g.call(&Request::Stat {
+            path: self.path.clone(),
+        })? {
+            self.size = a.size;
+        }
+        let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
+        Ok(self.size.max(local_end))
+    }
+
+    pub fn is_empty(&mut self) -> FsResult<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    // ----- primitives (seed 002, Table V) -----
+
+    /// Makes this process's writes of `[offset, offset + len)` visible to all processes. Every
+    /// byte of the range must have been written by this process.
+    pub fn attach(&mut self, offset: u64, len: u64) -> FsResult<()> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        let end = offset.saturating_add(len);
+        let fs = g.files.entry(self.ino).or_default();
+        if let Some((a, b)) = fs.local.gaps(offset, end).first().copied() {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "attach of [{offset}, {end}) of {}: bytes [{a}, {b}) were never written by this process; write them first or attach a smaller range",
+                    g.user_path(&self.path)
+                ),
+            ));
+        }
+        self.attach_ranges(&mut g, &[(offset, end)])
+    }
+
+    /// Attaches every write of this process not attached yet (no-op if there is none).
+    pub fn attach_file(&mut self) -> FsResult<()> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        self.attach_dirty(&mut g)
+    }
+
+    fn attach_dirty(&mut self, g: &mut Inner) -> FsResult<()> {
+        let dirty: Vec<(u64, u64)> = match g.files.get(&self.ino) {
+            Some(fs) => fs.dirty.ranges().collect(),
+            None => return Ok(()),
+        };
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        self.attach_ranges(g, &dirty)
+    }
+
+    /// Sends an attach for `ranges` (written by this process) and updates local state.
+    fn attach_ranges(&mut self, g: &mut Inner, ranges: &[(u64, u64)]) -> FsResult<()> {
+        g.writer(self.ino)?.sync_index()?;
+        let runs: Vec<Run> = compress(ranges.iter().copied());
+        for chunk in runs.chunks(MAX_RUNS_PER_ATTACH) {
+            g.stats.attaches += 1;
+            g.call(&Request::Attach {
+                ino: self.ino,
+                runs: chunk.to_vec(),
+            })?;
+        }
+        let me = Owner {
+            node: g.node,
+            client: g.client_id,
+        };
+        let fs = g
+            .files
+            .get_mut(&self.ino)
+            .expect("writer() created the state");
+        for (s, e) in ranges {
+            fs.dirty.remove(*s, *e);
+            fs.attached.add(*s, *e);
+            if let Some(o) = self.owners.as_mut() {
+                o.insert(*s, *e, me);
+            }
+            self.size = self.size.max(*e);
+        }
+        Ok(())
+    }
+
+    /// Who holds the newest attached bytes of `[offset, offset + len)`.
+    pub fn query(&mut self, offset: u64, len: u64) -> FsResult<Vec<OwnedExtent>> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        let o = query(&mut g, self.ino, offset, offset.saturating_add(len))?;
+        self.size = o.size;
+        Ok(o.extents)
+    }
+
+    /// Who holds the newest attached bytes of the whole file; refreshes this handle's view.
+    pub fn query_file(&mut self) -> FsResult<Vec<OwnedExtent>> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        let o = query_file(&mut g, self.ino)?;
+        self.size = o.size;
+        self.owners = Some(owners_map(&o));
+        Ok(o.extents)
+    }
+
+    /// Gives up this process's ownership of `[offset, offset + len)`, which it must have
+    /// attached, and drops those bytes from its local buffer. Flush first to keep them.
+    pub fn detach(&mut self, offset: u64, len: u64) -> FsResult<()> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        let end = offset.saturating_add(len);
+        let gaps = g
+            .files
+            .get(&self.ino)
+            .map_or(vec![(offset, end)], |fs| fs.attached.gaps(offset, end));
+        if let Some((a, b)) = gaps.first() {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "detach of [{offset}, {end}) of {}: bytes [{a}, {b}) are not attached by this process; attach them first or detach a smaller range",
+                    g.user_path(&self.path)
+                ),
+            ));
+        }
+        g.call(&Request::Detach {
+            ino: self.ino,
+            start: offset,
+            end,
+        })?;
+        let me = Owner {
+            node: g.node,
+            client: g.client_id,
+        };
+        let fs = g.files.get_mut(&self.ino).expect("checked above");
+        fs.attached.remove(offset, end);
+        fs.local.remove(offset, end);
+        if let Some(o) = self.owners.as_mut() {
+            o.remove_where(offset, end, |w| *w == me);
+        }
+        Ok(())
+    }
+
+    /// Gives up all of this process's ownership of the file.
+    pub fn detach_file(&mut self) -> FsResult<()> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        g.call(&Request::DetachFile { ino: self.ino })?;
+        let me = Owner {
+            node: g.node,
+            client: g.client_id,
+        };
+        if let Some(fs) = g.files.get_mut(&self.ino) {
+            let attached: Vec<(u64, u64)> = fs.attached.ranges().collect();
+            for (s, e) in attached {
+                fs.local.remove(s, e);
+            }
+            fs.attached = Default::default();
+        }
+        if let Some(o) = self.owners.as_mut() {
+            o.remove_where(0, u64::MAX, |w| *w == me);
+        }
+        Ok(())
+    }
+
+    /// Writes the attached bytes of `[offset, offset + len)` to the PFS (this process's
+    /// unattached writes are attached first); returns bytes written.
+    pub fn flush(&mut self, offset: u64, len: u64) -> FsResult<u64> {
+        self.flush_range(Some((offset, offset.saturating_add(len))))
+    }
+
+    /// Writes the whole file to the PFS, atomically; returns bytes written.
+    pub fn flush_file(&mut self) -> FsResult<u64> {
+        self.flush_range(None)
+    }
+
+    fn flush_range(&mut self, range: Option<(u64, u64)>) -> FsResult<u64> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        self.attach_dirty(&mut g)?;
+        match g.call(&Request::Flush {
+            path: self.path.clone(),
+            range,
+        })? {
+            Response::Flushed { bytes, .. } => Ok(bytes),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    // ----- model-level synchronisation -----
+
+    /// Commit (fsync): makes this process's writes visible to every later read.
+    pub fn commit(&mut self) -> FsResult<()> {
+        self.attach_file()
+    }
+
+    /// Same as [`File::commit`]; the POSIX name.
+    pub fn fsync(&mut self) -> FsResult<()> {
+        self.commit()
+    }
+
+    /// Session open: learn the current owners of the whole file (done by open already).
+    pub fn session_open(&mut self) -> FsResult<()> {
+        self.query_file().map(drop)
+    }
+
+    /// Session close: publish this process's writes (done by close as well).
+    pub fn session_close(&mut self) -> FsResult<()> {
+        self.attach_file()
+    }
+
+    /// MPI-IO sync: publish this process's writes, then learn everyone's.
+    pub fn sync(&mut self) -> FsResult<()> {
+        self.attach_file()?;
+        self.query_file().map(drop)
+    }
+
+    /// Closes the handle, publishing this process's unattached writes (every model does, so
+    /// a forgotten commit never strands data).
+    pub fn close(mut self) -> FsResult<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> FsResult<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        if self.writable {
+            let client = self.client.clone();
+            let mut g = client.lock();
+            self.attach_dirty(&mut g)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}
+
+fn query(g: &mut Inner, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
+    g.stats.queries += 1;
+    g.query_gen += 1;
+    match g.call(&Request::Query { ino, start, end })? {
+        Response::Owners(o) => Ok(o),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn query_file(g: &mut Inner, ino: u64) -> FsResult<Owners> {
+    g.stats.queries += 1;
+    g.query_gen += 1;
+    match g.call(&Request::QueryFile { ino })? {
+        Response::Owners(o) => Ok(o),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Fills `out` with logical bytes `[offset, offset + out.len())` from the newest source.
+fn fill(
+    g: &mut Inner,
+    ino: u64,
+    path: &str,
+    owners: &RangeMap<Owner>,
+    offset: u64,
+    out: &mut [u8],
+) -> FsResult<()> {
+    let end = offset + out.len() as u64;
+    let me = Owner {
+        node: g.node,
+        client: g.client_id,
+    };
+    let mut todo = tessera_core::RangeSet::new();
+    todo.add(offset, end);
+
+    // 1. Own unattached writes.
+    if let Some(fs) = g.files.get(&ino) {
+        for d in fs.dirty.overlapping(offset, end) {
+            for ext in fs.local.overlapping(d.start, d.end) {
+                let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
+                fs.writer
+                    .as_ref()
+                    .expect("dirty bytes have a writer")
+                    .read_at(dst, ext.value)?;
+                todo.remove(ext.start, ext.end);
+            }
+        }
+    }
+
+    // 2. Owners, grouped by source.
+    let mut remote: BTreeMap<Owner, Vec<(u64, u64)>> = BTreeMap::new();
+    for o in owners.overlapping(offset, end) {
+        for (s, e) in todo
+            .overlapping(o.start, o.end)
+            .into_iter()
+            .map(|x| (x.start, x.end))
+            .collect::<Vec<_>>()
+        {
+            let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
+            if o.value == me {
+                let fs = g.files.get(&ino);
+                let covered = fs.is_some_and(|fs| fs.local.covers(s, e));
+                if !covered {
+                    return Err(FsError::new(
+                        Errno::Io,
+                        format!(
+                            "{path}: bytes [{s},{e}) are attached to this process but no longer in its log"
+                        ),
+                    ));
+                }
+                let fs = fs.expect("checked");
+                for ext in fs.local.overlapping(s, e) {
+                    let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
+                    fs.writer
+                        .as_ref()
+                        .expect("attached bytes have a writer")
+                        .read_at(d, ext.value)?;
+                }
+            } else if o.value.node == g.node {
+                let view = g.foreign_view(ino, o.value.client)?;
+                if let Some((a, b)) = view.read(s, dst)?.first() {
+                    return Err(FsError::new(
+                        Errno::Io,
+                        format!(
+                            "{path}: the log of client {} lacks attached bytes [{a},{b})",
+                            o.value.client
+                        ),
+                    ));
+                }
+            } else {
+                remote.entry(o.value).or_default().push((s, e));
+            }
+            todo.remove(s, e);
+        }
+    }
+    let chunk = g.cfg.max_read_chunk();
+    for (owner, ranges) in remote {
+        // Batch ranges into requests of at most `chunk` bytes, splitting large ranges.
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in ranges {
+            let mut a = s;
+            while a < e {
+                let b = e.min(a + chunk);
+                pieces.push((a, b));
+                a = b;
+            }
+        }
+        let mut batch: Vec<(u64, u64)> = Vec::new();
+        let mut bytes = 0;
+        let mut flush_batch = |g: &mut Inner, batch: &mut Vec<(u64, u64)>| -> FsResult<()> {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let data = match g.call(&Request::ReadLog {
+                ino,
+                owner,
+                ranges: batch.clone(),
+            })? {
+                Response::Data(d) => d,
+                other => return Err(unexpected(other)),
+            };
+            let mut at = 0usize;
+            for (s, e) in batch.drain(..) {
+                let len = (e - s) as usize;
+                if data.len() < at + len {
+                    return Err(FsError::new(
+                        Errno::Proto,
+                        "short read answer from the daemon",
+                    ));
+                }
+                out[(s - offset) as usize..(e - offset) as usize]
+                    .copy_from_slice(&data[at..at + len]);
+                at += len;
+            }
+            Ok(())
+        };
+        for (s, e) in pieces {
+            if bytes + (e - s) > chunk {
+                flush_batch(g, &mut batch)?;
+                bytes = 0;
+            }
+            batch.push((s, e));
+            bytes += e - s;
+        }
+        flush_batch(g, &mut batch)?;
+    }
+
+    // 3./4. The PFS copy, then zeros.
+    let gaps: Vec<(u64, u64)> = todo.ranges().collect();
+    if gaps.is_empty() {
+        return Ok(());
+    }
+    let pfs = std::fs::File::open(g.pfs_path(path)).ok();
+    for (s, e) in gaps {
+        let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
+        dst.fill(0);
+        if let Some(f) = &pfs {
+            let mut done = 0;
+            while done < dst.len() {
+                match f.read_at(&mut dst[done..], s + done as u64) {
+                    Ok(0) => break,
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(FsError::io(format!("reading the PFS copy of {path}"), &e));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! The Tessera client library: what an application links to reach the file system.
+//!
+//! Synchronous and free of background threads, so it is safe inside MPI programs, across
+//! `fork` (a child becomes a new client with its own logs) and under LD_PRELOAD. Writes go to
+//! this process's logs on its node's burst buffer without a message; the synchronisation
+//! primitives of seed 002's BaseFS (attach, query, detach, flush) go to the node's daemon,
+//! which routes them to the shards that hold the answer.
+//!
+//! ```no_run
+//! use tessera_client::{Client, OpenOptions};
+//! use tessera_core::Model;
+//!
+//! let fs = Client::from_env()?;
+//! let mut f = fs.open("/tessera/ckpt", OpenOptions::new().write(true).create(true).model(Model::Commit))?;
+//! f.write_at(b"state", 0)?;
+//! f.commit()?; // now visible to every process that reads after this returns
+//! f.close()?;
+//! # Ok::<(), tessera_core::FsError>(())
+//! ```
+//!
+//! Each handle has a consistency model (see `tessera_core::consistency`); the model decides
+//! where attach and query run, the data path is the same for all.
+
+mod client;
+mod conn;
+mod file;
+
+pub use client::{Client, Stats};
+pub use file::{File, OpenOptions, Whence};
+pub use tessera_core::{Errno, FsError, FsResult, Model};
+pub use tessera_proto::{
+    Attr, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
+};
