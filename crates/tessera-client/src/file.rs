@@ -271,14 +271,14 @@ impl File {
         let want_end = offset.saturating_add(buf.len() as u64);
         // Who holds the newest bytes: asked per read, or known since the last session open/sync.
         let fresh;
-        let owners: &RangeMap<Owner> = if self.model.policy().query_on_read || self.owners.is_none()
-        {
-            let o = query(&mut g, self.ino, offset, want_end)?;
-            self.size = o.size;
-            fresh = owners_map(&o);
-            &fresh
-        } else {
-            self.owners.as_ref().expect("checked above")
+        let owners: &RangeMap<Owner> = match &self.owners {
+            Some(cached) if !self.model.policy().query_on_read => cached,
+            _ => {
+                let o = query(&mut g, self.ino, offset, want_end)?;
+                self.size = o.size;
+                fresh = owners_map(&o);
+                &fresh
+            }
         };
         let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
         let size = self.size.max(local_end);

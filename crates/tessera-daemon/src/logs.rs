@@ -12,10 +12,13 @@ use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::LogView;
 use tessera_proto::InstanceConfig;
 
+/// Open views of the logs on this node, by (ino, client).
+type Views = HashMap<(u64, u64), Arc<Mutex<LogView>>>;
+
 pub struct Logs {
     node: u32,
     cfg: InstanceConfig,
-    views: Mutex<HashMap<(u64, u64), Arc<Mutex<LogView>>>>,
+    views: Mutex<Views>,
     capacity: u64,
     used: Mutex<u64>,
 }

@@ -1,0 +1,52 @@
+# Shared setup for the quick-start scripts: install what is missing, idempotently.
+# Sourced by scripts/demo.sh and scripts/test.sh.
+
+set -euo pipefail
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+# Debian packages the build needs. Installs only the missing ones (as root or with sudo).
+ensure_debian_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "installing Debian packages: ${missing[*]}"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+        sudo="sudo"
+    fi
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# A Rust toolchain (stable, with rustfmt and clippy), from rustup.
+ensure_rust() {
+    if ! command -v cargo >/dev/null && [ -f "$HOME/.cargo/env" ]; then
+        # shellcheck disable=SC1091
+        . "$HOME/.cargo/env"
+    fi
+    if ! command -v cargo >/dev/null; then
+        say "installing Rust (rustup, stable)"
+        ensure_debian_packages curl ca-certificates
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+        # shellcheck disable=SC1091
+        . "$HOME/.cargo/env"
+    fi
+    if command -v rustup >/dev/null; then
+        local have
+        have=$(rustup component list --installed 2>/dev/null || true)
+        for c in rustfmt clippy; do
+            grep -q "^$c" <<<"$have" || rustup component add "$c" >/dev/null 2>&1 || true
+        done
+    fi
+}
+
+ensure_build_deps() {
+    ensure_debian_packages gcc libc6-dev
+    ensure_rust
+}
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Quick start, part 2: the test suite (this is what CI runs).
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ensure_build_deps
+say "format"
+cargo fmt --all -- --check
+say "lint"
+cargo clippy --locked --workspace --all-targets -q -- -D warnings
+say "tests"
+cargo test --locked --workspace -q
