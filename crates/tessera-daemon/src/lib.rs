@@ -180,6 +180,9 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         uid,
         gid,
     });
+    for problem in node.logs.scan() {
+        tracing::warn!("log check: {problem}");
+    }
     let (files, extents) = node.own.lock().expect("own").stats();
     tracing::info!(
         node = id,

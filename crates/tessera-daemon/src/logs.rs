@@ -75,6 +75,39 @@ impl Logs {
         Ok(v)
     }
 
+    /// Checks every index log on this node; returns one line per log whose tail is torn (a
+    /// crash mid-append: the torn records are not used) or whose records are corrupt (the log
+    /// is refused). Called at startup so that damage is reported, not discovered by a reader.
+    pub fn scan(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Ok(files) = std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs")) else {
+            return problems;
+        };
+        for dir in files.flatten() {
+            let Ok(logs) = std::fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for e in logs.flatten() {
+                let index = e.path();
+                if index.extension().is_none_or(|x| x != "index") {
+                    continue;
+                }
+                match LogView::open(&index.with_extension("data"), &index) {
+                    Ok(v) => {
+                        if let tessera_core::index::Tail::Torn { offset, bytes } = v.tail() {
+                            problems.push(format!(
+                                "{}: torn tail of {bytes} bytes at offset {offset} (an interrupted append; not used)",
+                                index.display()
+                            ));
+                        }
+                    }
+                    Err(err) => problems.push(err.message),
+                }
+            }
+        }
+        problems
+    }
+
     /// Reads logical `ranges` of the log (ino, client), concatenated. Bytes the log does not
     /// hold are an error: the ownership map said this log holds them.
     pub fn read(&self, ino: u64, client: u64, ranges: &[(u64, u64)]) -> FsResult<Vec<u8>> {

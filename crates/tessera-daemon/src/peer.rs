@@ -1,7 +1,7 @@
 //! Daemon-to-daemon transport: authenticated request/response over TCP.
 //!
 //! The accepting daemon opens each connection with a [`Challenge`] carrying a fresh nonce;
-//! from then on every frame is a [`Sealed`] message whose HMAC covers the nonce, direction and
+//! from then on every frame is a [`Sealed`] message whose MAC covers the nonce, direction and
 //! sequence number (see `tessera_proto::frame`). A frame that is oversized, malformed, out of
 //! sequence or unauthenticated closes the connection and is logged; the daemon carries on.
 //!

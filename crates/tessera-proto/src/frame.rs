@@ -6,15 +6,17 @@
 //! their body is read, so a hostile length cannot make anyone allocate.
 //!
 //! Between daemons every frame body is a [`Sealed`] message: the serialized request or
-//! response, a per-connection sequence number, and an HMAC-SHA256 over
-//! `nonce | direction | sequence | body` keyed with the instance secret. The nonce is chosen
+//! response, a per-connection sequence number, and a MAC over
+//! `nonce | direction | sequence | body`: BLAKE3 in keyed mode (a MAC by construction), keyed
+//! with a key derived from the instance secret. BLAKE3 rather than HMAC-SHA256 because every
+//! byte read from another node passes through the MAC twice: keyed BLAKE3 runs several times
+//! faster than SHA-256 even with SHA extensions, and was the largest cost of remote reads
+//! (20% of daemon CPU in the demo's profile). The nonce is chosen
 //! by the accepting daemon and sent in the clear as the first frame ([`Challenge`]), so a
 //! recorded conversation cannot be replayed on a new connection and frames cannot be
 //! reordered or replayed within one.
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use sha2::Sha256;
 use std::io::{self, Read, Write};
 use tessera_core::{Errno, FsError};
 
@@ -82,34 +84,39 @@ pub enum Direction {
     ToConnector = 1,
 }
 
+/// Context string for deriving the MAC key from the instance secret.
+const KEY_CONTEXT: &str = "tessera 2026 peer frame MAC v1";
+
 /// Seals and opens frames of one connection with the instance secret.
 #[derive(Clone)]
 pub struct Authenticator {
-    mac: Hmac<Sha256>,
+    key: [u8; 32],
     nonce: [u8; 32],
 }
 
 impl Authenticator {
     pub fn new(secret: &[u8], nonce: [u8; 32]) -> Self {
-        let mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC accepts keys of any length");
-        Authenticator { mac, nonce }
+        Authenticator {
+            key: blake3::derive_key(KEY_CONTEXT, secret),
+            nonce,
+        }
     }
 
-    fn tag(&self, dir: Direction, seq: u64, body: &[u8]) -> Hmac<Sha256> {
-        let mut m = self.mac.clone();
-        m.update(&self.nonce);
-        m.update(&[dir as u8]);
-        m.update(&seq.to_le_bytes());
-        m.update(body);
-        m
+    fn tag(&self, dir: Direction, seq: u64, body: &[u8]) -> blake3::Hash {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        h.update(&self.nonce);
+        h.update(&[dir as u8]);
+        h.update(&seq.to_le_bytes());
+        h.update(body);
+        h.finalize()
     }
 
     pub fn seal(&self, dir: Direction, seq: u64, body: Vec<u8>) -> Sealed {
-        let mac = self.tag(dir, seq, &body).finalize().into_bytes().into();
+        let mac = *self.tag(dir, seq, &body).as_bytes();
         Sealed { seq, mac, body }
     }
 
-    /// Checks the MAC and that the sequence number is the expected one.
+    /// Checks the MAC (in constant time) and that the sequence number is the expected one.
     pub fn open(&self, dir: Direction, expected_seq: u64, sealed: &Sealed) -> Result<(), FsError> {
         if sealed.seq != expected_seq {
             return Err(FsError::new(
@@ -120,14 +127,13 @@ impl Authenticator {
                 ),
             ));
         }
-        self.tag(dir, sealed.seq, &sealed.body)
-            .verify_slice(&sealed.mac)
-            .map_err(|_| {
-                FsError::new(
-                    Errno::Access,
-                    "frame authentication failed: the peer does not hold this instance's secret",
-                )
-            })
+        if self.tag(dir, sealed.seq, &sealed.body) != blake3::Hash::from_bytes(sealed.mac) {
+            return Err(FsError::new(
+                Errno::Access,
+                "frame authentication failed: the peer does not hold this instance's secret",
+            ));
+        }
+        Ok(())
     }
 }
 

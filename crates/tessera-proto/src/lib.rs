@@ -2,7 +2,7 @@
 //!
 //! * [`msg`]: requests and responses between a client and its node's daemon (Unix socket) and
 //!   between daemons (TCP), as serde types encoded with postcard;
-//! * [`frame`]: length-prefixed framing with a maximum size, and the HMAC that authenticates
+//! * [`frame`]: length-prefixed framing with a maximum size, and the MAC (keyed BLAKE3) that authenticates
 //!   every daemon-to-daemon frame with the instance secret;
 //! * [`config`]: the instance description (`instance.toml`) and the layout of an instance
 //!   directory.
