@@ -210,3 +210,64 @@ fn another_user_is_refused() {
     // The owner is still served.
     assert!(inst.tessera(&["stat", "/tessera"]).status.success());
 }
+
+#[test]
+fn detach_keeps_newer_unattached_writes() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/dd",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&[1; 10], 0).unwrap();
+    f.attach_file().unwrap();
+    f.write_at(&[2; 10], 0).unwrap();
+    f.detach(0, 10).unwrap();
+    let mut buf = [0u8; 10];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(
+        buf, [2; 10],
+        "the newer write must survive the detach of the older one"
+    );
+    f.close().unwrap();
+    let mut r = inst.client(1).open_read("/tessera/dd").unwrap();
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, [2; 10]);
+    // Zero-length primitives are no-ops.
+    let mut g = c
+        .open("/tessera/dd", OpenOptions::new().read(true).write(true))
+        .unwrap();
+    g.attach(5, 0).unwrap();
+    g.detach(5, 0).unwrap();
+}
+
+#[test]
+fn stale_cached_owners_after_truncate_read_as_holes() {
+    let inst = Inst::start(1);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/tr",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Session),
+        )
+        .unwrap();
+    f.write_at(&[7; 100], 0).unwrap();
+    f.attach_file().unwrap();
+    c.truncate("/tessera/tr", 0).unwrap();
+    let mut buf = [9u8; 100];
+    // The handle's session view is older than the truncate: zeros or a short read, never EIO.
+    let n = f.read_at(&mut buf, 0).unwrap();
+    assert!(buf[..n].iter().all(|b| *b == 0), "{:?}", &buf[..n]);
+    let err = f.read_exact_at(&mut [0u8; 10], 1000).unwrap_err();
+    assert!(err.message.contains("(size 100"), "{err}");
+}

@@ -261,3 +261,42 @@ fn forked_child_becomes_a_new_client() {
     f.write_at(b"P", 0).unwrap();
     f.commit().unwrap();
 }
+
+/// Ranks flushing their own ranges of one file at the same time all land in the PFS file.
+#[test]
+fn concurrent_range_flushes_of_one_file_all_land() {
+    let inst = Inst::start(3);
+    let part = 1u64 << 20;
+    let threads: Vec<_> = (0..3u32)
+        .map(|n| {
+            let c = inst.client(n);
+            std::thread::spawn(move || {
+                let mut f = c
+                    .open(
+                        "/tessera/shared",
+                        OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .model(Model::Commit),
+                    )
+                    .unwrap();
+                f.write_at(&vec![n as u8 + 1; part as usize], u64::from(n) * part)
+                    .unwrap();
+                f.commit().unwrap();
+                f.flush(u64::from(n) * part, part).unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let data = std::fs::read(inst.pfs().join("shared")).unwrap();
+    assert_eq!(data.len() as u64, 3 * part);
+    for n in 0..3u64 {
+        let chunk = &data[(n * part) as usize..((n + 1) * part) as usize];
+        assert!(
+            chunk.iter().all(|b| u64::from(*b) == n + 1),
+            "range of rank {n} lost"
+        );
+    }
+}

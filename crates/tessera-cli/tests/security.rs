@@ -131,3 +131,95 @@ fn unauthenticated_peer_frames_are_refused() {
     assert!(closed(&mut s));
     alive(&inst);
 }
+
+/// Hostile but well-formed requests are refused with an error, and the daemon keeps serving.
+#[test]
+fn hostile_requests_get_errors_not_crashes() {
+    use tessera_core::Run;
+    let inst = Inst::start(2);
+    let sock = inst.layout.socket(0);
+    let mut s = UnixStream::connect(&sock).unwrap();
+    let hello = Request::Hello {
+        version: tessera_proto::PROTOCOL_VERSION,
+        pid: 1,
+        resume: None,
+    };
+    frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
+    assert!(matches!(
+        read_response(&mut s),
+        Some(Response::Hello { .. })
+    ));
+    let c = inst.client(0);
+    let mut f = c.create("/tessera/victim").unwrap();
+    f.write_at(b"data", 0).unwrap();
+    f.close().unwrap();
+    let ino = c.stat("/tessera/victim").unwrap().ino;
+    let owner = tessera_core::Owner {
+        node: 0,
+        client: c.identity().1,
+    };
+    let hostile = vec![
+        Request::Attach {
+            ino,
+            runs: vec![Run {
+                start: 0,
+                len: 1,
+                stride: 1 << 40,
+                count: 1 << 23,
+            }],
+        },
+        Request::Attach {
+            ino,
+            runs: vec![Run::single(0, 1 << 55)],
+        },
+        Request::Attach {
+            ino,
+            runs: vec![Run {
+                start: 0,
+                len: 1,
+                stride: 2,
+                count: 1 << 25,
+            }],
+        },
+        Request::Attach {
+            ino: u64::MAX,
+            runs: vec![Run::single(0, 1)],
+        },
+        Request::ReadLog {
+            ino,
+            owner,
+            ranges: vec![(0, u64::MAX), (0, 2)],
+        },
+        Request::ReadLog {
+            ino,
+            owner,
+            ranges: vec![(5, 1)],
+        },
+        Request::Reserve { bytes: u64::MAX },
+        Request::Query {
+            ino,
+            start: 0,
+            end: u64::MAX,
+        },
+        Request::Stat {
+            path: format!("/{}", "€".repeat(100)),
+        },
+        Request::Rename {
+            from: "/victim".into(),
+            to: "/".into(),
+        },
+    ];
+    for req in hostile {
+        frame::write_frame(&mut s, &frame::encode(&req)).unwrap();
+        match read_response(&mut s) {
+            Some(Response::Err(_)) | Some(Response::Owners(_)) => {}
+            other => panic!("{req:?} answered {other:?}"),
+        }
+    }
+    alive(&inst);
+    // The victim's log is still readable (no lock was poisoned).
+    let mut r = inst.client(1).open_read("/tessera/victim").unwrap();
+    let mut buf = [0u8; 4];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"data");
+}

@@ -333,6 +333,15 @@ impl Inner {
             Err(e) if is_disconnect(&e) => {
                 self.conn = None;
                 self.reconnect()?;
+                if !req.is_idempotent() {
+                    return Err(FsError::new(
+                        Errno::HostDown,
+                        format!(
+                            "the daemon restarted while handling {}; it may or may not have taken effect: check, then retry",
+                            req.name()
+                        ),
+                    ));
+                }
                 self.conn.as_mut().expect("reconnected").call(req)
             }
             other => other,

@@ -15,11 +15,9 @@
 use crate::client::{Client, Inner, unexpected};
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
+use tessera_core::placement::attach_batches;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
 use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
-
-/// Most runs sent in one attach message (bounds the frame size for scattered writes).
-const MAX_RUNS_PER_ATTACH: usize = 100_000;
 
 /// How to open a file.
 #[derive(Clone, Debug, Default)]
@@ -297,13 +295,15 @@ impl File {
         let n = self.read_at(buf, offset)?;
         if n < buf.len() {
             let g = self.client.lock();
+            let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
+            let visible = self.size.max(local_end);
             return Err(FsError::new(
                 Errno::NoData,
                 format!(
                     "read of [{offset}, {}) of {} goes past end of file (size {}, as visible to this process under the {} model)",
                     offset + buf.len() as u64,
                     g.user_path(&self.path),
-                    offset + n as u64,
+                    visible,
                     self.model
                 ),
             ));
@@ -369,6 +369,9 @@ impl File {
         let client = self.client.clone();
         let mut g = client.lock();
         let end = offset.saturating_add(len);
+        if len == 0 {
+            return Ok(());
+        }
         let fs = g.files.entry(self.ino).or_default();
         if let Some((a, b)) = fs.local.gaps(offset, end).first().copied() {
             return Err(FsError::new(
@@ -405,11 +408,13 @@ impl File {
     fn attach_ranges(&mut self, g: &mut Inner, ranges: &[(u64, u64)]) -> FsResult<()> {
         g.writer(self.ino)?.sync_index()?;
         let runs: Vec<Run> = compress(ranges.iter().copied());
-        for chunk in runs.chunks(MAX_RUNS_PER_ATTACH) {
+        // A run encodes in at most ~40 bytes; stay well inside the frame.
+        let max_runs = (g.cfg.max_frame as usize / 64).max(1);
+        for batch in attach_batches(runs, g.cfg.stripe_size, max_runs) {
             g.stats.attaches += 1;
             g.call(&Request::Attach {
                 ino: self.ino,
-                runs: chunk.to_vec(),
+                runs: batch,
             })?;
         }
         let me = Owner {
@@ -459,6 +464,9 @@ impl File {
         let client = self.client.clone();
         let mut g = client.lock();
         let end = offset.saturating_add(len);
+        if len == 0 {
+            return Ok(());
+        }
         let gaps = g
             .files
             .get(&self.ino)
@@ -483,7 +491,10 @@ impl File {
         };
         let fs = g.files.get_mut(&self.ino).expect("checked above");
         fs.attached.remove(offset, end);
-        fs.local.remove(offset, end);
+        // Newer writes of the range that are not attached yet stay ours.
+        for (s, e) in fs.dirty.gaps(offset, end) {
+            fs.local.remove(s, e);
+        }
         if let Some(o) = self.owners.as_mut() {
             o.remove_where(offset, end, |w| *w == me);
         }
@@ -502,8 +513,10 @@ impl File {
         };
         if let Some(fs) = g.files.get_mut(&self.ino) {
             let attached: Vec<(u64, u64)> = fs.attached.ranges().collect();
-            for (s, e) in attached {
-                fs.local.remove(s, e);
+            for (a, b) in attached {
+                for (s, e) in fs.dirty.gaps(a, b) {
+                    fs.local.remove(s, e);
+                }
             }
             fs.attached = Default::default();
         }
@@ -652,24 +665,20 @@ fn fill(
         {
             let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
             if o.value == me {
-                let fs = g.files.get(&ino);
-                let covered = fs.is_some_and(|fs| fs.local.covers(s, e));
-                if !covered {
-                    return Err(FsError::new(
-                        Errno::Io,
-                        format!(
-                            "{path}: bytes [{s},{e}) are attached to this process but no longer in its log"
-                        ),
-                    ));
-                }
-                let fs = fs.expect("checked");
+                // Our own bytes, from our log. A cached owner list can be older than our own
+                // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.
+                let Some(fs) = g.files.get(&ino) else {
+                    continue;
+                };
                 for ext in fs.local.overlapping(s, e) {
                     let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
                     fs.writer
                         .as_ref()
-                        .expect("attached bytes have a writer")
+                        .expect("bytes in the local map have a writer")
                         .read_at(d, ext.value)?;
+                    todo.remove(ext.start, ext.end);
                 }
+                continue;
             } else if o.value.node == g.node {
                 let view = g.foreign_view(ino, o.value.client)?;
                 if let Some((a, b)) = view.read(s, dst)?.first() {
@@ -744,7 +753,11 @@ fn fill(
     if gaps.is_empty() {
         return Ok(());
     }
-    let pfs = std::fs::File::open(g.pfs_path(path)).ok();
+    let pfs = match std::fs::File::open(g.pfs_path(path)) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(FsError::io(format!("opening the PFS copy of {path}"), &e)),
+    };
     for (s, e) in gaps {
         let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
         dst.fill(0);

@@ -46,6 +46,8 @@ pub enum Errno {
     MsgSize,
     /// The operation is not supported (yet).
     NotSup,
+    /// A file offset or request is larger than Tessera accepts.
+    FBig,
 }
 
 impl Errno {
@@ -70,6 +72,7 @@ impl Errno {
             Errno::Proto => libc::EPROTO,
             Errno::MsgSize => libc::EMSGSIZE,
             Errno::NotSup => libc::ENOTSUP,
+            Errno::FBig => libc::EFBIG,
         }
     }
 
@@ -94,6 +97,7 @@ impl Errno {
             Errno::Proto => "EPROTO",
             Errno::MsgSize => "EMSGSIZE",
             Errno::NotSup => "ENOTSUP",
+            Errno::FBig => "EFBIG",
         }
     }
 

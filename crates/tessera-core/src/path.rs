@@ -72,7 +72,10 @@ pub fn normalize(path: &str) -> FsResult<String> {
             name if name.len() > MAX_NAME => {
                 return Err(FsError::new(
                     Errno::NameTooLong,
-                    format!("name '{}…' is longer than {MAX_NAME} bytes", &name[..32]),
+                    format!(
+                        "name '{}…' is longer than {MAX_NAME} bytes",
+                        name.chars().take(32).collect::<String>()
+                    ),
                 ));
             }
             name => parts.push(name),
@@ -134,6 +137,12 @@ mod tests {
         let long = format!("/tessera/{}", "n".repeat(300));
         assert_eq!(
             resolve(&long, "/tessera").unwrap_err().errno,
+            Errno::NameTooLong
+        );
+        // Multi-byte characters across the cut do not panic.
+        let euros = format!("/tessera/{}", "€".repeat(100));
+        assert_eq!(
+            resolve(&euros, "/tessera").unwrap_err().errno,
             Errno::NameTooLong
         );
     }

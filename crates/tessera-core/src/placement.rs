@@ -7,6 +7,10 @@
 //! ownership traffic over all daemons instead of piling onto one server (the bottleneck of the
 //! single global server in BaseFS).
 
+use crate::error::{Errno, FsError, FsResult};
+use crate::run::Run;
+use std::collections::BTreeMap;
+
 /// Default stripe size: large enough that a typical per-process block stays in one stripe,
 /// small enough that a multi-GiB shared file spreads over every daemon.
 pub const DEFAULT_STRIPE_SIZE: u64 = 64 << 20;
@@ -47,6 +51,125 @@ pub fn make_ino(node: u32, counter: u64) -> u64 {
 /// Daemon holding the attributes (size, times, mode) of inode `ino`.
 pub fn ino_shard(ino: u64) -> u32 {
     (ino >> INO_NODE_SHIFT) as u32
+}
+
+/// Most pieces one attach request may describe (the client library splits larger ones).
+pub const MAX_PIECES_PER_ATTACH: u64 = 1 << 20;
+/// Most stripes one attach request may touch (the client library splits larger ones).
+pub const MAX_STRIPES_PER_ATTACH: usize = 1 << 16;
+
+/// Groups attach runs by the stripe they fall in, each run clipped to its stripe.
+///
+/// The work is bounded by the pieces and stripes actually touched, never by the span of a run:
+/// a run whose stride jumps over many stripes is walked piece by piece, a dense run stripe by
+/// stripe. Requests beyond [`MAX_PIECES_PER_ATTACH`] or [`MAX_STRIPES_PER_ATTACH`] are refused.
+pub fn runs_by_stripe(runs: &[Run], stripe_size: u64) -> FsResult<BTreeMap<u64, Vec<Run>>> {
+    let too_big = |what: String| Err(FsError::new(Errno::FBig, what));
+    let pieces: u64 = runs.iter().map(|r| r.count).fold(0u64, u64::saturating_add);
+    if pieces > MAX_PIECES_PER_ATTACH {
+        return too_big(format!(
+            "attach of {pieces} pieces exceeds the limit of {MAX_PIECES_PER_ATTACH} per request"
+        ));
+    }
+    let mut out: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
+    for r in runs {
+        if !r.is_valid() {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("attach of malformed run {r:?}"),
+            ));
+        }
+        let spanned = (r.end() - 1) / stripe_size - r.start / stripe_size + 1;
+        if spanned <= 2 * r.count + 2 {
+            if out.len() as u64 + spanned > MAX_STRIPES_PER_ATTACH as u64 {
+                return too_big(format!(
+                    "attach touches more than {MAX_STRIPES_PER_ATTACH} stripes"
+                ));
+            }
+            for stripe in r.start / stripe_size..=(r.end() - 1) / stripe_size {
+                let part = r.clip(
+                    stripe * stripe_size,
+                    (stripe + 1).saturating_mul(stripe_size),
+                );
+                if !part.is_empty() {
+                    out.entry(stripe).or_default().extend(part);
+                }
+            }
+        } else {
+            for (s, e) in r.pieces() {
+                for (stripe, a, b) in split_by_stripe(s, e, stripe_size) {
+                    out.entry(stripe).or_default().push(Run::single(a, b - a));
+                    if out.len() > MAX_STRIPES_PER_ATTACH {
+                        return too_big(format!(
+                            "attach touches more than {MAX_STRIPES_PER_ATTACH} stripes"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Upper bound of the stripes [`runs_by_stripe`] touches for one run.
+fn stripe_estimate(r: &Run, stripe_size: u64) -> u64 {
+    let spanned = (r.end() - 1) / stripe_size - r.start / stripe_size + 1;
+    if spanned <= 2 * r.count + 2 {
+        spanned
+    } else {
+        r.count.saturating_mul(r.len / stripe_size + 2)
+    }
+}
+
+/// Splits runs into attach requests that each stay within the daemon's limits (pieces,
+/// stripes) and within `max_runs` runs (the frame budget). Bytes are preserved; large runs
+/// are cut into smaller ones.
+pub fn attach_batches(runs: Vec<Run>, stripe_size: u64, max_runs: usize) -> Vec<Vec<Run>> {
+    let piece_cap = MAX_PIECES_PER_ATTACH / 2;
+    let stripe_cap = (MAX_STRIPES_PER_ATTACH / 2) as u64;
+    // First make every run small enough to fit a request on its own: halve runs with too
+    // many pieces or stripes, cut a single oversized piece by bytes.
+    let mut small = Vec::with_capacity(runs.len());
+    let mut todo = runs;
+    while let Some(r) = todo.pop() {
+        if r.count <= piece_cap && stripe_estimate(&r, stripe_size) <= stripe_cap {
+            small.push(r);
+        } else if r.count > 1 {
+            let half = r.count / 2;
+            todo.push(Run { count: half, ..r });
+            todo.push(Run {
+                start: r.start + half * r.stride,
+                count: r.count - half,
+                ..r
+            });
+        } else {
+            let chunk = (stripe_cap / 2).max(1) * stripe_size;
+            let mut at = r.start;
+            while at < r.end() {
+                let len = chunk.min(r.end() - at);
+                small.push(Run::single(at, len));
+                at += len;
+            }
+        }
+    }
+    let mut out: Vec<Vec<Run>> = Vec::new();
+    let (mut pieces, mut stripes) = (0u64, 0u64);
+    for r in small {
+        let est = stripe_estimate(&r, stripe_size);
+        let full = out.last().is_none_or(|b| {
+            b.len() >= max_runs.max(1)
+                || pieces + r.count > piece_cap * 2
+                || stripes + est > stripe_cap * 2
+        });
+        if full {
+            out.push(Vec::new());
+            (pieces, stripes) = (0, 0);
+        }
+        pieces += r.count;
+        stripes += est;
+        out.last_mut().expect("pushed above").push(r);
+    }
+    out
 }
 
 /// Cuts `[start, end)` at stripe boundaries: yields (stripe, sub_start, sub_end).
@@ -96,6 +219,95 @@ mod tests {
         }
         assert!(hits.iter().all(|h| *h > 60), "uneven spread {hits:?}");
         assert_eq!(path_shard("/a", 4), path_shard("/a", 4));
+    }
+
+    #[test]
+    fn sparse_and_huge_runs_cost_what_they_touch() {
+        // Pieces far apart: walked piece by piece.
+        let sparse = Run {
+            start: 0,
+            len: 1,
+            stride: 1 << 40,
+            count: 3,
+        };
+        let m = runs_by_stripe(&[sparse], 1 << 26).unwrap();
+        assert_eq!(m.len(), 3);
+        // A single piece over too many stripes, or too many pieces: refused, quickly.
+        assert_eq!(
+            runs_by_stripe(&[Run::single(0, 1 << 55)], 1 << 26)
+                .unwrap_err()
+                .errno,
+            Errno::FBig
+        );
+        let dense = Run {
+            start: 0,
+            len: 1,
+            stride: 2,
+            count: 1 << 25,
+        };
+        assert_eq!(
+            runs_by_stripe(&[dense], 1 << 26).unwrap_err().errno,
+            Errno::FBig
+        );
+        let bad = Run {
+            start: 0,
+            len: 0,
+            stride: 0,
+            count: 1,
+        };
+        assert_eq!(
+            runs_by_stripe(&[bad], 1 << 26).unwrap_err().errno,
+            Errno::Inval
+        );
+    }
+
+    #[test]
+    fn attach_batches_fit_the_daemon_limits() {
+        let ss = 1 << 26;
+        let runs = vec![
+            Run {
+                start: 0,
+                len: 8,
+                stride: 16,
+                count: 3 << 20,
+            },
+            Run::single(1 << 50, 1 << 44),
+            Run {
+                start: 1 << 52,
+                len: 1,
+                stride: 1 << 30,
+                count: 70_000,
+            },
+        ];
+        let want: u64 = runs.iter().map(Run::bytes).sum();
+        let batches = attach_batches(runs, ss, 1000);
+        let mut got = 0;
+        for b in &batches {
+            assert!(b.len() <= 1000);
+            let m = runs_by_stripe(b, ss).expect("every batch is accepted");
+            got += m.values().flatten().map(Run::bytes).sum::<u64>();
+        }
+        assert_eq!(got, want);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn stripe_split_keeps_every_byte_inside_its_stripe(start in 0u64..200, len in 1u64..20, gap in 0u64..40, count in 1u64..20, ss in 1u64..64) {
+            let r = Run { start, len, stride: len + gap, count };
+            let m = runs_by_stripe(&[r], ss).unwrap();
+            let mut got: Vec<u64> = Vec::new();
+            for (stripe, runs) in &m {
+                for x in runs {
+                    for (a, b) in x.pieces() {
+                        proptest::prop_assert!(a >= stripe * ss && b <= (stripe + 1) * ss);
+                        got.extend(a..b);
+                    }
+                }
+            }
+            got.sort_unstable();
+            let want: Vec<u64> = r.pieces().flat_map(|(a, b)| a..b).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

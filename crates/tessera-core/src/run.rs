@@ -10,6 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Largest file offset Tessera accepts (64 PiB): keeps every offset computation far from
+/// overflow and bounds what one request can describe.
+pub const MAX_FILE_SIZE: u64 = 1 << 56;
+
 /// A strided run of logical byte ranges. Pieces are disjoint and ascending: `stride >= len`
 /// whenever `count > 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -31,7 +35,8 @@ impl Run {
         }
     }
 
-    /// Whether the run is well formed: non-empty, disjoint pieces, no overflow.
+    /// Whether the run is well formed: non-empty, disjoint pieces, ending within
+    /// [`MAX_FILE_SIZE`].
     pub fn is_valid(&self) -> bool {
         self.len > 0
             && self.count > 0
@@ -41,7 +46,7 @@ impl Run {
                 .checked_mul(self.count - 1)
                 .and_then(|x| x.checked_add(self.start))
                 .and_then(|x| x.checked_add(self.len))
-                .is_some()
+                .is_some_and(|end| end <= MAX_FILE_SIZE)
     }
 
     /// Start of piece `i`.

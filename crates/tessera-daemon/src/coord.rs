@@ -8,7 +8,9 @@
 use crate::Node;
 use crate::namespace::ROOT_INO;
 use std::collections::BTreeMap;
-use tessera_core::placement::{ino_shard, path_shard, split_by_stripe, stripe_shard};
+use tessera_core::placement::{
+    ino_shard, path_shard, runs_by_stripe, split_by_stripe, stripe_shard,
+};
 use tessera_core::{Errno, FsError, FsResult, Owner, Run, path};
 use tessera_proto::{
     Attr, Dentry, DirEntry, FileKind, NodeStatus, OpenFlags, OwnedExtent, Owners, PeerRequest,
@@ -38,6 +40,15 @@ impl Node {
             node: self.id,
             client,
         };
+        if let Request::Attach { ino, .. }
+        | Request::Detach { ino, .. }
+        | Request::DetachFile { ino }
+        | Request::Query { ino, .. }
+        | Request::QueryFile { ino }
+        | Request::ReadLog { ino, .. } = &req
+        {
+            self.check_ino(*ino)?;
+        }
         Ok(match req {
             Request::Hello { .. } => {
                 return Err(FsError::new(
@@ -107,7 +118,17 @@ impl Node {
                     }
                 }
             }
-            Request::Flush { path, range } => crate::flush::flush(self, &path, range).await?,
+            Request::Flush { path, range } => {
+                let p = path::normalize(&path)?;
+                let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+                match self
+                    .call(ino_shard(d.ino), PeerRequest::Flush { path: p, range })
+                    .await?
+                {
+                    PeerResponse::Flushed { bytes, nodes } => Response::Flushed { bytes, nodes },
+                    other => return Err(unexpected("flush", other)),
+                }
+            }
             Request::Reserve { bytes } => Response::Granted {
                 bytes: self.logs.reserve(bytes)?,
             },
@@ -561,48 +582,66 @@ impl Node {
     }
 
     async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
-        let ss = self.cfg.stripe_size;
-        let mut per_stripe: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
-        let mut end = 0;
-        for r in &runs {
-            if !r.is_valid() {
-                return Err(FsError::new(
-                    Errno::Inval,
-                    format!("attach of malformed run {r:?}"),
-                ));
-            }
-            end = end.max(r.end());
-            for stripe in r.start / ss..=(r.end() - 1) / ss {
-                let part = r.clip(stripe * ss, (stripe + 1).saturating_mul(ss));
-                per_stripe.entry(stripe).or_default().extend(part);
-            }
-        }
-        if per_stripe.is_empty() {
+        let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
+        let Some(end) = runs.iter().map(Run::end).max() else {
             return Ok(());
-        }
+        };
         let n = self.cfg.nodes;
-        let mut reqs: Vec<(u32, PeerRequest)> = per_stripe
-            .into_iter()
+        let attach_reqs: Vec<(u32, PeerRequest)> = per_stripe
+            .iter()
             .map(|(stripe, runs)| {
                 (
-                    stripe_shard(ino, stripe, n),
+                    stripe_shard(ino, *stripe, n),
                     PeerRequest::OwnAttach {
                         ino,
-                        stripe,
+                        stripe: *stripe,
                         owner,
-                        runs,
+                        runs: runs.clone(),
                     },
                 )
             })
             .collect();
-        reqs.push((
+        let size = self.call(
             ino_shard(ino),
             PeerRequest::InodeSetSize {
                 ino,
                 change: SizeChange::Extend(end),
             },
-        ));
-        self.call_all(reqs).await?;
+        );
+        let (size, attached) = futures::join!(size, self.call_all(attach_reqs));
+        if let Err(e) = size {
+            // The file is gone (unlinked while we wrote): take back what this attach installed
+            // so no ownership outlives the inode.
+            let undo = per_stripe
+                .iter()
+                .flat_map(|(stripe, runs)| runs.iter().map(move |r| (*stripe, r.start, r.end())))
+                .map(|(stripe, s, t)| {
+                    (
+                        stripe_shard(ino, stripe, n),
+                        PeerRequest::OwnDetach {
+                            ino,
+                            stripe,
+                            owner,
+                            start: s,
+                            end: t,
+                        },
+                    )
+                })
+                .collect();
+            let _ = self.call_all(undo).await;
+            return Err(e);
+        }
+        attached.map(drop)
+    }
+
+    /// Inode numbers from the wire must name a node of this instance.
+    fn check_ino(&self, ino: u64) -> FsResult<()> {
+        if ino_shard(ino) >= self.cfg.nodes {
+            return Err(FsError::new(
+                Errno::NoEnt,
+                format!("inode {ino:#x} does not exist in this instance"),
+            ));
+        }
         Ok(())
     }
 

@@ -1,26 +1,35 @@
 //! Flush: publish a file's attached bytes into the underlying PFS, atomically.
 //!
-//! The coordinating daemon builds the new file under a temporary name next to the target,
-//! starting from the current PFS copy (so ranges no one owns keep their bytes). Every daemon
-//! that owns extents writes them from the logs on its node with large, coalesced writes
-//! ([`write_part`]). The coordinator then sets the size, syncs, and renames the temporary
-//! file over the target: a reader of the PFS sees the old file or the new one, never a mix.
+//! A flush is coordinated by the node that holds the file's inode, one flush of a file at a
+//! time (concurrent flushes of ranges of one file would otherwise each start from the old PFS
+//! copy and the last rename would drop the others' bytes). The coordinator builds the new file
+//! under a temporary name next to the target, starting from the current PFS copy (so ranges no
+//! one owns keep their bytes). Every daemon that owns extents writes them from the logs on its
+//! node with large, coalesced writes and syncs them ([`write_part`]). The coordinator then sets
+//! the size, syncs, and renames the temporary file over the target: a reader of the PFS sees
+//! the old file or the new one, never a mix.
 
 use crate::Node;
 use crate::shard::check_extents;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{FileKind, OwnedExtent, PeerRequest, PeerResponse, Response};
+use tessera_proto::{FileKind, OwnedExtent, PeerRequest, PeerResponse};
 
 /// Size of the buffer in which contiguous extents are gathered before one write.
 const COALESCE: usize = 8 << 20;
-/// Marker in temporary file names; readdir hides such names.
+/// Prefix of temporary flush files; readdir hides such names.
 pub const TMP_MARKER: &str = ".tessera-flush.";
 
-pub async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsResult<Response> {
+/// Flushes a file (or one range of it); must run on the node holding the file's inode.
+/// Returns (bytes written, nodes that wrote).
+pub async fn flush(
+    node: &Node,
+    user_path: &str,
+    range: Option<(u64, u64)>,
+) -> FsResult<(u64, u32)> {
     let p = path::normalize(user_path)?;
     let (d, attr) = node.lookup(&p).await?.ok_or_else(|| {
         FsError::new(
@@ -34,6 +43,8 @@ pub async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> F
             format!("{} is a directory; flush its files", node.user_path(&p)),
         ));
     }
+    let lock = node.flush_lock(d.ino);
+    let _serialised = lock.lock().await;
     let owners = match range {
         None => node.query_file(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,
@@ -42,15 +53,11 @@ pub async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> F
     let target = node.cfg.pfs_path(&p);
     let parent = target
         .parent()
-        .expect("pfs paths have a parent")
+        .ok_or_else(|| FsError::new(Errno::Inval, "cannot flush the root"))?
         .to_path_buf();
-    let name = target
-        .file_name()
-        .expect("not the root")
-        .to_string_lossy()
-        .into_owned();
+    // A short fixed-length temporary name: any file name that fits also fits its temporary.
     let tmp = parent.join(format!(
-        ".{name}{TMP_MARKER}{}.{:016x}",
+        "{TMP_MARKER}{}.{:016x}",
         node.id,
         rand::random::<u64>()
     ));
@@ -92,22 +99,19 @@ pub async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> F
         Ok((bytes, nodes))
     }
     .await;
-    match result {
-        Ok((bytes, nodes)) => {
-            tracing::info!(
-                path = %node.user_path(&p),
-                bytes,
-                nodes,
-                ms = started.elapsed().as_millis() as u64,
-                "flushed"
-            );
-            Ok(Response::Flushed { bytes, nodes })
-        }
-        Err(e) => {
+    match &result {
+        Ok((bytes, nodes)) => tracing::info!(
+            path = %node.user_path(&p),
+            bytes,
+            nodes,
+            ms = started.elapsed().as_millis() as u64,
+            "flushed"
+        ),
+        Err(_) => {
             let _ = std::fs::remove_file(&tmp);
-            Err(e)
         }
     }
+    result
 }
 
 /// Creates the temporary file as a copy of the current PFS file (or empty).
@@ -155,20 +159,7 @@ pub async fn write_part(
 ) -> FsResult<u64> {
     check_extents(&mut extents)?;
     let target = PathBuf::from(target);
-    // Only temporary flush files inside this instance's PFS directory may be written.
-    let inside = target.starts_with(&node.cfg.pfs_dir)
-        && target
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().contains(TMP_MARKER));
-    if !inside {
-        return Err(FsError::new(
-            Errno::Access,
-            format!(
-                "refusing to flush into {}: not a flush file of this instance",
-                target.display()
-            ),
-        ));
-    }
+    check_flush_target(&target, &node.cfg.pfs_dir)?;
     if extents.iter().any(|e| e.owner.node != node.id) {
         return Err(FsError::new(
             Errno::Inval,
@@ -176,6 +167,34 @@ pub async fn write_part(
         ));
     }
     tokio::task::block_in_place(|| write_coalesced(node, ino, &target, &extents))
+}
+
+/// Only temporary flush files directly inside the instance's PFS directory tree may be
+/// written by a peer's request.
+fn check_flush_target(target: &Path, pfs_dir: &Path) -> FsResult<()> {
+    let refuse = || {
+        Err(FsError::new(
+            Errno::Access,
+            format!(
+                "refusing to flush into {}: not a flush file of this instance",
+                target.display()
+            ),
+        ))
+    };
+    let plain = target
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    let named = target
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(TMP_MARKER));
+    if !plain || !named || !target.starts_with(pfs_dir) {
+        return refuse();
+    }
+    // The directory must really be inside the PFS directory (no symlink out of it).
+    match target.parent().map(std::fs::canonicalize) {
+        Some(Ok(dir)) if dir.starts_with(pfs_dir) => Ok(()),
+        _ => refuse(),
+    }
 }
 
 fn write_coalesced(node: &Node, ino: u64, target: &Path, extents: &[OwnedExtent]) -> FsResult<u64> {
@@ -223,5 +242,38 @@ fn write_coalesced(node: &Node, ino: u64, target: &Path, extents: &[OwnedExtent]
         }
     }
     emit(&mut buf, buf_start)?;
+    // Durable before the coordinator publishes: on a shared PFS its fsync does not cover
+    // the pages this node wrote.
+    f.sync_data()
+        .map_err(|e| FsError::io(format!("syncing {}", target.display()), &e))?;
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_targets_must_be_temporaries_inside_the_pfs() {
+        let pfs = tempfile::tempdir().unwrap();
+        let pfs = std::fs::canonicalize(pfs.path()).unwrap();
+        std::fs::create_dir_all(pfs.join("sub")).unwrap();
+        let ok = pfs.join("sub").join(format!("{TMP_MARKER}0.0123"));
+        assert!(check_flush_target(&ok, &pfs).is_ok());
+        let escapes = pfs.join("sub/../../etc").join(format!("{TMP_MARKER}0.1"));
+        assert_eq!(
+            check_flush_target(&escapes, &pfs).unwrap_err().errno,
+            Errno::Access
+        );
+        assert!(
+            check_flush_target(&pfs.join("sub/data"), &pfs).is_err(),
+            "not a temporary name"
+        );
+        assert!(check_flush_target(Path::new("/tmp/.tessera-flush.0.1"), &pfs).is_err());
+        // A symlink pointing out of the PFS directory is refused too.
+        std::os::unix::fs::symlink("/tmp", pfs.join("link")).unwrap();
+        assert!(
+            check_flush_target(&pfs.join("link").join(format!("{TMP_MARKER}0.2")), &pfs).is_err()
+        );
+    }
 }

@@ -52,13 +52,16 @@ pub struct Node {
     pub shutdown: Notify,
     pub uid: u32,
     pub gid: u32,
+    /// One flush at a time per file (by inode), on the inode's node.
+    flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Node {
     /// Calls a shard: directly if it is this daemon, over TCP otherwise.
     pub async fn call(&self, node: u32, req: PeerRequest) -> FsResult<PeerResponse> {
         let resp = if node == self.id {
-            self.handle_peer(req).await?
+            // Boxed: a flush handler calls back into other shards, this one included.
+            Box::pin(self.handle_peer(req)).await?
         } else {
             self.peers.call(node, &req).await?
         };
@@ -71,6 +74,16 @@ impl Node {
     /// Calls several shards concurrently; fails with the first error.
     pub async fn call_all(&self, reqs: Vec<(u32, PeerRequest)>) -> FsResult<Vec<PeerResponse>> {
         futures::future::try_join_all(reqs.into_iter().map(|(n, r)| self.call(n, r))).await
+    }
+
+    /// The lock that serialises flushes of `ino`.
+    pub fn flush_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
+        self.flush_locks
+            .lock()
+            .expect("flush locks")
+            .entry(ino)
+            .or_default()
+            .clone()
     }
 
     /// Hands out a client id (unique on this node, persisted before use).
@@ -179,6 +192,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         shutdown: Notify::new(),
         uid,
         gid,
+        flush_locks: Mutex::new(std::collections::HashMap::new()),
     });
     for problem in node.logs.scan() {
         tracing::warn!("log check: {problem}");

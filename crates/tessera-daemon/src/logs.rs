@@ -111,15 +111,25 @@ impl Logs {
     /// Reads logical `ranges` of the log (ino, client), concatenated. Bytes the log does not
     /// hold are an error: the ownership map said this log holds them.
     pub fn read(&self, ino: u64, client: u64, ranges: &[(u64, u64)]) -> FsResult<Vec<u8>> {
-        let total: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
-        if total > self.cfg.max_read_chunk() {
-            return Err(FsError::new(
-                Errno::MsgSize,
-                format!(
-                    "read of {total} bytes exceeds the per-request limit of {}",
-                    self.cfg.max_read_chunk()
-                ),
-            ));
+        // Validate everything from the wire before allocating or locking anything.
+        let limit = self.cfg.max_read_chunk();
+        let mut total = 0u64;
+        for (s, e) in ranges {
+            if s >= e || *e > tessera_core::run::MAX_FILE_SIZE {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!("read of empty, inverted or out-of-range [{s},{e})"),
+                ));
+            }
+            total = total.saturating_add(e - s);
+            if total > limit {
+                return Err(FsError::new(
+                    Errno::MsgSize,
+                    format!(
+                        "read of more than {limit} bytes in one request (the per-request limit)"
+                    ),
+                ));
+            }
         }
         let view = self.view(ino, client)?;
         let mut v = view.lock().expect("view lock");
@@ -127,12 +137,6 @@ impl Logs {
         let mut out = vec![0u8; total as usize];
         let mut at = 0usize;
         for (s, e) in ranges {
-            if e < s {
-                return Err(FsError::new(
-                    Errno::Inval,
-                    format!("empty or inverted range [{s},{e})"),
-                ));
-            }
             let len = (e - s) as usize;
             let missing = v.read(*s, &mut out[at..at + len])?;
             if let Some((ms, me)) = missing.first() {
@@ -183,7 +187,16 @@ impl Logs {
     /// Grants `bytes` of burst-buffer space, or ENOSPC naming the numbers.
     pub fn reserve(&self, bytes: u64) -> FsResult<u64> {
         let mut used = self.used.lock().expect("used lock");
-        if self.capacity > 0 && *used + bytes > self.capacity {
+        let wanted = used
+            .checked_add(bytes)
+            .filter(|w| *w <= tessera_core::run::MAX_FILE_SIZE);
+        let Some(wanted) = wanted else {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("reservation of {bytes} bytes is out of range"),
+            ));
+        };
+        if self.capacity > 0 && wanted > self.capacity {
             return Err(FsError::new(
                 Errno::NoSpace,
                 format!(
@@ -192,7 +205,7 @@ impl Logs {
                 ),
             ));
         }
-        *used += bytes;
+        *used = wanted;
         Ok(bytes)
     }
 

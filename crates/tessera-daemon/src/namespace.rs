@@ -41,9 +41,10 @@ pub fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-fn key(p: &str) -> (String, String) {
-    let (parent, name) = path::split(p).expect("the root has no entry");
-    (parent.to_string(), name.to_string())
+fn key(p: &str) -> FsResult<(String, String)> {
+    let (parent, name) = path::split(p)
+        .ok_or_else(|| FsError::new(Errno::Inval, "the root directory has no entry"))?;
+    Ok((parent.to_string(), name.to_string()))
 }
 
 impl Namespace {
@@ -62,7 +63,7 @@ impl Namespace {
     }
 
     pub fn get(&self, p: &str) -> Option<Dentry> {
-        self.entries.get(&key(p)).copied()
+        self.entries.get(&key(p).ok()?).copied()
     }
 
     pub fn attr(&self, ino: u64) -> Option<Attr> {
@@ -104,7 +105,7 @@ impl Namespace {
             ino,
             kind: new.kind,
         };
-        let (parent, name) = key(p);
+        let (parent, name) = key(p)?;
         self.entries.insert((parent.clone(), name.clone()), dentry);
         self.inodes.insert(ino, attr.clone());
         let ops = vec![
@@ -120,35 +121,31 @@ impl Namespace {
     }
 
     /// Removes the entry if it still names `ino`.
-    pub fn remove(&mut self, p: &str, ino: u64) -> (bool, Vec<DbOp>) {
-        let k = key(p);
-        match self.entries.get(&k) {
+    pub fn remove(&mut self, p: &str, ino: u64) -> FsResult<(bool, Vec<DbOp>)> {
+        let (parent, name) = key(p)?;
+        let k = (parent, name);
+        Ok(match self.entries.get(&k) {
             Some(d) if d.ino == ino => {
                 self.entries.remove(&k);
-                (
-                    true,
-                    vec![DbOp::DelDentry {
-                        parent: k.0,
-                        name: k.1,
-                    }],
-                )
+                let (parent, name) = k;
+                (true, vec![DbOp::DelDentry { parent, name }])
             }
             _ => (false, Vec::new()),
-        }
+        })
     }
 
     /// Inserts or replaces an entry; returns the replaced one.
-    pub fn put(&mut self, p: &str, dentry: Dentry) -> (Option<Dentry>, Vec<DbOp>) {
-        let (parent, name) = key(p);
+    pub fn put(&mut self, p: &str, dentry: Dentry) -> FsResult<(Option<Dentry>, Vec<DbOp>)> {
+        let (parent, name) = key(p)?;
         let old = self.entries.insert((parent.clone(), name.clone()), dentry);
-        (
+        Ok((
             old,
             vec![DbOp::PutDentry {
                 parent,
                 name,
                 dentry,
             }],
-        )
+        ))
     }
 
     /// Entries of this shard directly inside `dir`.
@@ -236,8 +233,13 @@ mod tests {
         let names: Vec<String> = ns.children("/a").into_iter().map(|e| e.name).collect();
         assert_eq!(names, vec!["x", "y"]);
         assert!(ns.has_children("/a") && !ns.has_children("/a/x"));
-        assert!(!ns.remove("/a/x", d.ino + 1).0, "stale ino must not remove");
-        assert!(ns.remove("/a/x", d.ino).0);
+        assert!(
+            !ns.remove("/a/x", d.ino + 1).unwrap().0,
+            "stale ino must not remove"
+        );
+        assert!(ns.remove("/a/x", d.ino).unwrap().0);
+        assert_eq!(ns.remove("/", 1).unwrap_err().errno, Errno::Inval);
+        assert_eq!(ns.put("/", d).unwrap_err().errno, Errno::Inval);
         assert_eq!(ns.get("/a/x"), None);
     }
 

@@ -23,6 +23,19 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(300);
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 16;
 
+/// Bytes a sealed envelope adds around its body (sequence, MAC, length prefix), rounded up.
+const SEAL_OVERHEAD: usize = 64;
+
+/// The error for an answer that does not fit in a frame.
+pub fn too_large(bytes: usize, max_frame: u32) -> FsError {
+    FsError::new(
+        Errno::MsgSize,
+        format!(
+            "the answer ({bytes} bytes) exceeds max_frame ({max_frame} bytes); ask for a smaller range, or raise max_frame in instance.toml"
+        ),
+    )
+}
+
 /// Encodes a message as the body of one frame.
 pub fn wire<T: serde::Serialize>(msg: &T) -> bytes::Bytes {
     bytes::Bytes::from(frame::encode(msg))
@@ -147,7 +160,11 @@ impl Peers {
                     }
                     return Ok(resp);
                 }
-                Ok(Err(e)) if was_pooled && e.errno == Errno::HostDown => continue,
+                // A pooled connection found dead (the peer restarted): try a fresh one, unless
+                // the request may already have taken effect and a second copy would differ.
+                Ok(Err(e)) if was_pooled && e.errno == Errno::HostDown && req.is_idempotent() => {
+                    continue;
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     return Err(
@@ -202,7 +219,14 @@ async fn serve_conn(node: Arc<Node>, stream: TcpStream) -> FsResult<()> {
             .handle_peer(req)
             .await
             .unwrap_or_else(PeerResponse::Err);
-        let out = auth.seal(Direction::ToConnector, seq, frame::encode(&resp));
+        let mut body = frame::encode(&resp);
+        if body.len() + SEAL_OVERHEAD > node.cfg.max_frame as usize {
+            body = frame::encode(&PeerResponse::Err(too_large(
+                body.len(),
+                node.cfg.max_frame,
+            )));
+        }
+        let out = auth.seal(Direction::ToConnector, seq, body);
         seq += 1;
         framed.send(wire(&out)).await.map_err(io)?;
     }

@@ -146,7 +146,14 @@ async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
                 return Err(e);
             }
         };
-        framed.send(wire(&resp)).await.map_err(io)?;
+        let mut out = wire(&resp);
+        if out.len() > node.cfg.max_frame as usize {
+            out = wire(&Response::Err(crate::peer::too_large(
+                out.len(),
+                node.cfg.max_frame,
+            )));
+        }
+        framed.send(out).await.map_err(io)?;
     }
     Ok(())
 }

@@ -74,7 +74,7 @@ impl Node {
                 let p = path::normalize(&path)?;
                 let (removed, pending) = {
                     let mut ns = self.ns.lock().expect("ns");
-                    let (removed, ops) = ns.remove(&p, ino);
+                    let (removed, ops) = ns.remove(&p, ino)?;
                     (removed, self.store.submit(ops))
                 };
                 pending.durable().await?;
@@ -84,7 +84,7 @@ impl Node {
                 let p = path::normalize(&path)?;
                 let (old, pending) = {
                     let mut ns = self.ns.lock().expect("ns");
-                    let (old, ops) = ns.put(&p, dentry);
+                    let (old, ops) = ns.put(&p, dentry)?;
                     (old, self.store.submit(ops))
                 };
                 pending.durable().await?;
@@ -189,6 +189,10 @@ impl Node {
                 let data = self.read_local_log(ino, client, ranges).await?;
                 PeerResponse::Data(data)
             }
+            P::Flush { path, range } => {
+                let (bytes, nodes) = flush::flush(self, &path, range).await?;
+                PeerResponse::Flushed { bytes, nodes }
+            }
             P::FlushPart {
                 ino,
                 target,
@@ -206,7 +210,10 @@ impl Node {
     ) -> FsResult<Vec<u8>> {
         // Log reads are page-cache or NVMe reads of bounded size; doing them inline keeps the
         // common small read free of a thread hop, large ones go to the blocking pool.
-        let total: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+        let total: u64 = ranges
+            .iter()
+            .map(|(s, e)| e.saturating_sub(*s))
+            .fold(0, u64::saturating_add);
         if total <= 256 << 10 {
             return self.logs.read(ino, client, &ranges);
         }

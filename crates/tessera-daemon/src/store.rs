@@ -195,11 +195,21 @@ fn committer(db: Database, rx: mpsc::Receiver<Batch>) {
             batches.push(more);
         }
         let result = apply(&db, &batches);
+        let failed = result.is_err();
         if let Err(e) = &result {
             tracing::error!("state commit failed: {e}");
         }
         for b in batches {
             let _ = b.done.send(result.clone());
+        }
+        if failed {
+            // Memory now holds changes the database does not: continuing would make later
+            // commits diverge silently. Stop; a restart reloads the last durable state.
+            tracing::error!(
+                "stopping: the in-memory state is ahead of the database; restart this daemon"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            std::process::exit(70);
         }
     }
 }

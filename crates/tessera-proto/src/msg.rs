@@ -277,6 +277,12 @@ pub enum PeerRequest {
         client: u64,
         ranges: Vec<(u64, u64)>,
     },
+    /// Flush a file (or a range of it) to the PFS; sent to the node holding its inode, which
+    /// serialises flushes of one file.
+    Flush {
+        path: String,
+        range: Option<(u64, u64)>,
+    },
     /// Write these extents, held by logs on this node, into `target` on the PFS.
     FlushPart {
         ino: u64,
@@ -306,5 +312,67 @@ pub enum PeerResponse {
     Extents(Vec<OwnedExtent>),
     Bytes(u64),
     Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    Flushed {
+        bytes: u64,
+        nodes: u32,
+    },
     Err(FsError),
+}
+
+impl Request {
+    /// Whether sending the request again (after a lost connection, not knowing whether the
+    /// first copy took effect) cannot change the outcome.
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            Request::Open { flags, .. } => !(flags.create && flags.exclusive),
+            Request::Mkdir { .. }
+            | Request::Rmdir { .. }
+            | Request::Unlink { .. }
+            | Request::Rename { .. }
+            | Request::Reserve { .. }
+            | Request::Release { .. }
+            | Request::Shutdown => false,
+            _ => true,
+        }
+    }
+
+    /// A short name of the request for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Hello { .. } => "hello",
+            Request::Open { .. } => "open",
+            Request::Stat { .. } => "stat",
+            Request::Mkdir { .. } => "mkdir",
+            Request::Rmdir { .. } => "rmdir",
+            Request::Unlink { .. } => "unlink",
+            Request::Readdir { .. } => "readdir",
+            Request::Rename { .. } => "rename",
+            Request::Truncate { .. } => "truncate",
+            Request::Attach { .. } => "attach",
+            Request::Detach { .. } => "detach",
+            Request::DetachFile { .. } => "detach_file",
+            Request::Query { .. } => "query",
+            Request::QueryFile { .. } => "query_file",
+            Request::ReadLog { .. } => "read",
+            Request::Flush { .. } => "flush",
+            Request::Reserve { .. } => "reserve",
+            Request::Release { .. } => "release",
+            Request::Status => "status",
+            Request::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl PeerRequest {
+    /// Whether a second copy of the request cannot change the outcome (see
+    /// [`Request::is_idempotent`]).
+    pub fn is_idempotent(&self) -> bool {
+        !matches!(
+            self,
+            PeerRequest::DentryCreate {
+                exclusive: true,
+                ..
+            } | PeerRequest::DentryPut { .. }
+        )
+    }
 }
