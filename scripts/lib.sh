@@ -49,4 +49,10 @@ ensure_build_deps() {
     ensure_rust
 }
 
+# What the benchmark suite adds: Open MPI (launcher and headers), libclang for the MPI
+# bindings, and a font for the report's plots.
+ensure_bench_deps() {
+    ensure_debian_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config fonts-dejavu-core
+}
+
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -61,6 +61,22 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     Ok(cfg)
 }
 
+/// Runs daemon `node` in the foreground, logging to stderr (`TESSERA_LOG` filters). Every
+/// executable that starts daemons with [`start_node`] offers this as `serve --instance DIR
+/// --node K`, since [`start_node`] launches its own executable.
+pub fn serve(layout: InstanceLayout, node: u32) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    tessera_daemon::run(layout, node)?;
+    Ok(())
+}
+
 /// Whether daemon `node` answers on its socket.
 pub fn is_up(layout: &InstanceLayout, node: u32) -> bool {
     Client::connect(layout.clone(), Some(node))

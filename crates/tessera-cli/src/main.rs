@@ -81,6 +81,13 @@ enum Cmd {
     Where { path: String },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
+    /// Run a benchmark workload in a fresh instance (see `tessera bench --help`; needs
+    /// tessera-bench, built with Open MPI).
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run the N-1 strided checkpoint demo in a fresh instance.
     Demo(demo::DemoArgs),
     /// One rank of the demo (internal).
@@ -112,17 +119,7 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     let layout = layout(&cli);
     match cli.cmd {
-        Cmd::Serve { node } => {
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .init();
-            tessera_daemon::run(layout, node)?;
-        }
+        Cmd::Serve { node } => instance::serve(layout, node)?,
         Cmd::Start {
             daemons,
             pfs,
@@ -169,8 +166,30 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Where { path } => inspect::where_(&Client::connect(layout, None)?, &path)?,
         Cmd::Flush { path } => inspect::flush(&Client::connect(layout, None)?, &path)?,
         Cmd::Demo(a) => demo::run(a)?,
+        Cmd::Bench { args } => bench(args)?,
         Cmd::DemoRank(a) => demo::rank_main(a)?,
         Cmd::Script { node } => script::main(Client::connect(layout, node)?)?,
     }
     Ok(())
+}
+
+/// `tessera bench ...` runs `tessera-bench run ...` from the same directory (the benchmark
+/// ranks link MPI, which the file system itself does not need).
+fn bench(args: Vec<String>) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()?.with_file_name("tessera-bench");
+    if !exe.exists() {
+        bail!(
+            "{} is not built; build it with `cargo build --release -p tessera-bench` (needs Open MPI and libclang: apt-get install openmpi-bin libopenmpi-dev libclang-dev)",
+            exe.display()
+        );
+    }
+    let sub = match args.first().map(String::as_str) {
+        None | Some("--help") | Some("-h") | Some("help") => {
+            vec!["run".to_string(), "--help".to_string()]
+        }
+        Some("report") => args,
+        Some(_) => std::iter::once("run".to_string()).chain(args).collect(),
+    };
+    Err(std::process::Command::new(&exe).args(sub).exec().into())
 }

@@ -558,9 +558,25 @@ impl File {
         self.attach_file()
     }
 
-    /// Same as [`File::commit`]; the POSIX name.
+    /// `fsync`: commit, and make this process's logs of the file durable on the burst-buffer
+    /// device (a commit alone publishes the bytes but leaves them in the page cache).
     pub fn fsync(&mut self) -> FsResult<()> {
-        self.commit()
+        self.commit()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        if let Some(w) = g.files.get_mut(&self.ino).and_then(|f| f.writer.as_mut()) {
+            w.sync_durable()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of this process's data log and index log of the file (its burst-buffer footprint).
+    pub fn log_bytes(&self) -> (u64, u64) {
+        let g = self.client.lock();
+        g.files
+            .get(&self.ino)
+            .and_then(|f| f.writer.as_ref())
+            .map_or((0, 0), |w| (w.data_len(), w.index_len()))
     }
 
     /// Session open: learn the current owners of the whole file (done by open already).

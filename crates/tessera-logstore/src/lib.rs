@@ -143,6 +143,17 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Makes both logs durable on their device (`fdatasync`), index records included.
+    pub fn sync_durable(&mut self) -> FsResult<()> {
+        self.sync_index()?;
+        self.data
+            .sync_data()
+            .map_err(|e| FsError::io(format!("syncing {}", self.data_path.display()), &e))?;
+        self.index
+            .sync_data()
+            .map_err(|e| FsError::io("syncing the index log", &e))
+    }
+
     /// Reads `out.len()` bytes from data-log position `pos` (the process's own reads).
     pub fn read_at(&self, out: &mut [u8], pos: u64) -> FsResult<()> {
         self.data

@@ -1,0 +1,132 @@
+//! The options of a benchmark run, shared by the front end and the ranks.
+
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// PLFS N-1 strided checkpoint and rank-shifted read-back (seed 003).
+    Checkpoint,
+    /// Seed 002 Table VII/VIII patterns under each consistency model.
+    Consistency,
+    /// Seed 002 §6.3: random sample reads of a preloaded data set.
+    DlRead,
+    /// Seed 002 §6.2: HACC-IO checkpoint with SCR partner copies, and restart.
+    Scr,
+    /// Latency of the synchronisation primitives beside a raw socket round trip.
+    Ops,
+    /// mdtest-like create, stat and remove in a shared directory.
+    Meta,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Checkpoint => "checkpoint",
+            Workload::Consistency => "consistency",
+            Workload::DlRead => "dl-read",
+            Workload::Scr => "scr",
+            Workload::Ops => "ops",
+            Workload::Meta => "meta",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+pub enum Pattern {
+    /// Contiguous N-1 writes.
+    #[value(name = "CN-W")]
+    #[serde(rename = "CN-W")]
+    CnW,
+    /// Strided N-1 writes.
+    #[value(name = "SN-W")]
+    #[serde(rename = "SN-W")]
+    SnW,
+    /// Contiguous writes by half the ranks, contiguous reads by the other half.
+    #[value(name = "CC-R")]
+    #[serde(rename = "CC-R")]
+    CcR,
+    /// Contiguous writes by half the ranks, strided reads by the other half.
+    #[value(name = "CS-R")]
+    #[serde(rename = "CS-R")]
+    CsR,
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::CnW => "CN-W",
+            Pattern::SnW => "SN-W",
+            Pattern::CcR => "CC-R",
+            Pattern::CsR => "CS-R",
+        }
+    }
+    pub fn reads(self) -> bool {
+        matches!(self, Pattern::CcR | Pattern::CsR)
+    }
+}
+
+/// Parameters of the workloads (each workload reads the ones it needs).
+#[derive(Clone, Debug, Args, Serialize, Deserialize)]
+pub struct Params {
+    /// MPI ranks.
+    #[arg(long, default_value_t = 4)]
+    pub ranks: u32,
+    /// Daemons of the instance (ranks are spread over them cyclically: rank r uses node r % daemons).
+    #[arg(long, default_value_t = 3)]
+    pub daemons: u32,
+    /// Repetitions; every metric is reported as the median over them.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// checkpoint: bytes per write.
+    #[arg(long, default_value_t = 47_001)]
+    pub xfer: u64,
+    /// checkpoint: bytes per rank (rounded up to whole writes).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub per_rank: u64,
+    /// checkpoint: fsync (direct) / fsync = commit + durable logs (Tessera) before close.
+    #[arg(long)]
+    pub fsync: bool,
+    /// consistency: access pattern.
+    #[arg(long, value_enum, default_value = "CS-R")]
+    pub pattern: Pattern,
+    /// consistency: bytes per access (the paper: 8 KiB and 8 MiB).
+    #[arg(long, default_value_t = 8 << 10)]
+    pub size: u64,
+    /// consistency: writes per writing rank (the paper: 10; more so a run lasts long enough to measure).
+    #[arg(long, default_value_t = 2000)]
+    pub ops: u64,
+    /// dl-read: samples each rank preloads.
+    #[arg(long, default_value_t = 256)]
+    pub samples: u64,
+    /// dl-read: epochs.
+    #[arg(long, default_value_t = 3)]
+    pub epochs: u32,
+    /// scr: particles per rank (38 bytes each over 9 arrays, as HACC-IO).
+    #[arg(long, default_value_t = 500_000)]
+    pub particles: u64,
+    /// ops: operations timed per primitive.
+    #[arg(long, default_value_t = 2000)]
+    pub samples_ops: u64,
+    /// meta: files per rank.
+    #[arg(long, default_value_t = 1000)]
+    pub files: u64,
+    /// Self-test: rank 0 treats the first byte it verifies as corrupt, to prove that a
+    /// verification failure fails the run.
+    #[arg(long, hide = true)]
+    #[serde(default)]
+    pub inject_fault: bool,
+}
+
+/// Where a rank finds the instance and the direct-I/O directory.
+#[derive(Clone, Debug, Args)]
+pub struct Place {
+    /// Instance directory (started by the front end).
+    #[arg(long)]
+    pub instance: PathBuf,
+    /// Directory on the same disk for direct I/O.
+    #[arg(long)]
+    pub direct: PathBuf,
+}

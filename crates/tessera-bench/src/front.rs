@@ -1,0 +1,208 @@
+//! The front end of one benchmark run on this machine: start a fresh instance, launch the ranks
+//! with `mpirun`, stop the instance, keep the full per-repetition data under `results/`, and
+//! print a table (and with `--json`, one JSON object as the last line).
+
+use crate::args::{Params, Workload};
+use crate::rank::RESULT_MARKER;
+use crate::results::{Machine, Metrics, RunRecord, metric_names, summary};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use tessera_cli::instance::{self, CreateOptions};
+use tessera_client::{InstanceLayout, Model};
+
+#[derive(Clone, Debug, Args)]
+pub struct FrontOpts {
+    /// Directory on the disk to measure (instance, burst buffers, PFS and direct files go here).
+    #[arg(long, default_value = "/tmp")]
+    pub dir: PathBuf,
+    /// Where the per-repetition records go.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Print one JSON object with the medians as the last line.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the run directory (instance logs, files) afterwards.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Arguments that reproduce `params` on the command line.
+fn param_args(p: &Params) -> Vec<String> {
+    let mut a = vec![
+        format!("--ranks={}", p.ranks),
+        format!("--daemons={}", p.daemons),
+        format!("--reps={}", p.reps),
+        format!("--xfer={}", p.xfer),
+        format!("--per-rank={}", p.per_rank),
+        format!("--pattern={}", p.pattern.name()),
+        format!("--size={}", p.size),
+        format!("--ops={}", p.ops),
+        format!("--samples={}", p.samples),
+        format!("--epochs={}", p.epochs),
+        format!("--particles={}", p.particles),
+        format!("--samples-ops={}", p.samples_ops),
+        format!("--files={}", p.files),
+    ];
+    if p.fsync {
+        a.push("--fsync".into());
+    }
+    if p.inject_fault {
+        a.push("--inject-fault".into());
+    }
+    a
+}
+
+/// A short name for the record's file.
+fn record_name(w: Workload, p: &Params, when: u64) -> String {
+    match w {
+        Workload::Consistency => format!(
+            "{}-{}-{}b-{}r-{when}.json",
+            w.name(),
+            p.pattern.name(),
+            p.size,
+            p.ranks
+        ),
+        _ => format!("{}-{}r-{when}.json", w.name(), p.ranks),
+    }
+}
+
+pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
+    if params.ranks == 0 || params.daemons == 0 || params.reps == 0 {
+        bail!("--ranks, --daemons and --reps must be positive");
+    }
+    std::fs::create_dir_all(&opts.dir)?;
+    let root = opts
+        .dir
+        .join(format!("tessera-bench-{:08x}", rand::random::<u32>()));
+    std::fs::create_dir_all(&root)?;
+    let layout = InstanceLayout::new(root.join("inst"));
+    instance::create(
+        &layout,
+        &CreateOptions {
+            daemons: params.daemons,
+            pfs: root.join("pfs"),
+            bb_root: Some(root.join("bb")),
+            stripe_size: None,
+            bb_capacity: 0,
+            model: Model::Session,
+        },
+    )?;
+    instance::start_all(&layout)?;
+    eprintln!(
+        "{}: {} ranks, {} daemons, {} repetitions in {}",
+        workload.name(),
+        params.ranks,
+        params.daemons,
+        params.reps,
+        root.display()
+    );
+    let outcome = launch(workload, &params, &layout, &root);
+    let stopped = instance::stop_all(&layout);
+    if !opts.keep && outcome.is_ok() {
+        let _ = std::fs::remove_dir_all(&root);
+    } else {
+        eprintln!("run directory kept: {}", root.display());
+    }
+    let reps = outcome?;
+    stopped?;
+
+    let when = now_secs();
+    let command = format!(
+        "tessera bench {} {}",
+        workload.name(),
+        param_args(&params).join(" ")
+    );
+    let record = RunRecord {
+        workload,
+        params: params.clone(),
+        machine: Machine::probe(&opts.dir),
+        command,
+        when,
+        reps,
+    };
+    std::fs::create_dir_all(&opts.results)?;
+    let file = opts.results.join(record_name(workload, &params, when));
+    std::fs::write(&file, serde_json::to_string_pretty(&record)?)?;
+
+    println!(
+        "{:<32} {:>12} {:>12} {:>12}",
+        record.command.split(' ').nth(2).unwrap_or(""),
+        "min",
+        "median",
+        "max"
+    );
+    let mut medians = serde_json::Map::new();
+    for name in metric_names(&record.reps) {
+        let (lo, mid, hi) = summary(&record.reps, &name).expect("name comes from the reps");
+        println!("{name:<32} {lo:>12.1} {mid:>12.1} {hi:>12.1}");
+        medians.insert(name, serde_json::json!(mid));
+    }
+    println!("full data: {}", file.display());
+    if opts.json {
+        let out = serde_json::json!({
+            "workload": workload.name(),
+            "params": params,
+            "metrics": medians,
+        });
+        println!("{out}");
+    }
+    Ok(())
+}
+
+fn launch(
+    workload: Workload,
+    params: &Params,
+    layout: &InstanceLayout,
+    root: &std::path::Path,
+) -> Result<Vec<Metrics>> {
+    let exe = std::env::current_exe().context("locating tessera-bench")?;
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &params.ranks.to_string(),
+    ])
+    // Shared-memory transport without cross-process memory attach (refused in many
+    // containers); ranks here live on one machine.
+    .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
+    .arg(&exe)
+    .arg("rank")
+    .arg(workload.name())
+    .args(param_args(params))
+    .arg("--instance")
+    .arg(&layout.dir)
+    .arg("--direct")
+    .arg(root.join("direct"))
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    let mut child = cmd
+        .spawn()
+        .context("starting mpirun (install Open MPI: apt-get install openmpi-bin)")?;
+    let mut reps = None;
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line?;
+        match line.strip_prefix(RESULT_MARKER) {
+            Some(json) => reps = Some(serde_json::from_str::<Vec<Metrics>>(json)?),
+            None => println!("{line}"),
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("the ranks failed ({status}); their messages are above");
+    }
+    reps.ok_or_else(|| anyhow::anyhow!("the ranks finished without results"))
+}

@@ -1,0 +1,102 @@
+//! `tessera-bench`: the benchmark suite of Tessera (see `tessera bench --help`).
+//!
+//! ```text
+//! tessera-bench run WORKLOAD [options]   front end: fresh instance, mpirun, table (+ --json)
+//! tessera-bench rank WORKLOAD ...        one MPI rank (launched by the front end)
+//! tessera-bench report                   regenerate docs/benchmarks.md and its plots
+//! ```
+
+mod args;
+mod front;
+mod rank;
+mod report;
+mod results;
+mod workloads;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera-bench",
+    version,
+    about = "Tessera benchmarks: the seed papers' workloads beside direct I/O"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a workload in a fresh instance and print its table.
+    Run {
+        #[arg(value_enum)]
+        workload: args::Workload,
+        #[command(flatten)]
+        params: args::Params,
+        #[command(flatten)]
+        opts: front::FrontOpts,
+    },
+    /// One rank of a workload (under mpirun).
+    #[command(hide = true)]
+    Rank {
+        #[arg(value_enum)]
+        workload: args::Workload,
+        #[command(flatten)]
+        params: args::Params,
+        #[command(flatten)]
+        place: args::Place,
+    },
+    /// Regenerate the report (markdown and plots) from the records in `results/`.
+    Report {
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+        /// Markdown file to write; plots go to a `bench/` directory beside it.
+        #[arg(long, default_value = "docs/benchmarks.md")]
+        out: PathBuf,
+        /// Hand-written analysis appended to the report.
+        #[arg(long, default_value = "docs/benchmark-analysis.md")]
+        analysis: PathBuf,
+    },
+    /// A daemon (the front end starts its instance with this executable).
+    #[command(hide = true)]
+    Serve {
+        #[arg(long)]
+        instance: PathBuf,
+        #[arg(long)]
+        node: u32,
+    },
+    /// Echo framed messages on a Unix socket (the far end of the ping measurement).
+    #[command(hide = true)]
+    Echo { path: PathBuf },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run {
+            workload,
+            params,
+            opts,
+        } => front::run(workload, params, opts),
+        Cmd::Rank {
+            workload,
+            params,
+            place,
+        } => rank::main(workload, params, place),
+        Cmd::Report {
+            results,
+            out,
+            analysis,
+        } => report::run(&results, &out, &analysis),
+        Cmd::Serve { instance, node } => {
+            tessera_cli::instance::serve(tessera_client::InstanceLayout::new(instance), node)
+        }
+        Cmd::Echo { path } => workloads::ops::echo(&path),
+    };
+    if let Err(e) = result {
+        eprintln!("tessera-bench: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,176 @@
+//! The rank side: MPI setup, phase timing with barriers, reductions, and failure handling.
+//!
+//! A phase is timed IOR-style: barrier, every rank notes its start, does its work, notes its
+//! end; the phase lasts from the earliest start to the latest end. Any rank that fails (a
+//! verification error included) prints why and aborts the whole job, so `mpirun` and the front
+//! end exit non-zero.
+
+use crate::args::{Params, Place, Workload};
+use crate::results::Metrics;
+use crate::workloads;
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::path::{Path, PathBuf};
+use tessera_client::{Client, InstanceLayout, Stats};
+
+/// Marker of the line rank 0 prints with the results.
+pub const RESULT_MARKER: &str = "TESSERA-BENCH-RESULT ";
+
+pub struct Ctx {
+    pub world: SimpleCommunicator,
+    pub rank: usize,
+    pub size: usize,
+    pub params: Params,
+    pub direct: PathBuf,
+    pub client: Client,
+}
+
+impl Ctx {
+    /// Aborts the job with a message naming this rank.
+    pub fn fail(&self, what: impl std::fmt::Display) -> ! {
+        eprintln!("tessera-bench rank {}: {what}", self.rank);
+        self.world.abort(3)
+    }
+
+    /// Unwraps or aborts the job.
+    pub fn ok<T, E: std::fmt::Display>(&self, r: Result<T, E>) -> T {
+        r.unwrap_or_else(|e| self.fail(e))
+    }
+
+    pub fn barrier(&self) {
+        self.world.barrier();
+    }
+
+    /// Runs `work` on every rank between barriers; returns the phase time in seconds.
+    pub fn timed(&self, work: impl FnOnce()) -> f64 {
+        self.barrier();
+        let t0 = mpi::time();
+        work();
+        let t1 = mpi::time();
+        let (mut first, mut last) = (0.0f64, 0.0f64);
+        self.world
+            .all_reduce_into(&t0, &mut first, SystemOperation::min());
+        self.world
+            .all_reduce_into(&t1, &mut last, SystemOperation::max());
+        (last - first).max(1e-9)
+    }
+
+    /// Writes back dirty pages first, so a write phase does not pay for an earlier one.
+    pub fn sync_disks(&self) {
+        if self.rank == 0 {
+            // SAFETY: sync(2) has no preconditions.
+            unsafe { libc::sync() };
+        }
+        self.barrier();
+    }
+
+    pub fn sum_u64(&self, v: u64) -> u64 {
+        let mut out = 0u64;
+        self.world
+            .all_reduce_into(&v, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Requests this rank's client sent since `before`, summed over all ranks.
+    pub fn stats_since(&self, before: Stats) -> (u64, u64) {
+        let now = self.client.stats();
+        (
+            self.sum_u64(now.queries - before.queries),
+            self.sum_u64(now.attaches - before.attaches),
+        )
+    }
+
+    /// A Tessera path for this workload and repetition.
+    pub fn tpath(&self, name: &str) -> String {
+        format!("/tessera/bench/{name}")
+    }
+
+    pub fn dpath(&self, name: &str) -> PathBuf {
+        self.direct.join(name)
+    }
+}
+
+/// MiB/s of `bytes` moved in `secs`.
+pub fn mibs(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64 / secs
+}
+
+/// Percentile of a sample (sorted in place).
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() - 1) as f64 * p).round() as usize;
+    v[i]
+}
+
+fn ensure_dir(c: &Ctx, client: &Client, p: &str) {
+    match client.mkdir(p, 0o755) {
+        Ok(()) => {}
+        Err(e) if e.errno == tessera_client::Errno::Exist => {}
+        Err(e) => c.fail(e),
+    }
+}
+
+/// Entry of a rank under mpirun.
+pub fn main(workload: Workload, params: Params, place: Place) -> anyhow::Result<()> {
+    let universe =
+        mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI is already initialised"))?;
+    let world = universe.world();
+    let rank = world.rank() as usize;
+    let size = world.size() as usize;
+    let layout = InstanceLayout::new(place.instance.clone());
+    let node = (rank as u32) % params.daemons;
+    let client = match Client::connect(layout, Some(node)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tessera-bench rank {rank}: {e}");
+            world.abort(3)
+        }
+    };
+    let cx = Ctx {
+        world,
+        rank,
+        size,
+        params,
+        direct: place.direct.clone(),
+        client,
+    };
+    if cx.rank == 0 {
+        ensure_dir(&cx, &cx.client, "/tessera/bench");
+        cx.ok(std::fs::create_dir_all(&cx.direct));
+    }
+    cx.barrier();
+    let mut reps: Vec<Metrics> = Vec::new();
+    for rep in 0..cx.params.reps as usize {
+        let m = match workload {
+            Workload::Checkpoint => workloads::checkpoint::run(&cx, rep),
+            Workload::Consistency => workloads::consistency::run(&cx, rep),
+            Workload::DlRead => workloads::dl::run(&cx, rep),
+            Workload::Scr => workloads::scr::run(&cx, rep),
+            Workload::Ops => workloads::ops::run(&cx, rep),
+            Workload::Meta => workloads::meta::run(&cx, rep),
+        };
+        if cx.rank == 0 {
+            eprintln!(
+                "rep {}/{}: {}",
+                rep + 1,
+                cx.params.reps,
+                serde_json::to_string(&m)?
+            );
+        }
+        reps.push(m);
+        cx.barrier();
+    }
+    if cx.rank == 0 {
+        println!("{RESULT_MARKER}{}", serde_json::to_string(&reps)?);
+    }
+    Ok(())
+}
+
+/// Removes a direct-I/O file, ignoring a missing one.
+pub fn remove_quietly(p: &Path) {
+    let _ = std::fs::remove_file(p);
+}

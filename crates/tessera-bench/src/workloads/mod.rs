@@ -1,0 +1,27 @@
+//! The workloads. Each runs one repetition on every rank and returns its metrics (meaningful
+//! on rank 0). Data written is a deterministic function of the file offset, and every read is
+//! checked against it.
+
+pub mod checkpoint;
+pub mod consistency;
+pub mod dl;
+pub mod meta;
+pub mod ops;
+pub mod scr;
+
+use crate::rank::Ctx;
+use tessera_cli::demo::pattern_at;
+
+/// Aborts the job if `buf` differs from the pattern at logical offset `off`.
+pub fn verify(cx: &Ctx, buf: &[u8], off: u64, what: &str) {
+    let injected = cx.params.inject_fault && cx.rank == 0 && !buf.is_empty();
+    let bad = |k: usize| buf[k] != pattern_at(off + k as u64) || (injected && k == 0);
+    if let Some(k) = (0..buf.len()).find(|k| bad(*k)) {
+        cx.fail(format!(
+            "{what}: verification failed at offset {}: got {:#04x}, expected {:#04x}",
+            off + k as u64,
+            buf[k],
+            pattern_at(off + k as u64)
+        ));
+    }
+}

@@ -1,0 +1,194 @@
+//! A short run of every workload through the front end (correctness only: each run verifies
+//! the data it reads and must exit 0; no timing is asserted), and the report built from them.
+
+use std::path::Path;
+use std::process::Command;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
+
+fn run(results: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(BENCH)
+        .arg("run")
+        .args(args)
+        .args(["--reps", "1", "--json", "--results"])
+        .arg(results)
+        .output()
+        .expect("run tessera-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
+fn has(v: &serde_json::Value, names: &[&str]) {
+    for n in names {
+        assert!(
+            v["metrics"][n].as_f64().is_some(),
+            "missing metric {n} in {v}"
+        );
+    }
+}
+
+#[test]
+fn every_workload_runs_verifies_and_reports() {
+    let dir = std::env::temp_dir().join(format!("tessera-bench-smoke-{}", std::process::id()));
+    let results = dir.join("results");
+    let v = run(&results, &["checkpoint", "--per-rank", "1048576"]);
+    assert_eq!(v["workload"], "checkpoint");
+    has(
+        &v,
+        &[
+            "direct_n1_write_mibs",
+            "direct_nn_write_mibs",
+            "tessera_write_mibs",
+            "direct_n1_read_mibs",
+            "direct_nn_read_mibs",
+            "tessera_read_mibs",
+            "index_bytes_per_write",
+        ],
+    );
+    let v = run(
+        &results,
+        &[
+            "consistency",
+            "--pattern",
+            "CS-R",
+            "--ops",
+            "50",
+            "--ranks",
+            "4",
+        ],
+    );
+    has(
+        &v,
+        &[
+            "session_read_mibs",
+            "commit_read_mibs",
+            "posix_read_mibs",
+            "direct_read_mibs",
+            "commit_queries",
+            "session_attaches",
+        ],
+    );
+    // Commit queries once per read, session once per open: the counts are exact.
+    assert_eq!(v["metrics"]["commit_queries"], v["metrics"]["reads"]);
+    assert_eq!(v["metrics"]["session_queries"], v["metrics"]["read_opens"]);
+    let v = run(
+        &results,
+        &[
+            "consistency",
+            "--pattern",
+            "SN-W",
+            "--ops",
+            "20",
+            "--size",
+            "4096",
+        ],
+    );
+    has(
+        &v,
+        &[
+            "posix_write_mibs",
+            "commit_write_mibs",
+            "session_write_mibs",
+            "direct_write_mibs",
+        ],
+    );
+    let v = run(&results, &["dl-read", "--samples", "8", "--epochs", "1"]);
+    has(
+        &v,
+        &["session_read_mibs", "commit_read_mibs", "direct_read_mibs"],
+    );
+    let v = run(&results, &["scr", "--particles", "5000"]);
+    has(
+        &v,
+        &[
+            "session_checkpoint_write_mibs",
+            "session_restart_read_mibs",
+            "commit_checkpoint_write_mibs",
+            "commit_restart_read_mibs",
+        ],
+    );
+    let v = run(&results, &["ops", "--samples-ops", "50"]);
+    has(
+        &v,
+        &[
+            "ping_rtt_p50_us",
+            "attach_rtt_p50_us",
+            "query_rtt_p50_us",
+            "query_p99_us",
+            "query_ops_per_s",
+        ],
+    );
+    let v = run(&results, &["meta", "--files", "20"]);
+    has(
+        &v,
+        &[
+            "create_per_s",
+            "stat_per_s",
+            "remove_per_s",
+            "direct_create_per_s",
+            "direct_stat_per_s",
+            "direct_remove_per_s",
+        ],
+    );
+
+    let out = Command::new(BENCH)
+        .arg("report")
+        .arg("--results")
+        .arg(&results)
+        .arg("--out")
+        .arg(dir.join("docs/benchmarks.md"))
+        .arg("--analysis")
+        .arg(dir.join("none.md"))
+        .output()
+        .expect("run report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(dir.join("docs/benchmarks.md")).unwrap();
+    assert!(
+        md.contains("## Targets") && md.contains("### checkpoint, 4 ranks"),
+        "{md}"
+    );
+    assert!(dir.join("docs/bench/checkpoint_write.png").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_verification_failure_fails_the_run() {
+    let dir = std::env::temp_dir().join(format!("tessera-bench-fault-{}", std::process::id()));
+    let out = Command::new(BENCH)
+        .args([
+            "run",
+            "checkpoint",
+            "--per-rank",
+            "100000",
+            "--reps",
+            "1",
+            "--inject-fault",
+            "--results",
+        ])
+        .arg(dir.join("results"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a corrupt read did not fail the run");
+    assert!(err.contains("verification failed"), "{err}");
+    assert!(
+        !dir.join("results").exists(),
+        "a failed run must not leave a record"
+    );
+    let out = Command::new(BENCH)
+        .args(["run", "checkpoint", "--ranks", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be positive"));
+}
