@@ -94,6 +94,7 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
             stripe_size: None,
             bb_capacity: 0,
             model: Model::Session,
+            state_durability: Default::default(),
         },
     )?;
     instance::start_all(&layout)?;

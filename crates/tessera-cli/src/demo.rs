@@ -385,6 +385,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             stripe_size: None,
             bb_capacity: 0,
             model: Model::Session,
+            state_durability: Default::default(),
         },
     )?;
     instance::start_all(&layout)?;

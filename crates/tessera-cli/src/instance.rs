@@ -19,6 +19,7 @@ pub struct CreateOptions {
     pub stripe_size: Option<u64>,
     pub bb_capacity: u64,
     pub model: Model,
+    pub state_durability: tessera_proto::config::StateDurability,
 }
 
 /// Writes instance.toml and a fresh secret; the directory must not hold an instance yet.
@@ -48,6 +49,7 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     }
     cfg.bb_capacity = o.bb_capacity;
     cfg.default_model = o.model;
+    cfg.state_durability = o.state_durability;
     let secret: [u8; 32] = rand::random();
     let sp = layout.secret_path();
     std::fs::OpenOptions::new()

@@ -60,6 +60,10 @@ enum Cmd {
         /// Default consistency model: posix, commit, session or mpiio (new instance).
         #[arg(long, default_value = "session")]
         model: Model,
+        /// What daemon state survives: process (a daemon crash) or machine (also a power cut;
+        /// a device flush per group of changes) (new instance).
+        #[arg(long, value_enum, default_value = "process")]
+        state_durability: StateDurabilityArg,
         /// Start only this node (e.g. to restart a daemon that died).
         #[arg(long)]
         node: Option<u32>,
@@ -101,6 +105,21 @@ enum Cmd {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum StateDurabilityArg {
+    Process,
+    Machine,
+}
+
+impl From<StateDurabilityArg> for tessera_proto::config::StateDurability {
+    fn from(a: StateDurabilityArg) -> Self {
+        match a {
+            StateDurabilityArg::Process => Self::Process,
+            StateDurabilityArg::Machine => Self::Machine,
+        }
+    }
+}
+
 fn layout(cli: &Cli) -> InstanceLayout {
     match &cli.instance {
         Some(d) => InstanceLayout::new(d.clone()),
@@ -127,6 +146,7 @@ fn run(cli: Cli) -> Result<()> {
             stripe_size,
             bb_capacity,
             model,
+            state_durability,
             node,
         } => {
             if !layout.config_path().exists() {
@@ -143,6 +163,7 @@ fn run(cli: Cli) -> Result<()> {
                         stripe_size,
                         bb_capacity,
                         model,
+                        state_durability: state_durability.into(),
                     },
                 )?;
             }

@@ -8,8 +8,8 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use tessera_client::Errno;
-use tessera_proto::frame::{self, Authenticator, Challenge, Direction, Sealed};
-use tessera_proto::{PeerRequest, Request, Response};
+use tessera_proto::frame::{self, Authenticator, Challenge, Direction};
+use tessera_proto::{PeerRequest, PeerResponse, Request, Response};
 
 fn alive(inst: &Inst) {
     for n in 0..inst.nodes {
@@ -92,33 +92,49 @@ fn unauthenticated_peer_frames_are_refused() {
     let addr = peer_addr(&inst, 1);
     let ping = frame::encode(&PeerRequest::Ping);
 
+    // A sealed frame: seal (sequence, MAC) then body.
+    let sealed = |auth: &Authenticator, seq: u64, body: &[u8]| {
+        let mut f = auth.seal(Direction::ToAcceptor, seq, &[body]).to_vec();
+        f.extend_from_slice(body);
+        f
+    };
+
     // Wrong secret.
     let mut s = TcpStream::connect(&addr).unwrap();
     let ch = challenge(&mut s);
-    let forged = Authenticator::new(b"not the instance secret", ch.nonce).seal(
-        Direction::ToAcceptor,
+    let forged = sealed(
+        &Authenticator::new(b"not the instance secret", ch.nonce),
         0,
-        ping.clone(),
+        &ping,
     );
-    frame::write_frame(&mut s, &frame::encode(&forged)).unwrap();
+    frame::write_frame(&mut s, &forged).unwrap();
     assert!(closed(&mut s), "a frame with a forged MAC was answered");
 
     // Right secret, replayed on a new connection (different nonce).
     let secret = inst.layout.load_secret().unwrap();
     let mut s = TcpStream::connect(&addr).unwrap();
     let ch = challenge(&mut s);
-    let good = Authenticator::new(&secret, ch.nonce).seal(Direction::ToAcceptor, 0, ping.clone());
-    frame::write_frame(&mut s, &frame::encode(&good)).unwrap();
-    let reply: Sealed = frame::decode(&frame::read_frame(&mut s, 1 << 20).unwrap()).unwrap();
-    assert!(
-        Authenticator::new(&secret, ch.nonce)
-            .open(Direction::ToConnector, 0, &reply)
-            .is_ok()
+    let auth = Authenticator::new(&secret, ch.nonce);
+    let good = sealed(&auth, 0, &ping);
+    frame::write_frame(&mut s, &good).unwrap();
+    let reply = frame::read_frame(&mut s, 1 << 20).unwrap();
+    let body = auth
+        .open(Direction::ToConnector, 0, &reply)
+        .expect("a genuine answer");
+    assert_eq!(
+        frame::decode::<PeerResponse>(body).unwrap(),
+        PeerResponse::Pong { node: 1 }
     );
+    // The same frame again on this connection is out of sequence.
+    frame::write_frame(&mut s, &good).unwrap();
+    assert!(closed(&mut s), "a replayed frame was answered");
     let mut s2 = TcpStream::connect(&addr).unwrap();
     let _ = challenge(&mut s2);
-    frame::write_frame(&mut s2, &frame::encode(&good)).unwrap();
-    assert!(closed(&mut s2), "a replayed frame was answered");
+    frame::write_frame(&mut s2, &good).unwrap();
+    assert!(
+        closed(&mut s2),
+        "a frame replayed on another connection was answered"
+    );
 
     // Garbage and an oversized length.
     let mut s = TcpStream::connect(&addr).unwrap();
@@ -185,15 +201,13 @@ fn hostile_requests_get_errors_not_crashes() {
             ino: u64::MAX,
             runs: vec![Run::single(0, 1)],
         },
-        Request::ReadLog {
+        Request::Read {
             ino,
-            owner,
-            ranges: vec![(0, u64::MAX), (0, 2)],
+            parts: vec![(owner, vec![(0, u64::MAX), (0, 2)])],
         },
-        Request::ReadLog {
+        Request::Read {
             ino,
-            owner,
-            ranges: vec![(5, 1)],
+            parts: vec![(owner, vec![(5, 1)])],
         },
         Request::Reserve { bytes: u64::MAX },
         Request::Query {

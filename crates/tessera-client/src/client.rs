@@ -348,6 +348,11 @@ impl Inner {
         }
     }
 
+    /// The data that followed the last `Data` answer.
+    pub fn last_data(&self) -> &[u8] {
+        self.conn.as_ref().map_or(&[], |c| c.data())
+    }
+
     /// The client id, connecting first if this process has none yet (after fork).
     pub fn client_id(&mut self) -> FsResult<u64> {
         if self.client_id == 0 {

@@ -5,12 +5,17 @@ use std::io::ErrorKind;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::frame::{self, decode, encode};
+use tessera_proto::frame::{self, encode};
 use tessera_proto::{PROTOCOL_VERSION, Request, Response};
 
 pub struct Conn {
     stream: UnixStream,
     max_frame: usize,
+    /// The last answer's frame, kept for its data trailer and reused for the next one (large
+    /// reads would otherwise map fresh pages for every answer).
+    buf: Vec<u8>,
+    /// Where the data trailer of the last answer starts in `buf`.
+    data_at: usize,
 }
 
 /// Whether an error means the daemon went away (worth a reconnect), not a refused request.
@@ -50,7 +55,12 @@ impl Conn {
                 ),
             )
         })?;
-        let mut conn = Conn { stream, max_frame };
+        let mut conn = Conn {
+            stream,
+            max_frame,
+            buf: Vec::new(),
+            data_at: 0,
+        };
         let hello = Request::Hello {
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
@@ -65,7 +75,8 @@ impl Conn {
         }
     }
 
-    /// Sends a request and waits for its response; `Response::Err` becomes `Err`.
+    /// Sends a request and waits for its response; `Response::Err` becomes `Err`. The data that
+    /// follows a `Data` answer is then available from [`Conn::data`].
     pub fn call(&mut self, req: &Request) -> FsResult<Response> {
         let lost = |e: std::io::Error| {
             FsError::new(
@@ -76,13 +87,26 @@ impl Conn {
         // A daemon that refuses us (wrong uid, bad hello) answers and hangs up, possibly before
         // our write lands: read its answer even if the write failed.
         let wrote = frame::write_frame(&mut self.stream, &encode(req));
-        let body = match frame::read_frame(&mut self.stream, self.max_frame) {
-            Ok(b) => b,
-            Err(e) => return Err(lost(wrote.err().unwrap_or(e))),
-        };
-        match decode::<Response>(&body)? {
+        if let Err(e) = frame::read_frame_into(&mut self.stream, self.max_frame, &mut self.buf) {
+            return Err(lost(wrote.err().unwrap_or(e)));
+        }
+        let (resp, rest): (Response, &[u8]) = frame::split_message(&self.buf)?;
+        self.data_at = self.buf.len() - rest.len();
+        match resp {
             Response::Err(e) => Err(e),
+            Response::Data { len } if len != rest.len() as u64 => Err(FsError::new(
+                Errno::Proto,
+                format!(
+                    "data answer announces {len} bytes but carries {}",
+                    rest.len()
+                ),
+            )),
             r => Ok(r),
         }
+    }
+
+    /// The data trailer of the last answer.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.data_at..]
     }
 }

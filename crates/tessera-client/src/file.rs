@@ -13,11 +13,13 @@
 //! 4. zeros (holes) up to the file size.
 
 use crate::client::{Client, Inner, unexpected};
-use std::collections::BTreeMap;
-use std::os::unix::fs::FileExt;
+use crate::read::{Ahead, Pattern, ReadAhead, fill};
 use tessera_core::placement::attach_batches;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
 use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
+
+/// Bytes of upcoming pattern accesses considered for read-ahead at each remote miss.
+const AHEAD_BUDGET: u64 = 8 << 20;
 
 /// How to open a file.
 #[derive(Clone, Debug, Default)]
@@ -97,6 +99,9 @@ pub struct File {
     size: u64,
     /// Owners from the last whole-file query (session and MPI-IO models).
     owners: Option<RangeMap<Owner>>,
+    /// This handle's access pattern and the bytes read ahead for it (with cached owners).
+    pattern: Pattern,
+    ahead: Ahead,
     closed: bool,
 }
 
@@ -162,6 +167,8 @@ impl File {
             pos: 0,
             size: attr.size,
             owners: owners.as_ref().map(owners_map),
+            pattern: Pattern::default(),
+            ahead: Ahead::default(),
             closed: false,
         })
     }
@@ -273,7 +280,7 @@ impl File {
             Some(cached) if !self.model.policy().query_on_read => cached,
             _ => {
                 let o = query(&mut g, self.ino, offset, want_end)?;
-                self.size = o.size;
+                self.learn_size(&o);
                 fresh = owners_map(&o);
                 &fresh
             }
@@ -286,7 +293,19 @@ impl File {
         let end = want_end.min(size);
         let n = (end - offset) as usize;
         let out = &mut buf[..n];
-        fill(&mut g, self.ino, &self.path, owners, offset, out)?;
+        let read_ahead = if self.owners.is_some() && !self.model.policy().query_on_read {
+            self.pattern.observe(offset, n as u64);
+            let predicted = self.pattern.predict(AHEAD_BUDGET);
+            Some(ReadAhead {
+                ahead: &mut self.ahead,
+                predicted,
+            })
+        } else {
+            None
+        };
+        fill(
+            &mut g, self.ino, &self.path, owners, offset, out, read_ahead,
+        )?;
         Ok(n)
     }
 
@@ -358,6 +377,15 @@ impl File {
 
     pub fn is_empty(&mut self) -> FsResult<bool> {
         Ok(self.len()? == 0)
+    }
+
+    /// Takes the size from a query answer: exact when the daemon looked it up, otherwise at
+    /// least the end of the owned bytes it returned.
+    fn learn_size(&mut self, o: &Owners) {
+        self.size = match o.size {
+            Some(s) => s,
+            None => self.size.max(o.extents.last().map_or(0, |e| e.end)),
+        };
     }
 
     // ----- primitives (seed 002, Table V) -----
@@ -442,7 +470,7 @@ impl File {
         let client = self.client.clone();
         let mut g = client.lock();
         let o = query(&mut g, self.ino, offset, offset.saturating_add(len))?;
-        self.size = o.size;
+        self.learn_size(&o);
         Ok(o.extents)
     }
 
@@ -452,8 +480,9 @@ impl File {
         let client = self.client.clone();
         let mut g = client.lock();
         let o = query_file(&mut g, self.ino)?;
-        self.size = o.size;
+        self.learn_size(&o);
         self.owners = Some(owners_map(&o));
+        self.ahead.clear();
         Ok(o.extents)
     }
 
@@ -637,159 +666,4 @@ fn query_file(g: &mut Inner, ino: u64) -> FsResult<Owners> {
         Response::Owners(o) => Ok(o),
         other => Err(unexpected(other)),
     }
-}
-
-/// Fills `out` with logical bytes `[offset, offset + out.len())` from the newest source.
-fn fill(
-    g: &mut Inner,
-    ino: u64,
-    path: &str,
-    owners: &RangeMap<Owner>,
-    offset: u64,
-    out: &mut [u8],
-) -> FsResult<()> {
-    let end = offset + out.len() as u64;
-    let me = Owner {
-        node: g.node,
-        client: g.client_id,
-    };
-    let mut todo = tessera_core::RangeSet::new();
-    todo.add(offset, end);
-
-    // 1. Own unattached writes.
-    if let Some(fs) = g.files.get(&ino) {
-        for d in fs.dirty.overlapping(offset, end) {
-            for ext in fs.local.overlapping(d.start, d.end) {
-                let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
-                fs.writer
-                    .as_ref()
-                    .expect("dirty bytes have a writer")
-                    .read_at(dst, ext.value)?;
-                todo.remove(ext.start, ext.end);
-            }
-        }
-    }
-
-    // 2. Owners, grouped by source.
-    let mut remote: BTreeMap<Owner, Vec<(u64, u64)>> = BTreeMap::new();
-    for o in owners.overlapping(offset, end) {
-        for (s, e) in todo
-            .overlapping(o.start, o.end)
-            .into_iter()
-            .map(|x| (x.start, x.end))
-            .collect::<Vec<_>>()
-        {
-            let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
-            if o.value == me {
-                // Our own bytes, from our log. A cached owner list can be older than our own
-                // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.
-                let Some(fs) = g.files.get(&ino) else {
-                    continue;
-                };
-                for ext in fs.local.overlapping(s, e) {
-                    let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
-                    fs.writer
-                        .as_ref()
-                        .expect("bytes in the local map have a writer")
-                        .read_at(d, ext.value)?;
-                    todo.remove(ext.start, ext.end);
-                }
-                continue;
-            } else if o.value.node == g.node {
-                let view = g.foreign_view(ino, o.value.client)?;
-                if let Some((a, b)) = view.read(s, dst)?.first() {
-                    return Err(FsError::new(
-                        Errno::Io,
-                        format!(
-                            "{path}: the log of client {} lacks attached bytes [{a},{b})",
-                            o.value.client
-                        ),
-                    ));
-                }
-            } else {
-                remote.entry(o.value).or_default().push((s, e));
-            }
-            todo.remove(s, e);
-        }
-    }
-    let chunk = g.cfg.max_read_chunk();
-    for (owner, ranges) in remote {
-        // Batch ranges into requests of at most `chunk` bytes, splitting large ranges.
-        let mut pieces: Vec<(u64, u64)> = Vec::new();
-        for (s, e) in ranges {
-            let mut a = s;
-            while a < e {
-                let b = e.min(a + chunk);
-                pieces.push((a, b));
-                a = b;
-            }
-        }
-        let mut batch: Vec<(u64, u64)> = Vec::new();
-        let mut bytes = 0;
-        let mut flush_batch = |g: &mut Inner, batch: &mut Vec<(u64, u64)>| -> FsResult<()> {
-            if batch.is_empty() {
-                return Ok(());
-            }
-            let data = match g.call(&Request::ReadLog {
-                ino,
-                owner,
-                ranges: batch.clone(),
-            })? {
-                Response::Data(d) => d,
-                other => return Err(unexpected(other)),
-            };
-            let mut at = 0usize;
-            for (s, e) in batch.drain(..) {
-                let len = (e - s) as usize;
-                if data.len() < at + len {
-                    return Err(FsError::new(
-                        Errno::Proto,
-                        "short read answer from the daemon",
-                    ));
-                }
-                out[(s - offset) as usize..(e - offset) as usize]
-                    .copy_from_slice(&data[at..at + len]);
-                at += len;
-            }
-            Ok(())
-        };
-        for (s, e) in pieces {
-            if bytes + (e - s) > chunk {
-                flush_batch(g, &mut batch)?;
-                bytes = 0;
-            }
-            batch.push((s, e));
-            bytes += e - s;
-        }
-        flush_batch(g, &mut batch)?;
-    }
-
-    // 3./4. The PFS copy, then zeros.
-    let gaps: Vec<(u64, u64)> = todo.ranges().collect();
-    if gaps.is_empty() {
-        return Ok(());
-    }
-    let pfs = match std::fs::File::open(g.pfs_path(path)) {
-        Ok(f) => Some(f),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(FsError::io(format!("opening the PFS copy of {path}"), &e)),
-    };
-    for (s, e) in gaps {
-        let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
-        dst.fill(0);
-        if let Some(f) = &pfs {
-            let mut done = 0;
-            while done < dst.len() {
-                match f.read_at(&mut dst[done..], s + done as u64) {
-                    Ok(0) => break,
-                    Ok(k) => done += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        return Err(FsError::io(format!("reading the PFS copy of {path}"), &e));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }

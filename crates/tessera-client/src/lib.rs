@@ -24,6 +24,7 @@
 mod client;
 mod conn;
 mod file;
+mod read;
 
 pub use client::{Client, Stats};
 pub use file::{File, OpenOptions, Whence};

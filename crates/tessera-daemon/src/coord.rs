@@ -7,6 +7,7 @@
 
 use crate::Node;
 use crate::namespace::ROOT_INO;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use tessera_core::placement::{
     ino_shard, path_shard, runs_by_stripe, split_by_stripe, stripe_shard,
@@ -26,12 +27,22 @@ fn unexpected(what: &str, r: PeerResponse) -> FsError {
 }
 
 impl Node {
-    /// Serves one client request; errors become `Response::Err`.
-    pub async fn handle_client(&self, client: u64, req: Request) -> Response {
+    /// Serves one client request; errors become `Response::Err`. A read's bytes come back
+    /// beside the answer, to be written after it in the same frame.
+    pub async fn handle_client(&self, client: u64, req: Request) -> (Response, Vec<Bytes>) {
         self.count_request();
+        if let Request::Read { ino, parts } = req {
+            return match self.read_parts(ino, parts).await {
+                Ok(pieces) => {
+                    let len = pieces.iter().map(|p| p.len() as u64).sum();
+                    (Response::Data { len }, pieces)
+                }
+                Err(e) => (Response::Err(e), Vec::new()),
+            };
+        }
         match self.client_op(client, req).await {
-            Ok(r) => r,
-            Err(e) => Response::Err(e),
+            Ok(r) => (r, Vec::new()),
+            Err(e) => (Response::Err(e), Vec::new()),
         }
     }
 
@@ -45,7 +56,7 @@ impl Node {
         | Request::DetachFile { ino }
         | Request::Query { ino, .. }
         | Request::QueryFile { ino }
-        | Request::ReadLog { ino, .. } = &req
+        | Request::Read { ino, .. } = &req
         {
             self.check_ino(*ino)?;
         }
@@ -98,26 +109,7 @@ impl Node {
                 Response::Owners(self.query(ino, start, end).await?)
             }
             Request::QueryFile { ino } => Response::Owners(self.query_file(ino).await?),
-            Request::ReadLog { ino, owner, ranges } => {
-                if owner.node == self.id {
-                    Response::Data(self.read_local_log(ino, owner.client, ranges).await?)
-                } else {
-                    match self
-                        .call(
-                            owner.node,
-                            PeerRequest::ReadLog {
-                                ino,
-                                client: owner.client,
-                                ranges,
-                            },
-                        )
-                        .await?
-                    {
-                        PeerResponse::Data(d) => Response::Data(d),
-                        other => return Err(unexpected("read", other)),
-                    }
-                }
-            }
+            Request::Read { .. } => unreachable!("reads are served by handle_client"),
             Request::Flush { path, range } => {
                 let p = path::normalize(&path)?;
                 let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
@@ -142,6 +134,49 @@ impl Node {
                 Response::Ok
             }
         })
+    }
+
+    /// Reads ranges from the logs of several owners, in parallel, concatenated in order.
+    async fn read_parts(
+        &self,
+        ino: u64,
+        parts: Vec<(Owner, Vec<(u64, u64)>)>,
+    ) -> FsResult<Vec<Bytes>> {
+        self.check_ino(ino)?;
+        let limit = self.cfg.max_read_chunk();
+        let total = parts
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(|(s, e)| e.saturating_sub(*s)))
+            .fold(0u64, u64::saturating_add);
+        if total > limit {
+            return Err(FsError::new(
+                Errno::MsgSize,
+                format!("read of {total} bytes in one request exceeds the limit of {limit}"),
+            ));
+        }
+        let fetches = parts.into_iter().map(|(owner, ranges)| async move {
+            if owner.node == self.id {
+                Ok(Bytes::from(
+                    self.read_local_log(ino, owner.client, ranges).await?,
+                ))
+            } else {
+                let reply = self
+                    .call_reply(
+                        owner.node,
+                        PeerRequest::ReadLog {
+                            ino,
+                            client: owner.client,
+                            ranges,
+                        },
+                    )
+                    .await?;
+                match reply.resp {
+                    PeerResponse::Data { .. } => Ok(reply.data),
+                    other => Err(unexpected("read", other)),
+                }
+            }
+        });
+        futures::future::try_join_all(fetches).await
     }
 
     pub fn status(&self) -> NodeStatus {
@@ -694,7 +729,7 @@ impl Node {
         let ss = self.cfg.stripe_size;
         if start >= end {
             return Ok(Owners {
-                size: self.inode_get(ino).await?.size,
+                size: Some(self.inode_get(ino).await?.size),
                 extents: Vec::new(),
             });
         }
@@ -708,20 +743,32 @@ impl Node {
             }
             return Ok(all);
         }
-        let mut reqs: Vec<(u32, PeerRequest)> =
-            vec![(ino_shard(ino), PeerRequest::InodeGet { ino })];
-        reqs.extend(split_by_stripe(start, end, ss).map(|(stripe, s, t)| {
-            (
-                stripe_shard(ino, stripe, self.cfg.nodes),
-                PeerRequest::OwnQuery {
-                    ino,
-                    stripe,
-                    start: s,
-                    end: t,
-                },
-            )
-        }));
-        collect_owners(self.call_all(reqs).await?)
+        let reqs = split_by_stripe(start, end, ss)
+            .map(|(stripe, s, t)| {
+                (
+                    stripe_shard(ino, stripe, self.cfg.nodes),
+                    PeerRequest::OwnQuery {
+                        ino,
+                        stripe,
+                        start: s,
+                        end: t,
+                    },
+                )
+            })
+            .collect();
+        let mut owners = collect_owners(self.call_all(reqs).await?)?;
+        // Only a range with unowned bytes needs the size (zeros below it, end of file above).
+        let mut at = start;
+        for e in &owners.extents {
+            if e.start > at {
+                break;
+            }
+            at = at.max(e.end);
+        }
+        if at < end {
+            owners.size = Some(self.inode_get(ino).await?.size);
+        }
+        Ok(owners)
     }
 
     pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {
@@ -754,7 +801,7 @@ fn collect_owners(responses: Vec<PeerResponse>) -> FsResult<Owners> {
     let mut owners = Owners::default();
     for r in responses {
         match r {
-            PeerResponse::Attr(a) => owners.size = a.size,
+            PeerResponse::Attr(a) => owners.size = Some(a.size),
             PeerResponse::Extents(es) => owners.extents.extend(es),
             other => return Err(unexpected("query", other)),
         }

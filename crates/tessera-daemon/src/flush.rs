@@ -49,7 +49,7 @@ pub async fn flush(
         None => node.query_file(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,
     };
-    let size = owners.size.max(attr.size);
+    let size = owners.size.unwrap_or(0).max(attr.size);
     let target = node.cfg.pfs_path(&p);
     let parent = target
         .parent()

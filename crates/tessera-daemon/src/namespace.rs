@@ -6,7 +6,7 @@
 //! stays on that node for life, so a rename moves only the entry. The structure is plain
 //! in-memory state; every mutation returns the [`DbOp`]s that make it durable.
 
-use crate::store::{DbOp, Loaded, META_NEXT_INO};
+use crate::store::{DbOp, Loaded, MetaKey};
 use std::collections::{BTreeMap, HashMap};
 use tessera_core::path;
 use tessera_core::placement::make_ino;
@@ -109,7 +109,7 @@ impl Namespace {
         self.entries.insert((parent.clone(), name.clone()), dentry);
         self.inodes.insert(ino, attr.clone());
         let ops = vec![
-            DbOp::SetMeta(META_NEXT_INO, self.next_counter),
+            DbOp::SetMeta(MetaKey::NextIno, self.next_counter),
             DbOp::PutInode(attr),
             DbOp::PutDentry {
                 parent,

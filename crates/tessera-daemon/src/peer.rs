@@ -1,20 +1,23 @@
 //! Daemon-to-daemon transport: authenticated request/response over TCP.
 //!
 //! The accepting daemon opens each connection with a [`Challenge`] carrying a fresh nonce;
-//! from then on every frame is a [`Sealed`] message whose MAC covers the nonce, direction and
-//! sequence number (see `tessera_proto::frame`). A frame that is oversized, malformed, out of
+//! from then on every frame is sealed: its MAC covers the nonce, direction and sequence number
+//! (see `tessera_proto::frame`). A frame that is oversized, malformed, out of
 //! sequence or unauthenticated closes the connection and is logged; the daemon carries on.
 //!
 //! Callers keep a small pool of idle connections per peer. A peer's address is read from its
 //! `run/node-K.addr` file when connecting, so a restarted daemon (new port) is found again.
 
 use crate::Node;
+use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
+use std::io::IoSlice;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::frame::{self, Authenticator, Challenge, Direction, Sealed};
+use tessera_proto::frame::{self, Authenticator, Challenge, Direction, SEAL_LEN};
 use tessera_proto::{InstanceLayout, PROTOCOL_VERSION, PeerRequest, PeerResponse};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
@@ -23,8 +26,80 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(300);
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 16;
 
-/// Bytes a sealed envelope adds around its body (sequence, MAC, length prefix), rounded up.
-const SEAL_OVERHEAD: usize = 64;
+/// An answer from a shard: the message and the raw data that follows it in the frame (empty
+/// unless the message is `Data`).
+pub struct PeerReply {
+    pub resp: PeerResponse,
+    pub data: Bytes,
+}
+
+impl PeerReply {
+    pub fn msg(resp: PeerResponse) -> Self {
+        PeerReply {
+            resp,
+            data: Bytes::new(),
+        }
+    }
+
+    pub fn data(data: Bytes) -> Self {
+        PeerReply {
+            resp: PeerResponse::Data {
+                len: data.len() as u64,
+            },
+            data,
+        }
+    }
+}
+
+/// Writes one frame whose body is the concatenation of `parts`, with vectored writes and no
+/// copy of the parts.
+pub async fn write_frame_parts<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    parts: &[&[u8]],
+) -> std::io::Result<()> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let len = u32::try_from(len).map_err(|_| std::io::Error::other("frame larger than 4 GiB"))?;
+    let header = len.to_be_bytes();
+    let mut slices: Vec<&[u8]> = std::iter::once(&header[..])
+        .chain(parts.iter().copied())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut first = 0usize;
+    while first < slices.len() {
+        let iov: Vec<IoSlice<'_>> = slices[first..].iter().map(|s| IoSlice::new(s)).collect();
+        let mut n = w.write_vectored(&iov).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while first < slices.len() && n >= slices[first].len() {
+            n -= slices[first].len();
+            first += 1;
+        }
+        if n > 0 {
+            slices[first] = &slices[first][n..];
+        }
+    }
+    w.flush().await
+}
+
+/// Splits a frame body into the message and its data trailer (checked against `Data { len }`).
+fn reply_of(frame: &Bytes, body: &[u8]) -> FsResult<PeerReply> {
+    let (resp, rest): (PeerResponse, &[u8]) = frame::split_message(body)?;
+    let data = match resp {
+        PeerResponse::Data { len } if rest.len() as u64 == len => frame.slice_ref(rest),
+        PeerResponse::Data { len } => {
+            return Err(FsError::new(
+                Errno::Proto,
+                format!(
+                    "data answer announces {len} bytes but carries {}",
+                    rest.len()
+                ),
+            ));
+        }
+        _ => Bytes::new(),
+    };
+    Ok(PeerReply { resp, data })
+}
 
 /// The error for an answer that does not fit in a frame.
 pub fn too_large(bytes: usize, max_frame: u32) -> FsError {
@@ -119,12 +194,10 @@ impl Peers {
         node: u32,
         conn: &mut PeerConn,
         req: &PeerRequest,
-    ) -> FsResult<PeerResponse> {
-        let sealed = conn
-            .auth
-            .seal(Direction::ToAcceptor, conn.seq, frame::encode(req));
-        conn.framed
-            .send(wire(&sealed))
+    ) -> FsResult<PeerReply> {
+        let body = frame::encode(req);
+        let seal = conn.auth.seal(Direction::ToAcceptor, conn.seq, &[&body]);
+        write_frame_parts(conn.framed.get_mut(), &[&seal, &body])
             .await
             .map_err(|e| self.unreachable(node, format!("sending: {e}")))?;
         let reply = conn
@@ -132,16 +205,16 @@ impl Peers {
             .next()
             .await
             .ok_or_else(|| self.unreachable(node, "connection closed"))?
-            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?;
-        let sealed: Sealed = frame::decode(&reply)?;
-        conn.auth.open(Direction::ToConnector, conn.seq, &sealed)?;
+            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?
+            .freeze();
+        let body = conn.auth.open(Direction::ToConnector, conn.seq, &reply)?;
         conn.seq += 1;
-        frame::decode(&sealed.body)
+        reply_of(&reply, body)
     }
 
     /// Sends `req` to `node` and waits for its response. A pooled connection found dead (the
     /// peer restarted) is replaced once.
-    pub async fn call(&self, node: u32, req: &PeerRequest) -> FsResult<PeerResponse> {
+    pub async fn call(&self, node: u32, req: &PeerRequest) -> FsResult<PeerReply> {
         let slot = self.idle.get(node as usize).ok_or_else(|| {
             FsError::new(Errno::Inval, format!("no node {node} in this instance"))
         })?;
@@ -199,6 +272,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
 
 async fn serve_conn(node: Arc<Node>, stream: TcpStream) -> FsResult<()> {
     let _ = stream.set_nodelay(true);
+    let max = node.cfg.max_frame as usize;
     let mut framed = Framed::new(stream, codec(node.cfg.max_frame));
     let nonce: [u8; 32] = rand::random();
     let ch = Challenge {
@@ -212,23 +286,23 @@ async fn serve_conn(node: Arc<Node>, stream: TcpStream) -> FsResult<()> {
     let mut seq = 0u64;
     while let Some(f) = framed.next().await {
         let f = f.map_err(io)?;
-        let sealed: Sealed = frame::decode(&f)?;
-        auth.open(Direction::ToAcceptor, seq, &sealed)?;
-        let req: PeerRequest = frame::decode(&sealed.body)?;
-        let resp = node
+        let body = auth.open(Direction::ToAcceptor, seq, &f)?;
+        let req: PeerRequest = frame::decode(body)?;
+        let mut reply = node
             .handle_peer(req)
             .await
-            .unwrap_or_else(PeerResponse::Err);
-        let mut body = frame::encode(&resp);
-        if body.len() + SEAL_OVERHEAD > node.cfg.max_frame as usize {
-            body = frame::encode(&PeerResponse::Err(too_large(
-                body.len(),
-                node.cfg.max_frame,
-            )));
+            .unwrap_or_else(|e| PeerReply::msg(PeerResponse::Err(e)));
+        let mut msg = frame::encode(&reply.resp);
+        if SEAL_LEN + msg.len() + reply.data.len() > max {
+            let size = msg.len() + reply.data.len();
+            reply = PeerReply::msg(PeerResponse::Err(too_large(size, node.cfg.max_frame)));
+            msg = frame::encode(&reply.resp);
         }
-        let out = auth.seal(Direction::ToConnector, seq, body);
+        let seal = auth.seal(Direction::ToConnector, seq, &[&msg, &reply.data]);
         seq += 1;
-        framed.send(wire(&out)).await.map_err(io)?;
+        write_frame_parts(framed.get_mut(), &[&seal, &msg, &reply.data])
+            .await
+            .map_err(io)?;
     }
     Ok(())
 }

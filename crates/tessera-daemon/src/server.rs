@@ -6,7 +6,7 @@
 //! previous one after a reconnect); after that it is strict request/response.
 
 use crate::Node;
-use crate::peer::{codec, wire};
+use crate::peer::{codec, wire, write_frame_parts};
 use futures::{SinkExt, StreamExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -136,7 +136,7 @@ async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
                 return Err(err);
             }
         };
-        let resp = match frame::decode::<Request>(&f) {
+        let (resp, data) = match frame::decode::<Request>(&f) {
             Ok(req) => node.handle_client(client, req).await,
             Err(e) => {
                 framed
@@ -146,14 +146,24 @@ async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
                 return Err(e);
             }
         };
-        let mut out = wire(&resp);
-        if out.len() > node.cfg.max_frame as usize {
-            out = wire(&Response::Err(crate::peer::too_large(
-                out.len(),
+        let mut msg = frame::encode(&resp);
+        let size = msg.len() + data.iter().map(|d| d.len()).sum::<usize>();
+        let data = if size > node.cfg.max_frame as usize {
+            msg = frame::encode(&Response::Err(crate::peer::too_large(
+                size,
                 node.cfg.max_frame,
             )));
-        }
-        framed.send(out).await.map_err(io)?;
+            Vec::new()
+        } else {
+            data
+        };
+        // Answer and data in one frame, written without copying the data.
+        let parts: Vec<&[u8]> = std::iter::once(&msg[..])
+            .chain(data.iter().map(|d| &d[..]))
+            .collect();
+        write_frame_parts(framed.get_mut(), &parts)
+            .await
+            .map_err(io)?;
     }
     Ok(())
 }

@@ -4,16 +4,17 @@
 //! changes are queued to the store while the shard lock is held and acknowledged once durable.
 
 use crate::namespace::{NewNode, now_ns};
+use crate::peer::PeerReply;
 use crate::{Node, flush};
 use std::os::unix::fs::MetadataExt;
 use tessera_core::{Errno, FsError, FsResult, Run, path};
 use tessera_proto::{Attr, Dentry, FileKind, OwnedExtent, PeerRequest, PeerResponse};
 
 impl Node {
-    pub async fn handle_peer(&self, req: PeerRequest) -> FsResult<PeerResponse> {
+    pub async fn handle_peer(&self, req: PeerRequest) -> FsResult<PeerReply> {
         self.count_request();
         use PeerRequest as P;
-        Ok(match req {
+        let resp = match req {
             P::Ping => PeerResponse::Pong { node: self.id },
             P::DentryGet { path } => {
                 let p = path::normalize(&path)?;
@@ -44,11 +45,11 @@ impl Node {
                             format!("{} already exists", self.user_path(&p)),
                         ));
                     }
-                    return Ok(PeerResponse::Created {
+                    return Ok(PeerReply::msg(PeerResponse::Created {
                         dentry,
                         created: false,
                         attr,
-                    });
+                    }));
                 }
                 let (res, pending) = {
                     let mut ns = self.ns.lock().expect("ns");
@@ -187,7 +188,7 @@ impl Node {
                 ranges,
             } => {
                 let data = self.read_local_log(ino, client, ranges).await?;
-                PeerResponse::Data(data)
+                return Ok(PeerReply::data(data.into()));
             }
             P::Flush { path, range } => {
                 let (bytes, nodes) = flush::flush(self, &path, range).await?;
@@ -198,7 +199,8 @@ impl Node {
                 target,
                 extents,
             } => PeerResponse::Bytes(flush::write_part(self, ino, target, extents).await?),
-        })
+        };
+        Ok(PeerReply::msg(resp))
     }
 
     /// Reads from a log on this node, off the async workers.

@@ -46,6 +46,21 @@ pub struct InstanceConfig {
     pub listen_host: String,
     /// Burst-buffer bytes each node may hold; 0 means "until the device is full".
     pub bb_capacity: u64,
+    /// What daemon state (namespace, ownership) survives: `process` (a daemon crash or
+    /// `kill -9`; state changes reach the page cache before they are acknowledged, like the
+    /// burst-buffer logs themselves) or `machine` (also a power cut: one device flush per
+    /// group of changes, about 0.2-1 ms each on common disks).
+    #[serde(default)]
+    pub state_durability: StateDurability,
+}
+
+/// See [`InstanceConfig::state_durability`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateDurability {
+    #[default]
+    Process,
+    Machine,
 }
 
 impl InstanceConfig {
@@ -60,6 +75,7 @@ impl InstanceConfig {
             max_frame: DEFAULT_MAX_FRAME,
             listen_host: "127.0.0.1".to_string(),
             bb_capacity: 0,
+            state_durability: StateDurability::Process,
         }
     }
 

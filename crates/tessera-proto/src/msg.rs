@@ -45,10 +45,12 @@ pub struct OwnedExtent {
     pub owner: Owner,
 }
 
-/// Answer to a query: the file size known to the namespace and the owned extents, ascending.
+/// Answer to a query: the owned extents, ascending, and the file size known to the namespace.
+/// A ranged query whose extents cover the whole range leaves the size out (`None`): the reader
+/// then knows the bytes exist, and the answer needs no trip to the inode's node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
-    pub size: u64,
+    pub size: Option<u64>,
     pub extents: Vec<OwnedExtent>,
 }
 
@@ -138,11 +140,11 @@ pub enum Request {
     QueryFile {
         ino: u64,
     },
-    /// Read logical ranges from another node's log through the daemons.
-    ReadLog {
+    /// Read logical ranges from other nodes' logs through the daemons: for each owner, its
+    /// ranges. The answer is every range's bytes, concatenated in request order.
+    Read {
         ino: u64,
-        owner: Owner,
-        ranges: Vec<(u64, u64)>,
+        parts: Vec<(Owner, Vec<(u64, u64)>)>,
     },
     /// Write the owned extents of a file (or of one range) to the PFS, atomically.
     Flush {
@@ -164,14 +166,29 @@ pub enum Request {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Response {
     Ok,
-    Hello { client: u64, node: u32, nodes: u32 },
-    Opened { attr: Attr, owners: Option<Owners> },
+    Hello {
+        client: u64,
+        node: u32,
+        nodes: u32,
+    },
+    Opened {
+        attr: Attr,
+        owners: Option<Owners>,
+    },
     Attr(Attr),
     Entries(Vec<DirEntry>),
     Owners(Owners),
-    Data(#[serde(with = "serde_bytes")] Vec<u8>),
-    Flushed { bytes: u64, nodes: u32 },
-    Granted { bytes: u64 },
+    /// `len` bytes of file data follow this message in the frame (see `frame`).
+    Data {
+        len: u64,
+    },
+    Flushed {
+        bytes: u64,
+        nodes: u32,
+    },
+    Granted {
+        bytes: u64,
+    },
     Status(NodeStatus),
     Err(FsError),
 }
@@ -311,7 +328,10 @@ pub enum PeerResponse {
     Attr(Attr),
     Extents(Vec<OwnedExtent>),
     Bytes(u64),
-    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// `len` bytes of log data follow this message in the frame (see `frame`).
+    Data {
+        len: u64,
+    },
     Flushed {
         bytes: u64,
         nodes: u32,
@@ -353,7 +373,7 @@ impl Request {
             Request::DetachFile { .. } => "detach_file",
             Request::Query { .. } => "query",
             Request::QueryFile { .. } => "query_file",
-            Request::ReadLog { .. } => "read",
+            Request::Read { .. } => "read",
             Request::Flush { .. } => "flush",
             Request::Reserve { .. } => "reserve",
             Request::Release { .. } => "release",

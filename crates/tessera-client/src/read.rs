@@ -1,0 +1,398 @@
+//! Assembling a read from its sources, and reading ahead for handles with a session view.
+//!
+//! Sources, newest first (see `file.rs` for why this order is right):
+//!
+//! 1. this process's own unattached writes;
+//! 2. the owners: our own log, another process's log on this node (read straight from its
+//!    files), or logs on other nodes (one `Read` request to our daemon, which fetches from every
+//!    owner in parallel);
+//! 3. the PFS copy for ranges no one owns, then zeros up to the size.
+//!
+//! **Read-ahead.** A handle whose owners are cached for its session (session and MPI-IO models)
+//! watches its own access pattern. Once reads keep the same length and a constant
+//! positive stride three times running (sequential reads are the stride-equals-length case), the next accesses of the
+//! pattern that live on other nodes are fetched together with the bytes needed now, in one
+//! request, and kept for the reads that follow. This is what turns thousands of small remote
+//! reads (a rank-shifted checkpoint restart, the CS-R pattern) into a few large transfers. Commit
+//! and POSIX handles query on every read and never read ahead: their next read must see a commit
+//! that happens in between.
+
+use crate::client::{Inner, unexpected};
+use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::fs::FileExt;
+use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, RangeSet};
+use tessera_proto::{Request, Response};
+
+/// Most bytes read ahead in one request, and the most kept per handle.
+const AHEAD_WINDOW: u64 = 8 << 20;
+const AHEAD_KEPT: usize = 32 << 20;
+
+/// A reader's access pattern: constant length and stride.
+#[derive(Debug, Default)]
+pub(crate) struct Pattern {
+    last: Option<(u64, u64)>,
+    stride: Option<u64>,
+    repeats: u32,
+}
+
+impl Pattern {
+    /// Records an access of `len` bytes at `off`.
+    pub fn observe(&mut self, off: u64, len: u64) {
+        match self.last {
+            Some((lo, ll)) if ll == len && off > lo && off - lo >= len => {
+                let s = off - lo;
+                if self.stride == Some(s) {
+                    self.repeats += 1;
+                } else {
+                    self.stride = Some(s);
+                    self.repeats = 1;
+                }
+            }
+            _ => {
+                self.stride = None;
+                self.repeats = 0;
+            }
+        }
+        self.last = Some((off, len));
+    }
+
+    /// The accesses expected after the last one, up to `budget` bytes, if a pattern holds.
+    pub fn predict(&self, budget: u64) -> Vec<(u64, u64)> {
+        let (Some((off, len)), Some(stride)) = (self.last, self.stride) else {
+            return Vec::new();
+        };
+        // Two equal strides in a row (three accesses): one positive gap alone is what random
+        // access looks like half of the time.
+        if self.repeats < 2 || len == 0 {
+            return Vec::new();
+        }
+        let n = (budget / len).min(1 << 16);
+        (1..=n)
+            .map_while(|i| {
+                let s = off.checked_add(stride.checked_mul(i)?)?;
+                Some((s, s.checked_add(len)?))
+            })
+            .collect()
+    }
+}
+
+/// Remote bytes fetched ahead of use.
+#[derive(Debug, Default)]
+pub(crate) struct Ahead {
+    /// start -> (end, bytes)
+    map: BTreeMap<u64, (u64, Vec<u8>)>,
+    order: VecDeque<u64>,
+    bytes: usize,
+}
+
+impl Ahead {
+    pub fn clear(&mut self) {
+        *self = Ahead::default();
+    }
+
+    /// Copies `[s, e)` into `dst` if one fetched piece holds all of it.
+    fn take(&self, s: u64, e: u64, dst: &mut [u8]) -> bool {
+        match self.map.range(..=s).next_back() {
+            Some((start, (end, data))) if *end >= e => {
+                dst.copy_from_slice(&data[(s - start) as usize..(e - start) as usize]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn holds(&self, s: u64, e: u64) -> bool {
+        matches!(self.map.range(..=s).next_back(), Some((_, (end, _))) if *end >= e)
+    }
+
+    fn put(&mut self, s: u64, e: u64, data: Vec<u8>) {
+        self.bytes += data.len();
+        if let Some((_, old)) = self.map.insert(s, (e, data)) {
+            self.bytes -= old.len();
+        } else {
+            self.order.push_back(s);
+        }
+        while self.bytes > AHEAD_KEPT {
+            let Some(k) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, d)) = self.map.remove(&k) {
+                self.bytes -= d.len();
+            }
+        }
+    }
+}
+
+/// Read-ahead state handed to [`fill`] by a handle with a session view.
+pub(crate) struct ReadAhead<'a> {
+    pub ahead: &'a mut Ahead,
+    pub predicted: Vec<(u64, u64)>,
+}
+
+/// Fills `out` with logical bytes `[offset, offset + out.len())` from the newest source.
+pub(crate) fn fill(
+    g: &mut Inner,
+    ino: u64,
+    path: &str,
+    owners: &RangeMap<Owner>,
+    offset: u64,
+    out: &mut [u8],
+    mut read_ahead: Option<ReadAhead<'_>>,
+) -> FsResult<()> {
+    let end = offset + out.len() as u64;
+    let me = Owner {
+        node: g.node,
+        client: g.client_id,
+    };
+    let mut todo = RangeSet::new();
+    todo.add(offset, end);
+
+    // 1. Own unattached writes.
+    if let Some(fs) = g.files.get(&ino) {
+        for d in fs.dirty.overlapping(offset, end) {
+            for ext in fs.local.overlapping(d.start, d.end) {
+                let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
+                fs.writer
+                    .as_ref()
+                    .expect("dirty bytes have a writer")
+                    .read_at(dst, ext.value)?;
+                todo.remove(ext.start, ext.end);
+            }
+        }
+    }
+
+    // 2. Owners: local ones now, remote ones collected.
+    let mut remote: Vec<(Owner, u64, u64)> = Vec::new();
+    for o in owners.overlapping(offset, end) {
+        let parts: Vec<(u64, u64)> = todo
+            .overlapping(o.start, o.end)
+            .iter()
+            .map(|x| (x.start, x.end))
+            .collect();
+        for (s, e) in parts {
+            let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
+            if o.value == me {
+                // Our own bytes, from our log. A cached owner list can be older than our own
+                // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.
+                let Some(fs) = g.files.get(&ino) else {
+                    continue;
+                };
+                for ext in fs.local.overlapping(s, e) {
+                    let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
+                    fs.writer
+                        .as_ref()
+                        .expect("bytes in the local map have a writer")
+                        .read_at(d, ext.value)?;
+                    todo.remove(ext.start, ext.end);
+                }
+                continue;
+            } else if o.value.node == g.node {
+                let view = g.foreign_view(ino, o.value.client)?;
+                if let Some((a, b)) = view.read(s, dst)?.first() {
+                    return Err(FsError::new(
+                        Errno::Io,
+                        format!(
+                            "{path}: the log of client {} lacks attached bytes [{a},{b})",
+                            o.value.client
+                        ),
+                    ));
+                }
+            } else if !read_ahead
+                .as_ref()
+                .is_some_and(|ra| ra.ahead.take(s, e, dst))
+            {
+                remote.push((o.value, s, e));
+            }
+            todo.remove(s, e);
+        }
+    }
+    if !remote.is_empty() {
+        // What the pattern says comes next, on other nodes, not fetched yet.
+        let mut extra: Vec<(Owner, u64, u64)> = Vec::new();
+        if let Some(ra) = read_ahead.as_ref() {
+            let dirty = g.files.get(&ino).map(|f| &f.dirty);
+            for (ps, pe) in &ra.predicted {
+                for o in owners.overlapping(*ps, *pe) {
+                    let foreign = o.value != me && o.value.node != g.node;
+                    let mine_dirty =
+                        dirty.is_some_and(|d| !d.overlapping(o.start, o.end).is_empty());
+                    if foreign && !mine_dirty && !ra.ahead.holds(o.start, o.end) {
+                        extra.push((o.value, o.start, o.end));
+                    }
+                }
+            }
+        }
+        fetch_remote(
+            g,
+            ino,
+            offset,
+            out,
+            &remote,
+            &extra,
+            read_ahead.as_mut().map(|ra| &mut *ra.ahead),
+        )?;
+    }
+
+    // 3./4. The PFS copy, then zeros.
+    let gaps: Vec<(u64, u64)> = todo.ranges().collect();
+    if gaps.is_empty() {
+        return Ok(());
+    }
+    let pfs = match std::fs::File::open(g.pfs_path(path)) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(FsError::io(format!("opening the PFS copy of {path}"), &e)),
+    };
+    for (s, e) in gaps {
+        let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
+        dst.fill(0);
+        if let Some(f) = &pfs {
+            let mut done = 0;
+            while done < dst.len() {
+                match f.read_at(&mut dst[done..], s + done as u64) {
+                    Ok(0) => break,
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(FsError::io(format!("reading the PFS copy of {path}"), &e));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fetches the `needed` remote ranges into `out` (which starts at logical `offset`), and the
+/// `extra` ones into the read-ahead store, in as few requests as the frame size allows. Each
+/// request names every owner it needs; the daemon asks them in parallel.
+fn fetch_remote(
+    g: &mut Inner,
+    ino: u64,
+    offset: u64,
+    out: &mut [u8],
+    needed: &[(Owner, u64, u64)],
+    extra: &[(Owner, u64, u64)],
+    mut ahead: Option<&mut Ahead>,
+) -> FsResult<()> {
+    let chunk = g.cfg.max_read_chunk();
+    // Split large ranges, tag each piece with whether it is needed now.
+    let mut pieces: Vec<(Owner, u64, u64, bool)> = Vec::new();
+    let mut extra_budget = AHEAD_WINDOW;
+    for (list, now) in [(needed, true), (extra, false)] {
+        for (owner, s, e) in list {
+            let mut a = *s;
+            while a < *e {
+                let b = (*e).min(a + chunk);
+                if !now {
+                    if extra_budget < b - a {
+                        break;
+                    }
+                    extra_budget -= b - a;
+                }
+                pieces.push((*owner, a, b, now));
+                a = b;
+            }
+        }
+    }
+    let mut start = 0;
+    while start < pieces.len() {
+        // Take pieces until the request is full; stop at the first extra piece that would
+        // overflow it (extra pieces only ride along).
+        let mut bytes = 0;
+        let mut stop = start;
+        while stop < pieces.len() && bytes + (pieces[stop].2 - pieces[stop].1) <= chunk {
+            bytes += pieces[stop].2 - pieces[stop].1;
+            stop += 1;
+        }
+        let batch = &pieces[start..stop.max(start + 1)];
+        let mut parts: BTreeMap<Owner, Vec<(u64, u64)>> = BTreeMap::new();
+        for (o, s, e, _) in batch {
+            parts.entry(*o).or_default().push((*s, *e));
+        }
+        let parts: Vec<(Owner, Vec<(u64, u64)>)> = parts.into_iter().collect();
+        match g.call(&Request::Read {
+            ino,
+            parts: parts.clone(),
+        })? {
+            Response::Data { .. } => {}
+            other => return Err(unexpected(other)),
+        }
+        let data = g.last_data();
+        // The answer is the parts' ranges concatenated in request order.
+        let mut at = 0usize;
+        let mut got: BTreeMap<(u64, u64), &[u8]> = BTreeMap::new();
+        for (_, ranges) in &parts {
+            for (s, e) in ranges {
+                let len = (e - s) as usize;
+                let bytes = data.get(at..at + len).ok_or_else(|| {
+                    FsError::new(Errno::Proto, "short read answer from the daemon")
+                })?;
+                got.insert((*s, *e), bytes);
+                at += len;
+            }
+        }
+        for (_, s, e, now) in batch {
+            let bytes = got[&(*s, *e)];
+            if *now {
+                out[(s - offset) as usize..(e - offset) as usize].copy_from_slice(bytes);
+            } else if let Some(a) = ahead.as_deref_mut() {
+                a.put(*s, *e, bytes.to_vec());
+            }
+        }
+        start = stop.max(start + 1);
+        // Once everything needed now is in, stop: leftover extra pieces wait for a later miss.
+        if !pieces[start..].iter().any(|p| p.3) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_predicts_strided_and_sequential_runs() {
+        let mut p = Pattern::default();
+        p.observe(100, 10);
+        assert!(p.predict(100).is_empty(), "one access is no pattern");
+        p.observe(140, 10);
+        assert!(p.predict(100).is_empty(), "one gap is no pattern either");
+        p.observe(180, 10);
+        assert_eq!(p.predict(30), vec![(220, 230), (260, 270), (300, 310)]);
+        p.observe(150, 10); // breaks the pattern
+        assert!(p.predict(100).is_empty());
+        let mut seq = Pattern::default();
+        seq.observe(0, 4);
+        seq.observe(4, 4);
+        seq.observe(8, 4);
+        assert_eq!(seq.predict(8), vec![(12, 16), (16, 20)]);
+        let mut random = Pattern::default();
+        for off in [500, 20, 900, 300] {
+            random.observe(off, 8);
+        }
+        assert!(random.predict(100).is_empty());
+    }
+
+    #[test]
+    fn ahead_serves_contained_ranges_and_evicts_oldest() {
+        let mut a = Ahead::default();
+        a.put(10, 20, (10..20).collect());
+        let mut dst = [0u8; 4];
+        assert!(a.take(12, 16, &mut dst));
+        assert_eq!(dst, [12, 13, 14, 15]);
+        assert!(!a.take(18, 22, &mut dst));
+        assert!(a.holds(10, 20) && !a.holds(5, 12));
+        for i in 0..40u64 {
+            a.put(
+                1000 + i * (1 << 20),
+                1000 + (i + 1) * (1 << 20),
+                vec![0; 1 << 20],
+            );
+        }
+        assert!(a.bytes <= AHEAD_KEPT);
+        assert!(!a.holds(10, 20), "the oldest piece was evicted");
+    }
+}
