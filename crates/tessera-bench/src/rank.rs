@@ -38,16 +38,29 @@ impl Ctx {
         r.unwrap_or_else(|e| self.fail(e))
     }
 
+    /// A barrier that sleeps while it waits. Open MPI's blocking barrier spins (with
+    /// sched_yield when oversubscribed), and ranks waiting for others would take the CPU the
+    /// working ranks and the daemons need: on 2 cores that distorted every phase in which only
+    /// some ranks work (the read phases of CS-R/CC-R, the restart of SCR).
     pub fn barrier(&self) {
-        self.world.barrier();
+        let mut req = self.world.immediate_barrier();
+        loop {
+            match req.test() {
+                Ok(_) => return,
+                Err(pending) => req = pending,
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
     }
 
-    /// Runs `work` on every rank between barriers; returns the phase time in seconds.
+    /// Runs `work` on every rank between barriers; returns the phase time in seconds, from the
+    /// earliest start to the latest end.
     pub fn timed(&self, work: impl FnOnce()) -> f64 {
         self.barrier();
         let t0 = mpi::time();
         work();
         let t1 = mpi::time();
+        self.barrier();
         let (mut first, mut last) = (0.0f64, 0.0f64);
         self.world
             .all_reduce_into(&t0, &mut first, SystemOperation::min());

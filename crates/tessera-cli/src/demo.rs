@@ -77,11 +77,39 @@ pub fn pattern_at(off: u64) -> u8 {
     (mix64(off >> 3) >> ((off & 7) * 8)) as u8
 }
 
-/// Fills `buf` with the pattern from logical offset `off`.
+/// Fills `buf` with the pattern from logical offset `off` (a word at a time).
 pub fn fill_pattern(buf: &mut [u8], off: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_at(off + i as u64);
+    let mut i = 0usize;
+    // Unaligned head, byte by byte.
+    while i < buf.len() && (off + i as u64) & 7 != 0 {
+        buf[i] = pattern_at(off + i as u64);
+        i += 1;
     }
+    // Whole words: the 8 bytes of word w are mix64(w) in little-endian order.
+    while i + 8 <= buf.len() {
+        let w = (off + i as u64) >> 3;
+        buf[i..i + 8].copy_from_slice(&mix64(w).to_le_bytes());
+        i += 8;
+    }
+    while i < buf.len() {
+        buf[i] = pattern_at(off + i as u64);
+        i += 1;
+    }
+}
+
+/// The first offset in `buf` (holding logical bytes from `off`) that differs from the pattern.
+pub fn first_mismatch(buf: &[u8], off: u64) -> Option<usize> {
+    let mut expected = vec![0u8; buf.len().min(1 << 20)];
+    let mut at = 0;
+    while at < buf.len() {
+        let n = (buf.len() - at).min(expected.len());
+        fill_pattern(&mut expected[..n], off + at as u64);
+        if buf[at..at + n] != expected[..n] {
+            return (at..at + n).find(|k| buf[*k] != expected[*k - at]);
+        }
+        at += n;
+    }
+    None
 }
 
 /// Logical offset of piece `i` of `rank` in the N-1 strided file.
@@ -203,7 +231,7 @@ pub fn rank_main(a: RankArgs) -> Result<()> {
         for i in 0..a.count {
             let off = n1_offset(i, src, ranks, a.xfer);
             let got = &data[i as usize * piece..(i as usize + 1) * piece];
-            if let Some(k) = (0..piece).find(|k| got[*k] != pattern_at(off + *k as u64)) {
+            if let Some(k) = first_mismatch(got, off) {
                 bail!(
                     "rank {}: verification failed at logical offset {} (piece {i} of rank {src}): got {:#04x}, expected {:#04x}",
                     a.rank,
@@ -320,7 +348,7 @@ pub fn verify_flushed(path: &Path, size: u64) -> Result<()> {
     while off < size {
         let n = (size - off).min(buf.len() as u64) as usize;
         f.read_exact_at(&mut buf[..n], off)?;
-        if let Some(k) = (0..n).find(|k| buf[*k] != pattern_at(off + *k as u64)) {
+        if let Some(k) = first_mismatch(&buf[..n], off) {
             bail!(
                 "flushed file differs from the expected N-1 file at byte {}",
                 off + k as u64
@@ -478,4 +506,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
     result?;
     stopped?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_fill_equals_bytewise_pattern() {
+        for off in [0u64, 1, 7, 8, 13, 1000] {
+            let mut buf = vec![0u8; 77];
+            fill_pattern(&mut buf, off);
+            let want: Vec<u8> = (0..77).map(|i| pattern_at(off + i)).collect();
+            assert_eq!(buf, want, "offset {off}");
+            assert_eq!(first_mismatch(&buf, off), None);
+            buf[40] ^= 1;
+            assert_eq!(first_mismatch(&buf, off), Some(40));
+        }
+    }
 }

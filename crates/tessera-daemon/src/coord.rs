@@ -18,6 +18,9 @@ use tessera_proto::{
     PeerResponse, Request, Response, SizeChange,
 };
 
+/// Remote reads are fetched in pieces of this size, in parallel.
+const READ_PIECE: u64 = 2 << 20;
+
 /// A query or detach spanning more stripes than this is answered by asking every daemon
 /// for the whole file instead of one request per stripe.
 const MAX_STRIPES_PER_REQUEST: u64 = 64;
@@ -154,7 +157,31 @@ impl Node {
                 format!("read of {total} bytes in one request exceeds the limit of {limit}"),
             ));
         }
-        let fetches = parts.into_iter().map(|(owner, ranges)| async move {
+        // Large remote reads are cut into pieces fetched in parallel over separate
+        // connections, so the owner's daemon and this one work on several at once (one 8 MiB
+        // exchange is a serial chain: read, MAC, send, receive, MAC).
+        let mut jobs: Vec<(Owner, Vec<(u64, u64)>)> = Vec::new();
+        for (owner, ranges) in parts {
+            let mut cur: Vec<(u64, u64)> = Vec::new();
+            let mut bytes = 0;
+            for (s, e) in ranges {
+                let mut a = s;
+                while a < e {
+                    let b = e.min(a + (READ_PIECE - bytes));
+                    cur.push((a, b));
+                    bytes += b - a;
+                    a = b;
+                    if bytes >= READ_PIECE && owner.node != self.id {
+                        jobs.push((owner, std::mem::take(&mut cur)));
+                        bytes = 0;
+                    }
+                }
+            }
+            if !cur.is_empty() {
+                jobs.push((owner, cur));
+            }
+        }
+        let fetches = jobs.into_iter().map(|(owner, ranges)| async move {
             if owner.node == self.id {
                 Ok(Bytes::from(
                     self.read_local_log(ino, owner.client, ranges).await?,

@@ -22,6 +22,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let spr = p.samples;
     let total = n * spr;
     let mut buf = vec![0u8; SAMPLE as usize];
+    let mut got = vec![0u8; (spr * SAMPLE) as usize];
     let tpath = cx.tpath(&format!("dl-{rep}"));
     let dpath = cx.dpath(&format!("dl-{rep}"));
 
@@ -59,25 +60,28 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 (rep as u64) << 32 | u64::from(epoch),
             ));
             let mine = &order[(r * spr) as usize..((r + 1) * spr) as usize];
+            let sz = SAMPLE as usize;
             secs += cx.timed(|| match way {
                 Some(model) => {
                     let mut f = cx.ok(cx
                         .client
                         .open(&tpath, OpenOptions::new().read(true).model(model)));
-                    for k in mine {
-                        cx.ok(f.read_exact_at(&mut buf, k * SAMPLE));
-                        verify(cx, &buf, k * SAMPLE, name);
+                    for (i, k) in mine.iter().enumerate() {
+                        cx.ok(f.read_exact_at(&mut got[i * sz..(i + 1) * sz], k * SAMPLE));
                     }
                     cx.ok(f.close());
                 }
                 None => {
                     let f = cx.ok(std::fs::File::open(&dpath));
-                    for k in mine {
-                        cx.ok(f.read_exact_at(&mut buf, k * SAMPLE));
-                        verify(cx, &buf, k * SAMPLE, name);
+                    for (i, k) in mine.iter().enumerate() {
+                        cx.ok(f.read_exact_at(&mut got[i * sz..(i + 1) * sz], k * SAMPLE));
                     }
                 }
             });
+            for (i, k) in mine.iter().enumerate() {
+                verify(cx, &got[i * sz..(i + 1) * sz], k * SAMPLE, name);
+            }
+            got.fill(0);
         }
         m.insert(
             format!("{name}_read_mibs"),

@@ -10,17 +10,21 @@ pub mod ops;
 pub mod scr;
 
 use crate::rank::Ctx;
-use tessera_cli::demo::pattern_at;
+use tessera_cli::demo::{first_mismatch, pattern_at};
 
 /// Aborts the job if `buf` differs from the pattern at logical offset `off`.
 pub fn verify(cx: &Ctx, buf: &[u8], off: u64, what: &str) {
     let injected = cx.params.inject_fault && cx.rank == 0 && !buf.is_empty();
-    let bad = |k: usize| buf[k] != pattern_at(off + k as u64) || (injected && k == 0);
-    if let Some(k) = (0..buf.len()).find(|k| bad(*k)) {
+    let bad = if injected {
+        Some(0)
+    } else {
+        first_mismatch(buf, off)
+    };
+    if let Some(k) = bad {
         cx.fail(format!(
             "{what}: verification failed at offset {}: got {:#04x}, expected {:#04x}",
             off + k as u64,
-            buf[k],
+            buf[k] ^ if injected { 0xff } else { 0 },
             pattern_at(off + k as u64)
         ));
     }
