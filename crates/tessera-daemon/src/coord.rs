@@ -146,6 +146,17 @@ impl Node {
         parts: Vec<(Owner, Vec<(u64, u64)>)>,
     ) -> FsResult<Vec<Bytes>> {
         self.check_ino(ino)?;
+        for (_, ranges) in &parts {
+            if let Some((s, e)) = ranges
+                .iter()
+                .find(|(s, e)| s >= e || *e > tessera_core::run::MAX_FILE_SIZE)
+            {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!("read of empty, inverted or out-of-range [{s},{e})"),
+                ));
+            }
+        }
         let limit = self.cfg.max_read_chunk();
         let total = parts
             .iter()
