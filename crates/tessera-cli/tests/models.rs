@@ -123,3 +123,36 @@ fn same_node_reader_reads_the_writers_log_directly() {
     // Bytes 0..5 were never written: a hole reads as zeros.
     assert_eq!(reader.read(0, 5), vec![0; 5]);
 }
+
+/// Queries served from a daemon's leased copy of a remote stripe never miss a later commit:
+/// the stripe's shard invalidates the copy before acknowledging the attach.
+#[test]
+fn cached_remote_stripes_see_every_commit() {
+    let inst = Inst::start_with(3, &["--stripe-size", "65536"]);
+    // Two writers take turns, so every commit moves the ownership (a stale copy would send
+    // the reader to the previous writer's log).
+    let mut writers = [inst.rank(1), inst.rank(2)];
+    let mut reader = inst.rank(0);
+    let path = "/tessera/cached";
+    let len = 1 << 20; // 16 stripes: most of them on the other two daemons
+    for w in writers.iter_mut() {
+        w.ok(&open(path, Model::Commit, true));
+    }
+    reader.ok(&open(path, Model::Commit, false));
+    for id in 1..7u32 {
+        let writer = &mut writers[id as usize % 2];
+        writer.ok(&Cmd::Write { off: 0, len, id });
+        writer.ok(&Cmd::Commit);
+        // Read twice: the first query fills the caches, the second is served from them.
+        for _ in 0..2 {
+            for chunk in 0..16u64 {
+                let off = chunk * 65536;
+                assert_eq!(
+                    reader.read(off, 65536),
+                    pattern(id, off, 65536),
+                    "version {id}, chunk {chunk}"
+                );
+            }
+        }
+    }
+}

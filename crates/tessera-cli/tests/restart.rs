@@ -177,3 +177,64 @@ fn torn_index_tail_is_reported_at_startup() {
     r.read_exact_at(&mut buf, 0).unwrap();
     assert_eq!(&buf, b"kept");
 }
+
+/// A daemon holding leased copies dies: changes to those stripes wait for the leases to end
+/// (not forever), and readers then see them.
+#[test]
+fn changes_wait_out_the_leases_of_a_dead_holder() {
+    let inst = Inst::start_with(3, &["--stripe-size", "65536"]);
+    let w = inst.client(2);
+    let mut f = w
+        .open(
+            "/tessera/lease",
+            tessera_client::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&vec![1u8; 1 << 20], 0).unwrap();
+    f.commit().unwrap();
+    {
+        // Node 0 caches remote stripes while this reader reads.
+        let r = inst.client(0);
+        let mut g = r
+            .open(
+                "/tessera/lease",
+                tessera_client::OpenOptions::new()
+                    .read(true)
+                    .model(Model::Commit),
+            )
+            .unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        g.read_exact_at(&mut buf, 0).unwrap();
+    }
+    inst.kill9(0);
+    let t = std::time::Instant::now();
+    f.write_at(&vec![2u8; 1 << 20], 0).unwrap();
+    let r = f.commit();
+    let waited = t.elapsed();
+    // Stripes on node 0 itself cannot be attached while it is down; the others complete
+    // once node 0's leases have run out.
+    assert!(
+        waited < std::time::Duration::from_secs(10),
+        "changes waited {waited:?}"
+    );
+    inst.restart(0);
+    if r.is_err() {
+        f.commit().unwrap();
+    }
+    let r = inst.client(1);
+    let mut g = r
+        .open(
+            "/tessera/lease",
+            tessera_client::OpenOptions::new()
+                .read(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    g.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf.iter().all(|b| *b == 2));
+}

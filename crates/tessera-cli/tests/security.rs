@@ -56,7 +56,8 @@ fn malformed_client_frames_are_refused() {
         Some(Response::Hello { .. })
     ));
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
-    s.write_all(&[0; 64]).unwrap();
+    // The daemon may already have answered and hung up: this write can fail.
+    let _ = s.write_all(&[0; 64]);
     match read_response(&mut s) {
         Some(Response::Err(e)) => assert_eq!(e.errno, Errno::MsgSize, "{e}"),
         other => panic!("expected EMSGSIZE, got {other:?}"),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use tessera_core::placement::{
     ino_shard, path_shard, runs_by_stripe, split_by_stripe, stripe_shard,
 };
-use tessera_core::{Errno, FsError, FsResult, Owner, Run, path};
+use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, Run, path};
 use tessera_proto::{
     Attr, Dentry, DirEntry, FileKind, NodeStatus, OpenFlags, OwnedExtent, Owners, PeerRequest,
     PeerResponse, Request, Response, SizeChange,
@@ -781,20 +781,16 @@ impl Node {
             }
             return Ok(all);
         }
-        let reqs = split_by_stripe(start, end, ss)
-            .map(|(stripe, s, t)| {
-                (
-                    stripe_shard(ino, stripe, self.cfg.nodes),
-                    PeerRequest::OwnQuery {
-                        ino,
-                        stripe,
-                        start: s,
-                        end: t,
-                    },
-                )
-            })
-            .collect();
-        let mut owners = collect_owners(self.call_all(reqs).await?)?;
+        let per_stripe = split_by_stripe(start, end, ss)
+            .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
+        let mut owners = Owners {
+            size: None,
+            extents: futures::future::try_join_all(per_stripe)
+                .await?
+                .into_iter()
+                .flatten()
+                .collect(),
+        };
         // Only a range with unowned bytes needs the size (zeros below it, end of file above).
         let mut at = start;
         for e in &owners.extents {
@@ -807,6 +803,80 @@ impl Node {
             owners.size = Some(self.inode_get(ino).await?.size);
         }
         Ok(owners)
+    }
+
+    /// The owners of `[s, t)` within one stripe: from this node's shard, from a leased copy of
+    /// a remote stripe, or by fetching (and caching) the remote stripe.
+    async fn stripe_owners(
+        &self,
+        ino: u64,
+        stripe: u64,
+        s: u64,
+        t: u64,
+    ) -> FsResult<Vec<OwnedExtent>> {
+        let clip = |es: Vec<OwnedExtent>| -> Vec<OwnedExtent> {
+            es.into_iter()
+                .filter(|e| e.start < t && e.end > s)
+                .map(|e| OwnedExtent {
+                    start: e.start.max(s),
+                    end: e.end.min(t),
+                    owner: e.owner,
+                })
+                .collect()
+        };
+        let shard = stripe_shard(ino, stripe, self.cfg.nodes);
+        if shard == self.id {
+            return Ok(self.own.lock().expect("own").query(ino, stripe, s, t));
+        }
+        if let Some(map) = self
+            .stripe_cache
+            .lock()
+            .expect("stripe cache")
+            .get((ino, stripe))
+        {
+            return Ok(map
+                .overlapping(s, t)
+                .into_iter()
+                .map(|e| OwnedExtent {
+                    start: e.start,
+                    end: e.end,
+                    owner: e.value,
+                })
+                .collect());
+        }
+        let asked = std::time::Instant::now();
+        match self
+            .call(
+                shard,
+                PeerRequest::OwnFetchStripe {
+                    ino,
+                    stripe,
+                    from: self.id,
+                },
+            )
+            .await?
+        {
+            PeerResponse::Stripe {
+                extents,
+                version,
+                cached,
+            } => {
+                if cached {
+                    let mut map = RangeMap::new();
+                    for e in &extents {
+                        map.insert(e.start, e.end, e.owner);
+                    }
+                    self.stripe_cache.lock().expect("stripe cache").put(
+                        (ino, stripe),
+                        map,
+                        version,
+                        asked,
+                    );
+                }
+                Ok(clip(extents))
+            }
+            other => Err(unexpected("query", other)),
+        }
     }
 
     pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {

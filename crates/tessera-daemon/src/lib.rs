@@ -16,6 +16,7 @@
 //! * [`flush`]: atomic publication of files into the PFS;
 //! * [`peer`], [`server`]: the two transports.
 
+pub mod cache;
 pub mod coord;
 pub mod flush;
 pub mod logs;
@@ -52,6 +53,10 @@ pub struct Node {
     pub shutdown: Notify,
     pub uid: u32,
     pub gid: u32,
+    /// Who holds copies of this node's ownership stripes.
+    pub callbacks: Mutex<cache::Callbacks>,
+    /// Copies of other nodes' ownership stripes.
+    pub stripe_cache: Mutex<cache::StripeCache>,
     /// One flush at a time per file (by inode), on the inode's node.
     flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -193,6 +198,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     for problem in &loaded.wal_problems {
         tracing::warn!("{problem}");
     }
+    // State from an earlier run means this daemon restarted: copies of its stripes may exist.
+    let restarted = loaded.next_client > 1 || !loaded.owners.is_empty();
     let node = Arc::new(Node {
         id,
         ns: Mutex::new(namespace::Namespace::new(id, &loaded)),
@@ -211,6 +218,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         uid,
         gid,
         flush_locks: Mutex::new(std::collections::HashMap::new()),
+        callbacks: Mutex::new(cache::Callbacks::new(restarted)),
+        stripe_cache: Mutex::new(cache::StripeCache::default()),
     });
     for problem in node.logs.scan() {
         tracing::warn!("log check: {problem}");

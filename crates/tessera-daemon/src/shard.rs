@@ -7,6 +7,7 @@ use crate::namespace::{NewNode, now_ns};
 use crate::peer::PeerReply;
 use crate::{Node, flush};
 use std::os::unix::fs::MetadataExt;
+use std::time::Instant;
 use tessera_core::{Errno, FsError, FsResult, Run, path};
 use tessera_proto::{Attr, Dentry, FileKind, OwnedExtent, PeerRequest, PeerResponse};
 
@@ -124,11 +125,13 @@ impl Node {
                 runs,
             } => {
                 check_runs(&runs, stripe, self.cfg.stripe_size)?;
-                let pending = {
+                let (pending, tell) = {
                     let mut own = self.own.lock().expect("own");
-                    self.store.submit(own.attach(ino, stripe, owner, &runs))
+                    let ops = own.attach(ino, stripe, owner, &runs);
+                    (self.store.submit(ops), self.changing([(ino, stripe)]))
                 };
                 pending.durable().await?;
+                self.tell_holders(tell).await;
                 PeerResponse::Ok
             }
             P::OwnDetach {
@@ -138,47 +141,80 @@ impl Node {
                 start,
                 end,
             } => {
-                let (removed, pending) = {
+                let (removed, pending, tell) = {
                     let mut own = self.own.lock().expect("own");
                     let (removed, ops) = own.detach(ino, stripe, owner, start, end);
-                    (removed, self.store.submit(ops))
+                    (
+                        removed,
+                        self.store.submit(ops),
+                        self.changing([(ino, stripe)]),
+                    )
                 };
                 pending.durable().await?;
+                self.tell_holders(tell).await;
                 PeerResponse::Bytes(removed)
             }
-            P::OwnQuery {
+            P::OwnFetchStripe { ino, stripe, from } => {
+                let own = self.own.lock().expect("own");
+                let extents = own.query(ino, stripe, 0, u64::MAX);
+                let cached = from != self.id && extents.len() <= crate::cache::MAX_CACHED_EXTENTS;
+                // Granted under the ownership lock: no change can slip between map and lease.
+                let version = if cached {
+                    self.callbacks
+                        .lock()
+                        .expect("callbacks")
+                        .grant((ino, stripe), from)
+                } else {
+                    0
+                };
+                PeerResponse::Stripe {
+                    extents,
+                    version,
+                    cached,
+                }
+            }
+            P::Invalidate {
                 ino,
                 stripe,
-                start,
-                end,
+                version,
             } => {
-                PeerResponse::Extents(self.own.lock().expect("own").query(ino, stripe, start, end))
+                self.stripe_cache
+                    .lock()
+                    .expect("stripe cache")
+                    .invalidate((ino, stripe), version);
+                PeerResponse::Ok
             }
             P::OwnQueryFile { ino, only } => {
                 PeerResponse::Extents(self.own.lock().expect("own").query_file(ino, only))
             }
             P::OwnDetachFile { ino, owner } => {
-                let pending = {
+                let (pending, tell) = {
                     let mut own = self.own.lock().expect("own");
-                    self.store.submit(own.detach_file(ino, owner))
+                    let ops = own.detach_file(ino, owner);
+                    (self.store.submit(ops), self.changing_file(ino))
                 };
                 pending.durable().await?;
+                self.tell_holders(tell).await;
                 PeerResponse::Ok
             }
             P::OwnTruncate { ino, size } => {
-                let pending = {
+                let (pending, tell) = {
                     let mut own = self.own.lock().expect("own");
-                    self.store.submit(own.truncate(ino, size))
+                    let ops = own.truncate(ino, size);
+                    (self.store.submit(ops), self.changing_file(ino))
                 };
                 pending.durable().await?;
+                self.tell_holders(tell).await;
                 PeerResponse::Ok
             }
             P::DropFile { ino } => {
-                let pending = {
+                let (pending, tell) = {
                     let mut own = self.own.lock().expect("own");
-                    self.store.submit(own.drop_file(ino))
+                    let ops = own.drop_file(ino);
+                    (self.store.submit(ops), self.changing_file(ino))
                 };
                 pending.durable().await?;
+                self.tell_holders(tell).await;
                 self.logs.drop_file(ino)?;
                 PeerResponse::Ok
             }
@@ -201,6 +237,50 @@ impl Node {
             } => PeerResponse::Bytes(flush::write_part(self, ino, target, extents).await?),
         };
         Ok(PeerReply::msg(resp))
+    }
+
+    /// Records a change to `keys` (call under the ownership lock): the holders to tell.
+    fn changing(
+        &self,
+        keys: impl IntoIterator<Item = (u64, u64)>,
+    ) -> (u64, Vec<((u64, u64), u32, Instant)>) {
+        self.callbacks.lock().expect("callbacks").change(keys)
+    }
+
+    /// Records a change to every stripe of `ino` held here.
+    fn changing_file(&self, ino: u64) -> (u64, Vec<((u64, u64), u32, Instant)>) {
+        let mut cb = self.callbacks.lock().expect("callbacks");
+        let keys = cb.held_stripes(ino);
+        cb.change(keys)
+    }
+
+    /// Tells the holders of changed stripes to drop their copies before the change is
+    /// acknowledged; a holder that cannot be reached is waited out until its lease ends. After
+    /// a restart, changes first wait until every lease granted before it has ended.
+    async fn tell_holders(&self, (version, tell): (u64, Vec<((u64, u64), u32, Instant)>)) {
+        let quiet = self.callbacks.lock().expect("callbacks").quiet_for();
+        if !quiet.is_zero() {
+            tokio::time::sleep(quiet).await;
+        }
+        let calls = tell
+            .into_iter()
+            .map(|((ino, stripe), node, expires)| async move {
+                if self
+                    .call(
+                        node,
+                        PeerRequest::Invalidate {
+                            ino,
+                            stripe,
+                            version,
+                        },
+                    )
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep_until(expires.into()).await;
+                }
+            });
+        futures::future::join_all(calls).await;
     }
 
     /// Reads from a log on this node, off the async workers.

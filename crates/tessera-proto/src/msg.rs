@@ -265,11 +265,18 @@ pub enum PeerRequest {
         start: u64,
         end: u64,
     },
-    OwnQuery {
+    /// The whole ownership map of one stripe, to be cached by node `from` under a lease;
+    /// this shard will invalidate the copy before any change to the stripe.
+    OwnFetchStripe {
         ino: u64,
         stripe: u64,
-        start: u64,
-        end: u64,
+        from: u32,
+    },
+    /// The shard changed a stripe this node holds a copy of: drop it.
+    Invalidate {
+        ino: u64,
+        stripe: u64,
+        version: u64,
     },
     /// Every extent of `ino` held by this node, optionally only the caller's.
     OwnQueryFile {
@@ -327,6 +334,12 @@ pub enum PeerResponse {
     Bool(bool),
     Attr(Attr),
     Extents(Vec<OwnedExtent>),
+    /// A stripe's whole map; `cached` says whether a lease was granted (small enough).
+    Stripe {
+        extents: Vec<OwnedExtent>,
+        version: u64,
+        cached: bool,
+    },
     Bytes(u64),
     /// `len` bytes of log data follow this message in the frame (see `frame`).
     Data {

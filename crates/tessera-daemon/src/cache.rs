@@ -1,0 +1,188 @@
+//! Leased caches of remote ownership stripes, kept coherent by callbacks.
+//!
+//! A query for a stripe held by another daemon costs a round trip through that daemon. A
+//! coordinator may instead keep a copy of the whole stripe, fetched once, for a lease:
+//!
+//! * the shard remembers who holds a copy ([`Callbacks`]) and, before it acknowledges any change
+//!   to that stripe (attach, detach, truncate, removal), tells each holder to drop it and waits
+//!   for the answer; a holder that cannot be reached is waited out until its lease ends;
+//! * the coordinator ([`StripeCache`]) uses a copy only within its lease (counted from before
+//!   it asked, so it ends no later than the shard's count), and ignores a copy older than an
+//!   invalidation it has already seen (answers and invalidations travel on different
+//!   connections and may cross).
+//!
+//! So a query that happens after an attach was acknowledged never sees the state before it,
+//! which is all that POSIX and commit consistency need from queries. Versions come from one
+//! counter per shard that starts at the wall-clock time in nanoseconds, so they keep growing
+//! across restarts; a restarted shard that had state before waits one lease before it
+//! acknowledges changes, since it has forgotten who held copies.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tessera_core::{Owner, RangeMap};
+
+/// How long a copy may be used without hearing from its shard.
+pub const LEASE: Duration = Duration::from_secs(2);
+/// Stripes with more extents than this are answered by range, not copied whole.
+pub const MAX_CACHED_EXTENTS: usize = 1 << 16;
+
+type Key = (u64, u64);
+
+/// Shard side: who holds copies of which stripes.
+pub struct Callbacks {
+    version: u64,
+    holders: HashMap<Key, Vec<(u32, Instant)>>,
+    /// Until when changes wait, after a restart that forgot the holders.
+    quiet_until: Instant,
+}
+
+impl Callbacks {
+    /// `restarted`: this shard had state before, so copies of it may exist somewhere.
+    pub fn new(restarted: bool) -> Self {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Callbacks {
+            version: now_ns,
+            holders: HashMap::new(),
+            quiet_until: if restarted {
+                Instant::now() + LEASE
+            } else {
+                Instant::now()
+            },
+        }
+    }
+
+    /// Records that `node` takes a copy of `key` now; returns the version of that copy.
+    pub fn grant(&mut self, key: Key, node: u32) -> u64 {
+        let expires = Instant::now() + LEASE;
+        let list = self.holders.entry(key).or_default();
+        list.retain(|(n, e)| *n != node && *e > Instant::now());
+        list.push((node, expires));
+        self.version
+    }
+
+    /// A change to `keys` (all of them are about to change): returns the new version and the
+    /// holders to tell, with their lease ends. They no longer hold copies afterwards.
+    pub fn change(
+        &mut self,
+        keys: impl IntoIterator<Item = Key>,
+    ) -> (u64, Vec<(Key, u32, Instant)>) {
+        self.version += 1;
+        let now = Instant::now();
+        let mut tell = Vec::new();
+        for key in keys {
+            if let Some(list) = self.holders.remove(&key) {
+                tell.extend(
+                    list.into_iter()
+                        .filter(|(_, e)| *e > now)
+                        .map(|(n, e)| (key, n, e)),
+                );
+            }
+        }
+        (self.version, tell)
+    }
+
+    /// The stripes of `ino` that someone holds a copy of.
+    pub fn held_stripes(&self, ino: u64) -> Vec<Key> {
+        self.holders
+            .keys()
+            .filter(|(i, _)| *i == ino)
+            .copied()
+            .collect()
+    }
+
+    /// How long a change must still wait after a restart (zero normally).
+    pub fn quiet_for(&self) -> Duration {
+        self.quiet_until.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Coordinator side: copies of remote stripes.
+#[derive(Default)]
+pub struct StripeCache {
+    copies: HashMap<Key, (RangeMap<Owner>, u64, Instant)>,
+    dropped: HashMap<Key, u64>,
+}
+
+impl StripeCache {
+    /// The copy of `key`, if it is still within its lease.
+    pub fn get(&self, key: Key) -> Option<&RangeMap<Owner>> {
+        match self.copies.get(&key) {
+            Some((map, _, expires)) if *expires > Instant::now() => Some(map),
+            _ => None,
+        }
+    }
+
+    /// Keeps a copy fetched at `asked` with `version`, unless an invalidation at least as new
+    /// was already seen.
+    pub fn put(&mut self, key: Key, map: RangeMap<Owner>, version: u64, asked: Instant) {
+        if self.dropped.get(&key).is_some_and(|v| *v >= version) {
+            return;
+        }
+        self.copies.insert(key, (map, version, asked + LEASE));
+    }
+
+    /// The shard changed `key` at `version`: drop the copy and refuse older ones.
+    pub fn invalidate(&mut self, key: Key, version: u64) {
+        self.copies.remove(&key);
+        let v = self.dropped.entry(key).or_insert(0);
+        *v = (*v).max(version);
+        // Keep the bookkeeping small: expired copies and stale markers go.
+        if self.copies.len() > 4096 {
+            let now = Instant::now();
+            self.copies.retain(|_, (_, _, e)| *e > now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Owner = Owner { node: 1, client: 1 };
+
+    fn map() -> RangeMap<Owner> {
+        let mut m = RangeMap::new();
+        m.insert(0, 10, A);
+        m
+    }
+
+    #[test]
+    fn holders_are_told_once_and_versions_grow() {
+        let mut cb = Callbacks::new(false);
+        let v1 = cb.grant((1, 0), 2);
+        cb.grant((1, 0), 3);
+        cb.grant((1, 5), 2);
+        let (v2, tell) = cb.change([(1, 0)]);
+        assert!(v2 > v1);
+        let mut nodes: Vec<u32> = tell.iter().map(|t| t.1).collect();
+        nodes.sort_unstable();
+        assert_eq!(nodes, vec![2, 3]);
+        assert!(
+            cb.change([(1, 0)]).1.is_empty(),
+            "told holders no longer hold copies"
+        );
+        assert_eq!(cb.held_stripes(1), vec![(1, 5)]);
+        assert_eq!(cb.quiet_for(), Duration::ZERO);
+        assert!(Callbacks::new(true).quiet_for() > Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_copy_older_than_an_invalidation_is_refused() {
+        let mut c = StripeCache::default();
+        c.invalidate((1, 0), 10);
+        c.put((1, 0), map(), 9, Instant::now());
+        assert!(
+            c.get((1, 0)).is_none(),
+            "an answer that crossed an invalidation was kept"
+        );
+        c.put((1, 0), map(), 11, Instant::now());
+        assert!(c.get((1, 0)).is_some());
+        c.invalidate((1, 0), 12);
+        assert!(c.get((1, 0)).is_none());
+        // An expired lease is not used.
+        c.put((2, 0), map(), 20, Instant::now() - LEASE);
+        assert!(c.get((2, 0)).is_none());
+    }
+}
