@@ -28,6 +28,19 @@ pub const MAX_CACHED_EXTENTS: usize = 1 << 16;
 
 type Key = (u64, u64);
 
+/// A copy to drop: its stripe, its holder, and when its lease ends anyway.
+pub struct Holder {
+    pub key: Key,
+    pub node: u32,
+    pub expires: Instant,
+}
+
+/// What a change must do before it is acknowledged: tell these holders about `version`.
+pub struct Change {
+    pub version: u64,
+    pub holders: Vec<Holder>,
+}
+
 /// Shard side: who holds copies of which stripes.
 pub struct Callbacks {
     version: u64,
@@ -64,23 +77,23 @@ impl Callbacks {
 
     /// A change to `keys` (all of them are about to change): returns the new version and the
     /// holders to tell, with their lease ends. They no longer hold copies afterwards.
-    pub fn change(
-        &mut self,
-        keys: impl IntoIterator<Item = Key>,
-    ) -> (u64, Vec<(Key, u32, Instant)>) {
+    pub fn change(&mut self, keys: impl IntoIterator<Item = Key>) -> Change {
         self.version += 1;
         let now = Instant::now();
-        let mut tell = Vec::new();
+        let mut holders = Vec::new();
         for key in keys {
             if let Some(list) = self.holders.remove(&key) {
-                tell.extend(
+                holders.extend(
                     list.into_iter()
                         .filter(|(_, e)| *e > now)
-                        .map(|(n, e)| (key, n, e)),
+                        .map(|(node, expires)| Holder { key, node, expires }),
                 );
             }
         }
-        (self.version, tell)
+        Change {
+            version: self.version,
+            holders,
+        }
     }
 
     /// The stripes of `ino` that someone holds a copy of.
@@ -154,13 +167,13 @@ mod tests {
         let v1 = cb.grant((1, 0), 2);
         cb.grant((1, 0), 3);
         cb.grant((1, 5), 2);
-        let (v2, tell) = cb.change([(1, 0)]);
-        assert!(v2 > v1);
-        let mut nodes: Vec<u32> = tell.iter().map(|t| t.1).collect();
+        let change = cb.change([(1, 0)]);
+        assert!(change.version > v1);
+        let mut nodes: Vec<u32> = change.holders.iter().map(|h| h.node).collect();
         nodes.sort_unstable();
         assert_eq!(nodes, vec![2, 3]);
         assert!(
-            cb.change([(1, 0)]).1.is_empty(),
+            cb.change([(1, 0)]).holders.is_empty(),
             "told holders no longer hold copies"
         );
         assert_eq!(cb.held_stripes(1), vec![(1, 5)]);

@@ -3,11 +3,11 @@
 //! Each request touches only this node's state, so nothing here calls another daemon. State
 //! changes are queued to the store while the shard lock is held and acknowledged once durable.
 
+use crate::cache::Change;
 use crate::namespace::{NewNode, now_ns};
 use crate::peer::PeerReply;
 use crate::{Node, flush};
 use std::os::unix::fs::MetadataExt;
-use std::time::Instant;
 use tessera_core::{Errno, FsError, FsResult, Run, path};
 use tessera_proto::{Attr, Dentry, FileKind, OwnedExtent, PeerRequest, PeerResponse};
 
@@ -240,15 +240,12 @@ impl Node {
     }
 
     /// Records a change to `keys` (call under the ownership lock): the holders to tell.
-    fn changing(
-        &self,
-        keys: impl IntoIterator<Item = (u64, u64)>,
-    ) -> (u64, Vec<((u64, u64), u32, Instant)>) {
+    fn changing(&self, keys: impl IntoIterator<Item = (u64, u64)>) -> Change {
         self.callbacks.lock().expect("callbacks").change(keys)
     }
 
     /// Records a change to every stripe of `ino` held here.
-    fn changing_file(&self, ino: u64) -> (u64, Vec<((u64, u64), u32, Instant)>) {
+    fn changing_file(&self, ino: u64) -> Change {
         let mut cb = self.callbacks.lock().expect("callbacks");
         let keys = cb.held_stripes(ino);
         cb.change(keys)
@@ -257,29 +254,29 @@ impl Node {
     /// Tells the holders of changed stripes to drop their copies before the change is
     /// acknowledged; a holder that cannot be reached is waited out until its lease ends. After
     /// a restart, changes first wait until every lease granted before it has ended.
-    async fn tell_holders(&self, (version, tell): (u64, Vec<((u64, u64), u32, Instant)>)) {
+    async fn tell_holders(&self, change: Change) {
         let quiet = self.callbacks.lock().expect("callbacks").quiet_for();
         if !quiet.is_zero() {
             tokio::time::sleep(quiet).await;
         }
-        let calls = tell
-            .into_iter()
-            .map(|((ino, stripe), node, expires)| async move {
-                if self
-                    .call(
-                        node,
-                        PeerRequest::Invalidate {
-                            ino,
-                            stripe,
-                            version,
-                        },
-                    )
-                    .await
-                    .is_err()
-                {
-                    tokio::time::sleep_until(expires.into()).await;
-                }
-            });
+        let version = change.version;
+        let calls = change.holders.into_iter().map(|h| async move {
+            let (ino, stripe) = h.key;
+            if self
+                .call(
+                    h.node,
+                    PeerRequest::Invalidate {
+                        ino,
+                        stripe,
+                        version,
+                    },
+                )
+                .await
+                .is_err()
+            {
+                tokio::time::sleep_until(h.expires.into()).await;
+            }
+        });
         futures::future::join_all(calls).await;
     }
 
