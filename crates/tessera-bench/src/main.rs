@@ -67,9 +67,10 @@ enum Cmd {
         #[arg(long)]
         node: u32,
     },
-    /// Echo framed messages on a Unix socket (the far end of the ping measurement).
+    /// Echo framed messages on a Unix socket and a TCP address (the far end of the transport
+    /// measurements).
     #[command(hide = true)]
-    Echo { path: PathBuf },
+    Echo { path: PathBuf, tcp: String },
 }
 
 fn main() {
@@ -93,7 +94,7 @@ fn main() {
         Cmd::Serve { instance, node } => {
             tessera_cli::instance::serve(tessera_client::InstanceLayout::new(instance), node)
         }
-        Cmd::Echo { path } => workloads::ops::echo(&path),
+        Cmd::Echo { path, tcp } => workloads::ops::echo(&path, &tcp),
     };
     if let Err(e) = result {
         eprintln!("tessera-bench: {e:#}");

@@ -55,7 +55,7 @@ impl Machine {
             })
             .unwrap_or(0);
         let disk = std::process::Command::new("df")
-            .args(["--output=source,fstype", "-P"])
+            .args(["--output=source,fstype,size"])
             .arg(dir)
             .output()
             .ok()

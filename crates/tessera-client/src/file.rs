@@ -238,7 +238,7 @@ impl File {
         fs.local.insert(offset, end, pos);
         fs.dirty.add(offset, end);
         if self.model.policy().attach_on_write {
-            self.attach_ranges(&mut g, &[(offset, end)])?;
+            self.attach_ranges(&mut g, &[(offset, end)], false)?;
         }
         Ok(buf.len())
     }
@@ -410,7 +410,7 @@ impl File {
                 ),
             ));
         }
-        self.attach_ranges(&mut g, &[(offset, end)])
+        self.attach_ranges(&mut g, &[(offset, end)], false)
     }
 
     /// Attaches every write of this process not attached yet (no-op if there is none).
@@ -429,11 +429,17 @@ impl File {
         if dirty.is_empty() {
             return Ok(());
         }
-        self.attach_ranges(g, &dirty)
+        self.attach_ranges(g, &dirty, true)
     }
 
-    /// Sends an attach for `ranges` (written by this process) and updates local state.
-    fn attach_ranges(&mut self, g: &mut Inner, ranges: &[(u64, u64)]) -> FsResult<()> {
+    /// Sends an attach for `ranges` (written by this process) and updates local state;
+    /// `all_dirty`: the ranges are exactly the dirty set (moved over wholesale).
+    fn attach_ranges(
+        &mut self,
+        g: &mut Inner,
+        ranges: &[(u64, u64)],
+        all_dirty: bool,
+    ) -> FsResult<()> {
         g.writer(self.ino)?.sync_index()?;
         let runs: Vec<Run> = compress(ranges.iter().copied());
         // A run encodes in at most ~40 bytes; stay well inside the frame.
@@ -453,14 +459,21 @@ impl File {
             .files
             .get_mut(&self.ino)
             .expect("writer() created the state");
-        for (s, e) in ranges {
-            fs.dirty.remove(*s, *e);
-            fs.attached.add(*s, *e);
-            if let Some(o) = self.owners.as_mut() {
+        if all_dirty {
+            let dirty = std::mem::take(&mut fs.dirty);
+            fs.attached.union_with(dirty);
+        } else {
+            for (s, e) in ranges {
+                fs.dirty.remove(*s, *e);
+                fs.attached.add(*s, *e);
+            }
+        }
+        if let Some(o) = self.owners.as_mut() {
+            for (s, e) in ranges {
                 o.insert(*s, *e, me);
             }
-            self.size = self.size.max(*e);
         }
+        self.size = self.size.max(ranges.iter().map(|r| r.1).max().unwrap_or(0));
         Ok(())
     }
 

@@ -292,6 +292,28 @@ impl RangeSet {
     pub fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.map.iter().map(|(s, (e, _))| (*s, *e))
     }
+
+    /// Adds every range of `other`, in one linear merge (adding many ranges one at a time
+    /// costs a tree update each).
+    pub fn union_with(&mut self, other: RangeSet) {
+        if other.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        let mut all: Vec<(u64, u64)> = self.ranges().chain(other.ranges()).collect();
+        all.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+        for (s, e) in all {
+            match merged.last_mut() {
+                Some((_, le)) if s <= *le => *le = (*le).max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.map = merged.into_iter().map(|(s, e)| (s, (e, ()))).collect();
+    }
 }
 
 #[cfg(test)]
@@ -361,6 +383,23 @@ mod tests {
         assert_eq!(m.remove_where(4, 7, |w| *w == Who('z')), 0);
         assert_eq!(show(&m), "[0,3)=Who('a') [5,10)=Who('a')");
         m.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn union_merges_overlapping_and_adjacent_ranges() {
+        let mut a = RangeSet::new();
+        a.add(0, 4);
+        a.add(10, 12);
+        let mut b = RangeSet::new();
+        b.add(4, 6);
+        b.add(11, 20);
+        b.add(30, 31);
+        a.union_with(b);
+        assert_eq!(
+            a.ranges().collect::<Vec<_>>(),
+            vec![(0, 6), (10, 20), (30, 31)]
+        );
+        a.check_invariants().unwrap();
     }
 
     #[test]

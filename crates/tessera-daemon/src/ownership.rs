@@ -90,12 +90,34 @@ impl Ownership {
 
     /// Makes `owner` the owner of every byte of `runs` (already clipped to this stripe).
     pub fn attach(&mut self, ino: u64, stripe: u64, owner: Owner, runs: &[Run]) -> Vec<DbOp> {
-        let pieces: Vec<(u64, u64)> = runs.iter().flat_map(|r| r.pieces()).collect();
-        self.mutate(ino, stripe, &pieces, |map| {
-            for (s, e) in &pieces {
-                map.insert(*s, *e, owner);
+        let map = self.maps.entry((ino, stripe)).or_default();
+        let mut ops = Vec::new();
+        for r in runs {
+            for (s, e) in r.pieces() {
+                // A piece that touches nothing in the map (the common case: a first attach)
+                // is exactly one new entry; only pieces next to or over existing entries need
+                // the before/after comparison.
+                if map
+                    .overlapping_whole(s.saturating_sub(1), e.saturating_add(1))
+                    .is_empty()
+                {
+                    map.insert(s, e, owner);
+                    ops.push(DbOp::PutOwner {
+                        ino,
+                        stripe,
+                        start: s,
+                        end: e,
+                        owner,
+                    });
+                } else {
+                    let before = snapshot(map, &[(s, e)]);
+                    map.insert(s, e, owner);
+                    let after = snapshot(map, &[(s, e)]);
+                    ops.extend(diff(ino, stripe, &before, &after));
+                }
             }
-        })
+        }
+        ops
     }
 
     /// Drops `owner`'s bytes in `[start, end)`; returns how many bytes it held there.

@@ -80,6 +80,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let write_bytes = plan.writers * p.ops * size;
     let read_bytes = cx.sum_u64(plan.reads.len() as u64 * size);
 
+    let mut garbage = Vec::new();
     let mut models = [
         Some(Model::Posix),
         Some(Model::Commit),
@@ -158,15 +159,21 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
             m.insert(format!("{name}_queries"), queries as f64);
             m.insert(format!("{name}_attaches"), attaches as f64);
         }
-        cx.barrier();
-        if cx.rank == 0 {
-            match model {
-                Some(_) => cx.ok(cx.client.unlink(&tpath)),
-                None => remove_quietly(&dpath),
+        garbage.push((model.is_some(), tpath, dpath));
+    }
+    // Files go at the end of the repetition: on a disk mounted with online discard, deleting
+    // hundreds of MiB right before the next timed phase slowed whichever way came next.
+    cx.barrier();
+    if cx.rank == 0 {
+        for (tessera, tpath, dpath) in garbage {
+            if tessera {
+                cx.ok(cx.client.unlink(&tpath));
+            } else {
+                remove_quietly(&dpath);
             }
         }
-        cx.barrier();
     }
+    cx.barrier();
     // What the query counts are compared with: one query per read (commit), one per open
     // (session, where each reading rank opens once).
     m.insert("reads".into(), cx.sum_u64(plan.reads.len() as u64) as f64);

@@ -2,6 +2,12 @@
 //!
 //! `ping_rtt` is a raw round trip of a 64-byte framed message over a Unix stream socket between
 //! two processes (the transport a client uses to reach its daemon), measured in the same run.
+//!
+//! The same run also measures what bounds a remote read on this machine, each on one core:
+//! `memcpy_mibs`, `mac_mibs` (the keyed BLAKE3 that seals peer frames), and the bulk throughput
+//! of 8 MiB frames over a Unix stream and over loopback TCP between two processes
+//! (`unix_bulk_mibs`, `tcp_bulk_mibs`). A remote read moves each byte through one TCP hop, one
+//! Unix hop, two MAC passes and about two copies.
 //! `attach_rtt` and `query_rtt` are measured from rank 0 alone, so they show latency, not
 //! queueing; `query_ops_per_s` has every rank query at once.
 
@@ -15,42 +21,92 @@ use tessera_proto::frame;
 
 const PING_BYTES: usize = 64;
 
-/// Round trips of a framed message to an echo process, in microseconds.
-fn ping(cx: &Ctx, samples: u64) -> Vec<f64> {
-    let path = cx.direct.join(format!("ping-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let listener = cx.ok(UnixListener::bind(&path));
-    let exe = cx.ok(std::env::current_exe());
-    let mut child = cx.ok(Command::new(exe)
-        .arg("echo")
-        .arg(&path)
-        .stdin(Stdio::null())
-        .spawn());
-    let (mut s, _) = cx.ok(listener.accept());
-    let msg = vec![7u8; PING_BYTES];
+const BULK: usize = 8 << 20;
+
+/// Round trips of framed messages of `len` bytes to an echo process; microseconds each.
+fn echo_round_trips<S: std::io::Read + std::io::Write>(
+    cx: &Ctx,
+    s: &mut S,
+    len: usize,
+    samples: u64,
+) -> Vec<f64> {
+    let msg = vec![7u8; len];
+    let mut back = Vec::new();
     let mut out = Vec::with_capacity(samples as usize);
-    for i in 0..samples + 100 {
+    for i in 0..samples + samples / 10 + 1 {
         let t = Instant::now();
-        cx.ok(frame::write_frame(&mut s, &msg));
-        let back = cx.ok(frame::read_frame(&mut s, 1 << 20));
-        if i >= 100 {
+        cx.ok(frame::write_frame(s, &msg));
+        cx.ok(frame::read_frame_into(s, 64 << 20, &mut back));
+        if i > samples / 10 {
             out.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        assert_eq!(back.len(), PING_BYTES);
+        if back.len() != len {
+            cx.fail("echo answered a different length");
+        }
     }
-    drop(s);
-    let _ = child.wait();
-    let _ = std::fs::remove_file(&path);
     out
 }
 
-/// The echo side of [`ping`] (a separate process, like a daemon).
-pub fn echo(path: &std::path::Path) -> anyhow::Result<()> {
-    let mut s = std::os::unix::net::UnixStream::connect(path)?;
-    while let Ok(m) = frame::read_frame(&mut s, 1 << 20) {
-        frame::write_frame(&mut s, &m)?;
+/// An echo process reached over a Unix socket and over loopback TCP.
+struct EchoPeer {
+    unix: std::os::unix::net::UnixStream,
+    tcp: std::net::TcpStream,
+    child: std::process::Child,
+    path: std::path::PathBuf,
+}
+
+fn echo_peer(cx: &Ctx) -> EchoPeer {
+    let path = cx.direct.join(format!("ping-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let listener = cx.ok(UnixListener::bind(&path));
+    let tcp = cx.ok(std::net::TcpListener::bind("127.0.0.1:0"));
+    let addr = cx.ok(tcp.local_addr());
+    let exe = cx.ok(std::env::current_exe());
+    let child = cx.ok(Command::new(exe)
+        .arg("echo")
+        .arg(&path)
+        .arg(addr.to_string())
+        .stdin(Stdio::null())
+        .spawn());
+    let (unix, _) = cx.ok(listener.accept());
+    let (tcp, _) = cx.ok(tcp.accept());
+    cx.ok(tcp.set_nodelay(true));
+    EchoPeer {
+        unix,
+        tcp,
+        child,
+        path,
     }
+}
+
+/// The echo side of the transport measurements (a separate process, like a daemon).
+pub fn echo(path: &std::path::Path, tcp: &str) -> anyhow::Result<()> {
+    fn serve(mut s: impl std::io::Read + std::io::Write) {
+        let mut m = Vec::new();
+        while frame::read_frame_into(&mut s, 64 << 20, &mut m).is_ok() {
+            if frame::write_frame(&mut s, &m).is_err() {
+                break;
+            }
+        }
+    }
+    let unix = std::os::unix::net::UnixStream::connect(path)?;
+    let tcp = std::net::TcpStream::connect(tcp)?;
+    tcp.set_nodelay(true)?;
+    let t = std::thread::spawn(move || serve(tcp));
+    serve(unix);
+    let _ = t.join();
     Ok(())
+}
+
+/// MiB/s of one core doing `f` over `bytes`, best of a few runs.
+fn rate(bytes: usize, mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            bytes as f64 / (1u64 << 20) as f64 / t.elapsed().as_secs_f64()
+        })
+        .fold(0.0, f64::max)
 }
 
 pub fn run(cx: &Ctx, rep: usize) -> Metrics {
@@ -72,8 +128,49 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     cx.ok(f.commit());
     cx.barrier();
     if cx.rank == 0 {
-        let mut ping = ping(cx, samples);
+        let EchoPeer {
+            mut unix,
+            mut tcp,
+            mut child,
+            path: sock,
+        } = echo_peer(cx);
+        let mut ping = echo_round_trips(cx, &mut unix, PING_BYTES, samples);
         m.insert("ping_rtt_p50_us".into(), percentile(&mut ping, 0.5));
+        // Bulk: an 8 MiB frame there and back moves 16 MiB.
+        let mibs_of = |mut rtts: Vec<f64>| {
+            2.0 * BULK as f64 / (1u64 << 20) as f64 / (percentile(&mut rtts, 0.5) / 1e6)
+        };
+        m.insert(
+            "unix_bulk_mibs".into(),
+            mibs_of(echo_round_trips(cx, &mut unix, BULK, 20)),
+        );
+        m.insert(
+            "tcp_bulk_mibs".into(),
+            mibs_of(echo_round_trips(cx, &mut tcp, BULK, 20)),
+        );
+        drop((unix, tcp));
+        let _ = child.wait();
+        let _ = std::fs::remove_file(&sock);
+        let src = vec![3u8; 64 << 20];
+        let mut dst = vec![0u8; 64 << 20];
+        m.insert(
+            "memcpy_mibs".into(),
+            rate(src.len(), || {
+                std::hint::black_box(&mut dst).copy_from_slice(std::hint::black_box(&src));
+                std::hint::black_box(&dst);
+            }),
+        );
+        let auth = tessera_proto::frame::Authenticator::new(b"bench", [1; 32]);
+        m.insert(
+            "mac_mibs".into(),
+            rate(src.len(), || {
+                std::hint::black_box(auth.seal(
+                    tessera_proto::frame::Direction::ToAcceptor,
+                    0,
+                    &[&src],
+                ));
+            }),
+        );
         let mut attach = Vec::with_capacity(samples as usize);
         for i in 1..=samples {
             cx.ok(f.write_at(&[2u8; 8], slot(i)));

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole benchmark suite on this machine, then the report (docs/benchmarks.md + plots).
+# Records go to results/; each run starts a fresh instance. Takes about 15 minutes on 2 cores.
+# Extra arguments are passed to every run (e.g. --reps 5, --dir /mnt/nvme).
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ensure_build_deps
+ensure_bench_deps
+say "building tessera and tessera-bench (release)"
+cargo build --release --locked -q -p tessera-cli -p tessera-bench
+B=target/release/tessera-bench
+run() { say "tessera bench $*"; "$B" run "$@"; }
+for n in 2 4 8; do
+    run checkpoint --ranks "$n" "$@"
+    run consistency --pattern CS-R --size 8192 --ops 2000 --ranks "$n" "$@"
+    run consistency --pattern CC-R --size 8388608 --ops 8 --ranks "$n" "$@"
+done
+for size in 8192 8388608; do
+    ops=$([ "$size" = 8192 ] && echo 2000 || echo 8)
+    run consistency --pattern CN-W --size "$size" --ops "$ops" --ranks 4 "$@"
+    run consistency --pattern SN-W --size "$size" --ops "$ops" --ranks 4 "$@"
+done
+run dl-read --ranks 4 "$@"
+run scr --ranks 4 "$@"
+run ops --ranks 4 "$@"
+run meta --ranks 4 "$@"
+say "report"
+"$B" report
