@@ -23,6 +23,9 @@ use std::os::unix::fs::FileExt;
 use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, RangeSet};
 use tessera_proto::{Request, Response};
 
+/// Accesses at least this large are not read ahead.
+const LARGE_ACCESS: u64 = 1 << 20;
+
 /// Most bytes read ahead in one request, and the most kept per handle.
 const AHEAD_WINDOW: u64 = 8 << 20;
 const AHEAD_KEPT: usize = 32 << 20;
@@ -62,8 +65,9 @@ impl Pattern {
             return Vec::new();
         };
         // Two equal strides in a row (three accesses): one positive gap alone is what random
-        // access looks like half of the time.
-        if self.repeats < 2 || len == 0 {
+        // access looks like half of the time. Accesses of a MiB or more are large requests
+        // already; reading ahead would only add a copy.
+        if self.repeats < 2 || len == 0 || len >= LARGE_ACCESS {
             return Vec::new();
         }
         let n = (budget / len).min(1 << 16);
@@ -369,6 +373,11 @@ mod tests {
         seq.observe(4, 4);
         seq.observe(8, 4);
         assert_eq!(seq.predict(8), vec![(12, 16), (16, 20)]);
+        let mut large = Pattern::default();
+        for i in 0..4 {
+            large.observe(i << 23, 1 << 23);
+        }
+        assert!(large.predict(1 << 30).is_empty(), "8 MiB reads need no read-ahead");
         let mut random = Pattern::default();
         for off in [500, 20, 900, 300] {
             random.observe(off, 8);
