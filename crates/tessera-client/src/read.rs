@@ -377,7 +377,10 @@ mod tests {
         for i in 0..4 {
             large.observe(i << 23, 1 << 23);
         }
-        assert!(large.predict(1 << 30).is_empty(), "8 MiB reads need no read-ahead");
+        assert!(
+            large.predict(1 << 30).is_empty(),
+            "8 MiB reads need no read-ahead"
+        );
         let mut random = Pattern::default();
         for off in [500, 20, 900, 300] {
             random.observe(off, 8);
