@@ -266,6 +266,11 @@ fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
         .iter()
         .flat_map(|(_, p)| p.iter().map(|x| x.1))
         .fold(1.0, f64::max);
+    let min_y = data
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.1))
+        .fold(f64::MAX, f64::min)
+        .max(0.1);
     let root = BitMapBackend::new(path, (820, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -273,11 +278,11 @@ fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(70)
-        .build_cartesian_2d(0u32..max_x + 1, 0f64..max_y * 1.2)?;
+        .build_cartesian_2d(0u32..max_x + 1, (min_y * 0.5..max_y * 2.0).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("MPI ranks")
-        .y_desc("MiB/s")
+        .y_desc("MiB/s (log scale)")
         .label_style(("sans-serif", 15))
         .draw()?;
     let colors = [RED, BLUE, GREEN, MAGENTA, BLACK, CYAN];
