@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use tessera_client::{Client, File, FsError, Model, OpenOptions};
+use tessera_client::{Client, File, FsError, LockKind, Model, OpenOptions};
 
 /// One operation of a scripted rank.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +44,23 @@ pub enum Cmd {
     SessionClose,
     Sync,
     Flush,
+    /// Takes a byte-range lock (`len` 0: to end of file).
+    Lock {
+        off: u64,
+        len: u64,
+        exclusive: bool,
+        wait: bool,
+    },
+    Unlock {
+        off: u64,
+        len: u64,
+    },
+    /// F_GETLK; the answer's data is `none` or `PID START END shared|exclusive`, hex-encoded.
+    GetLock {
+        off: u64,
+        len: u64,
+        exclusive: bool,
+    },
     Close,
     Exit,
 }
@@ -108,10 +125,53 @@ fn run_cmd(client: &Client, file: &mut Option<File>, cmd: Cmd) -> Result<Option<
         Cmd::Flush => {
             file.as_mut().ok_or_else(no_file)?.flush_file()?;
         }
+        Cmd::Lock {
+            off,
+            len,
+            exclusive,
+            wait,
+        } => file
+            .as_mut()
+            .ok_or_else(no_file)?
+            .lock(off, len, kind(exclusive), wait)?,
+        Cmd::Unlock { off, len } => file.as_mut().ok_or_else(no_file)?.unlock(off, len)?,
+        Cmd::GetLock {
+            off,
+            len,
+            exclusive,
+        } => {
+            let held = file
+                .as_mut()
+                .ok_or_else(no_file)?
+                .get_lock(off, len, kind(exclusive))?;
+            let text = match held {
+                None => "none".to_string(),
+                Some(h) => format!(
+                    "{} {} {} {}",
+                    h.owner.pid,
+                    h.start,
+                    h.end,
+                    if h.kind == LockKind::Shared {
+                        "shared"
+                    } else {
+                        "exclusive"
+                    }
+                ),
+            };
+            return Ok(Some(text.into_bytes()));
+        }
         Cmd::Close => file.take().ok_or_else(no_file)?.close()?,
         Cmd::Exit => {}
     }
     Ok(None)
+}
+
+fn kind(exclusive: bool) -> LockKind {
+    if exclusive {
+        LockKind::Exclusive
+    } else {
+        LockKind::Shared
+    }
 }
 
 /// Runs commands from stdin until `exit` or end of input.

@@ -14,6 +14,7 @@
 
 use crate::client::{Client, Inner, unexpected};
 use crate::read::{Ahead, Pattern, ReadAhead, fill};
+use tessera_core::locks::{HeldLock, LockKind};
 use tessera_core::placement::attach_batches;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
 use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
@@ -102,6 +103,8 @@ pub struct File {
     /// This handle's access pattern and the bytes read ahead for it (with cached owners).
     pattern: Pattern,
     ahead: Ahead,
+    /// Whether this handle took byte-range locks (released at close, as POSIX does).
+    locked: bool,
     closed: bool,
 }
 
@@ -169,6 +172,7 @@ impl File {
             owners: owners.as_ref().map(owners_map),
             pattern: Pattern::default(),
             ahead: Ahead::default(),
+            locked: false,
             closed: false,
         })
     }
@@ -593,6 +597,71 @@ impl File {
         }
     }
 
+    // ----- byte-range locks (fcntl record locks) -----
+
+    /// Takes a shared or exclusive lock on `[offset, offset + len)` (`len == 0`: to end of file,
+    /// including later growth) for this process. With `wait`, blocks until it is granted;
+    /// without, fails with `EAGAIN` naming the holder. A lock of this process replaces what it
+    /// held in the range. Locks are released by [`File::unlock`], at close, or when the process
+    /// ends.
+    pub fn lock(&mut self, offset: u64, len: u64, kind: LockKind, wait: bool) -> FsResult<()> {
+        self.lock_request(offset, len, Some(kind), wait)?;
+        self.locked = true;
+        Ok(())
+    }
+
+    /// Releases this process's locks on `[offset, offset + len)` (`len == 0`: to end of file).
+    pub fn unlock(&mut self, offset: u64, len: u64) -> FsResult<()> {
+        self.lock_request(offset, len, None, false)
+    }
+
+    /// The first lock of another process that would conflict with `kind` on the range, or
+    /// `None` if it could be taken now (fcntl F_GETLK).
+    pub fn get_lock(
+        &mut self,
+        offset: u64,
+        len: u64,
+        kind: LockKind,
+    ) -> FsResult<Option<HeldLock>> {
+        self.check_open()?;
+        let (start, end) = lock_range(offset, len)?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        match g.call(&Request::GetLock {
+            ino: self.ino,
+            start,
+            end,
+            kind,
+        })? {
+            Response::Lock(h) => Ok(h),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn lock_request(
+        &mut self,
+        offset: u64,
+        len: u64,
+        kind: Option<LockKind>,
+        wait: bool,
+    ) -> FsResult<()> {
+        self.check_open()?;
+        let (start, end) = lock_range(offset, len)?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        match g.call(&Request::Lock {
+            ino: self.ino,
+            start,
+            end,
+            kind,
+            wait,
+            pid: std::process::id(),
+        })? {
+            Response::Ok => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     // ----- model-level synchronisation -----
 
     /// Commit (fsync): makes this process's writes visible to every later read.
@@ -647,13 +716,22 @@ impl File {
         if self.closed {
             return Ok(());
         }
-        self.closed = true;
-        if self.writable {
+        let published = if self.writable {
             let client = self.client.clone();
             let mut g = client.lock();
-            self.attach_dirty(&mut g)?;
-        }
-        Ok(())
+            self.attach_dirty(&mut g)
+        } else {
+            Ok(())
+        };
+        // Published before the locks go: a lock protects the writes made under it.
+        let unlocked = if self.locked {
+            self.locked = false;
+            self.lock_request(0, 0, None, false)
+        } else {
+            Ok(())
+        };
+        self.closed = true;
+        published.and(unlocked)
     }
 }
 
@@ -661,6 +739,22 @@ impl Drop for File {
     fn drop(&mut self) {
         let _ = self.close_inner();
     }
+}
+
+/// A lock's byte range: `len == 0` reaches to end of file, now and after growth.
+fn lock_range(offset: u64, len: u64) -> FsResult<(u64, u64)> {
+    if len == 0 {
+        return Ok((offset, u64::MAX));
+    }
+    offset
+        .checked_add(len)
+        .map(|end| (offset, end))
+        .ok_or_else(|| {
+            FsError::new(
+                Errno::Inval,
+                format!("lock range {offset} + {len} overflows the file offset"),
+            )
+        })
 }
 
 fn query(g: &mut Inner, ino: u64, start: u64, end: u64) -> FsResult<Owners> {

@@ -48,6 +48,8 @@ pub enum Errno {
     NotSup,
     /// A file offset or request is larger than Tessera accepts.
     FBig,
+    /// Try again: a byte-range lock is held by another process.
+    Again,
 }
 
 impl Errno {
@@ -73,6 +75,7 @@ impl Errno {
             Errno::MsgSize => libc::EMSGSIZE,
             Errno::NotSup => libc::ENOTSUP,
             Errno::FBig => libc::EFBIG,
+            Errno::Again => libc::EAGAIN,
         }
     }
 
@@ -98,6 +101,7 @@ impl Errno {
             Errno::MsgSize => "EMSGSIZE",
             Errno::NotSup => "ENOTSUP",
             Errno::FBig => "EFBIG",
+            Errno::Again => "EAGAIN",
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod consistency;
 pub mod error;
 pub mod index;
+pub mod locks;
 pub mod path;
 pub mod placement;
 pub mod range_map;

@@ -59,7 +59,9 @@ impl Node {
         | Request::DetachFile { ino }
         | Request::Query { ino, .. }
         | Request::QueryFile { ino }
-        | Request::Read { ino, .. } = &req
+        | Request::Read { ino, .. }
+        | Request::Lock { ino, .. }
+        | Request::GetLock { ino, .. } = &req
         {
             self.check_ino(*ino)?;
         }
@@ -123,6 +125,26 @@ impl Node {
                     PeerResponse::Flushed { bytes, nodes } => Response::Flushed { bytes, nodes },
                     other => return Err(unexpected("flush", other)),
                 }
+            }
+            Request::Lock {
+                ino,
+                start,
+                end,
+                kind,
+                wait,
+                pid,
+            } => {
+                self.client_lock(client, pid, ino, (start, end), kind, wait)
+                    .await?
+            }
+            Request::GetLock {
+                ino,
+                start,
+                end,
+                kind,
+            } => {
+                self.client_get_lock(client, ino, (start, end), kind)
+                    .await?
             }
             Request::Reserve { bytes } => Response::Granted {
                 bytes: self.logs.reserve(bytes)?,

@@ -14,11 +14,13 @@
 //! * [`shard`]: what this daemon does for a peer request;
 //! * [`coord`]: what this daemon does for a client request;
 //! * [`flush`]: atomic publication of files into the PFS;
+//! * [`locks`]: byte-range locks (fcntl record locks), held on the inode's node;
 //! * [`peer`], [`server`]: the two transports.
 
 pub mod cache;
 pub mod coord;
 pub mod flush;
+pub mod locks;
 pub mod logs;
 pub mod namespace;
 pub mod ownership;
@@ -59,6 +61,8 @@ pub struct Node {
     pub stripe_cache: Mutex<cache::StripeCache>,
     /// One flush at a time per file (by inode), on the inode's node.
     flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Byte-range locks of this node's inodes, and where this node's clients hold locks.
+    pub locks: locks::LockService,
 }
 
 impl Node {
@@ -218,6 +222,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         uid,
         gid,
         flush_locks: Mutex::new(std::collections::HashMap::new()),
+        locks: locks::LockService::default(),
         callbacks: Mutex::new(cache::Callbacks::new(restarted)),
         stripe_cache: Mutex::new(cache::StripeCache::default()),
     });

@@ -46,8 +46,12 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                 let node = node.clone();
                 tokio::spawn(async move {
                     node.connected.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = serve_conn(&node, stream).await {
+                    let mut client = None;
+                    if let Err(e) = serve_conn(&node, stream, &mut client).await {
                         tracing::debug!("client connection ended: {e}");
+                    }
+                    if let Some(c) = client {
+                        node.client_gone(c).await;
                     }
                     node.connected.fetch_sub(1, Ordering::Relaxed);
                 });
@@ -60,7 +64,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
     }
 }
 
-async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
+async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) -> FsResult<()> {
     let cred = stream
         .peer_cred()
         .map_err(|e| FsError::io("reading the peer's credentials", &e))?;
@@ -117,6 +121,7 @@ async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
         },
         _ => return Ok(()),
     };
+    *bound = Some(client);
     let hello = Response::Hello {
         client,
         node: node.id,
@@ -137,6 +142,14 @@ async fn serve_conn(node: &Node, stream: UnixStream) -> FsResult<()> {
             }
         };
         let (resp, data) = match frame::decode::<Request>(&f) {
+            Ok(req @ Request::Lock { wait: true, .. }) => {
+                // A blocking lock may wait for long: if the process goes away meanwhile (the
+                // stream ends), stop waiting; its locks are released when the connection ends.
+                tokio::select! {
+                    r = node.handle_client(client, req) => r,
+                    _ = framed.next() => return Ok(()),
+                }
+            }
             Ok(req) => node.handle_client(client, req).await,
             Err(e) => {
                 framed

@@ -17,6 +17,28 @@ impl Node {
         use PeerRequest as P;
         let resp = match req {
             P::Ping => PeerResponse::Pong { node: self.id },
+            P::Lock {
+                ino,
+                owner,
+                start,
+                end,
+                kind,
+                wait,
+            } => {
+                self.locks.lock(ino, owner, kind, start, end, wait).await?;
+                PeerResponse::Ok
+            }
+            P::GetLock {
+                ino,
+                owner,
+                start,
+                end,
+                kind,
+            } => PeerResponse::Lock(self.locks.get_lock(ino, owner, kind, start, end)),
+            P::ReleaseLocks { owner_id } => {
+                self.locks.release_owner(owner_id);
+                PeerResponse::Ok
+            }
             P::DentryGet { path } => {
                 let p = path::normalize(&path)?;
                 PeerResponse::Found(self.dentry_get(&p).await?)

@@ -5,6 +5,7 @@
 //! primitive of the file system; nothing here carries behaviour.
 
 use serde::{Deserialize, Serialize};
+use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{FsError, Owner, Run};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
@@ -151,6 +152,23 @@ pub enum Request {
         path: String,
         range: Option<(u64, u64)>,
     },
+    /// Take (`kind: Some`) or release (`None`) a byte-range lock `[start, end)` of `ino` for
+    /// this client (fcntl F_SETLK; F_SETLKW with `wait`). `pid` is reported to F_GETLK.
+    Lock {
+        ino: u64,
+        start: u64,
+        end: u64,
+        kind: Option<LockKind>,
+        wait: bool,
+        pid: u32,
+    },
+    /// The first lock of another process that conflicts with `kind` (fcntl F_GETLK).
+    GetLock {
+        ino: u64,
+        start: u64,
+        end: u64,
+        kind: LockKind,
+    },
     /// Reserve burst-buffer space before appending to logs.
     Reserve {
         bytes: u64,
@@ -189,6 +207,8 @@ pub enum Response {
     Granted {
         bytes: u64,
     },
+    /// Answer to `GetLock`: the conflicting lock, or `None` if the lock could be taken.
+    Lock(Option<HeldLock>),
     Status(NodeStatus),
     Err(FsError),
 }
@@ -313,6 +333,28 @@ pub enum PeerRequest {
         target: String,
         extents: Vec<OwnedExtent>,
     },
+    /// Take or release a byte-range lock in the lock table of `ino` (kept on its inode's node).
+    /// With `wait`, the answer is delayed until the lock is granted or `LOCK_WAIT_SLICE` has
+    /// passed (then `EAGAIN`, and the caller asks again).
+    Lock {
+        ino: u64,
+        owner: LockOwner,
+        start: u64,
+        end: u64,
+        kind: Option<LockKind>,
+        wait: bool,
+    },
+    GetLock {
+        ino: u64,
+        owner: LockOwner,
+        start: u64,
+        end: u64,
+        kind: LockKind,
+    },
+    /// The owner is gone (its process closed the connection): drop its locks on every file.
+    ReleaseLocks {
+        owner_id: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -349,6 +391,7 @@ pub enum PeerResponse {
         bytes: u64,
         nodes: u32,
     },
+    Lock(Option<HeldLock>),
     Err(FsError),
 }
 
@@ -364,6 +407,7 @@ impl Request {
             | Request::Rename { .. }
             | Request::Reserve { .. }
             | Request::Release { .. }
+            | Request::Lock { .. }
             | Request::Shutdown => false,
             _ => true,
         }
@@ -388,6 +432,8 @@ impl Request {
             Request::QueryFile { .. } => "query_file",
             Request::Read { .. } => "read",
             Request::Flush { .. } => "flush",
+            Request::Lock { .. } => "lock",
+            Request::GetLock { .. } => "getlock",
             Request::Reserve { .. } => "reserve",
             Request::Release { .. } => "release",
             Request::Status => "status",

@@ -175,6 +175,31 @@ impl Rank {
         r
     }
 
+    /// Whether a reply is waiting within `timeout` (for commands that may block).
+    pub fn has_reply(&mut self, timeout: Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        if !self.stdout.buffer().is_empty() {
+            return true;
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.stdout.get_ref().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) > 0 }
+    }
+
+    /// Kills the rank's process with SIGKILL (a process dying without closing anything).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Reads and returns the bytes.
     pub fn read(&mut self, off: u64, len: u64) -> Vec<u8> {
         let r = self.ok(&Cmd::Read { off, len });

@@ -1,0 +1,137 @@
+//! Byte-range locks (fcntl record locks) between processes on different daemons: conflicts,
+//! F_GETLK, blocking until release, and release at close and at process death.
+
+mod common;
+
+use common::{Inst, Rank, decode_hex};
+use std::time::Duration;
+use tessera_cli::script::Cmd;
+use tessera_client::Model;
+
+fn open(r: &mut Rank, path: &str) {
+    r.ok(&Cmd::Open {
+        path: path.into(),
+        model: Model::Commit,
+        read: true,
+        write: true,
+        create: true,
+    });
+}
+
+fn lock(off: u64, len: u64, exclusive: bool, wait: bool) -> Cmd {
+    Cmd::Lock {
+        off,
+        len,
+        exclusive,
+        wait,
+    }
+}
+
+fn getlock(r: &mut Rank, off: u64, len: u64, exclusive: bool) -> String {
+    let reply = r.ok(&Cmd::GetLock {
+        off,
+        len,
+        exclusive,
+    });
+    String::from_utf8(decode_hex(reply.data.as_deref().unwrap())).unwrap()
+}
+
+#[test]
+fn conflicting_locks_across_daemons() {
+    let inst = Inst::start(3);
+    let (mut a, mut b, mut c) = (inst.rank(0), inst.rank(1), inst.rank(2));
+    for r in [&mut a, &mut b, &mut c] {
+        open(r, "/tessera/locked");
+    }
+    a.ok(&lock(0, 100, true, false));
+    // Another process on another daemon: refused with EAGAIN naming the holder.
+    let r = b.run(&lock(50, 10, true, false));
+    assert!(!r.ok);
+    assert_eq!(r.errno.as_deref(), Some("EAGAIN"));
+    assert!(r.msg.unwrap().contains(&format!("pid {}", a.pid())));
+    let r = c.run(&lock(99, 1, false, false));
+    assert_eq!(r.errno.as_deref(), Some("EAGAIN"), "{r:?}");
+    assert_eq!(
+        getlock(&mut b, 0, 0, false),
+        format!("{} 0 100 exclusive", a.pid())
+    );
+    // Disjoint ranges and shared locks coexist; the holder itself never conflicts.
+    b.ok(&lock(100, 50, false, false));
+    c.ok(&lock(120, 0, false, false));
+    assert_eq!(getlock(&mut a, 0, 0, false), "none");
+    assert_eq!(
+        getlock(&mut a, 130, 1, true),
+        format!("{} 100 150 shared", b.pid())
+    );
+    // Downgrade in place: a's exclusive lock becomes shared, so readers get in.
+    a.ok(&lock(0, 100, false, false));
+    b.ok(&lock(0, 10, false, false));
+    // Unlocking part of a range splits it.
+    a.ok(&Cmd::Unlock { off: 40, len: 20 });
+    c.ok(&lock(40, 20, true, false));
+    assert_eq!(
+        c.run(&lock(39, 2, true, false)).errno.as_deref(),
+        Some("EAGAIN")
+    );
+    // Bad ranges are refused with EINVAL.
+    let r = a.run(&lock(u64::MAX - 1, 10, true, false));
+    assert_eq!(r.errno.as_deref(), Some("EINVAL"), "{r:?}");
+}
+
+#[test]
+fn blocking_lock_waits_for_unlock_close_and_death() {
+    let inst = Inst::start(3);
+    let (mut a, mut b) = (inst.rank(0), inst.rank(2));
+    open(&mut a, "/tessera/wait");
+    open(&mut b, "/tessera/wait");
+
+    // Unlock wakes the waiter.
+    a.ok(&lock(0, 0, true, false));
+    b.send(&lock(10, 10, true, true));
+    assert!(
+        !b.has_reply(Duration::from_millis(400)),
+        "granted while held"
+    );
+    a.ok(&Cmd::Unlock { off: 0, len: 0 });
+    assert!(b.has_reply(Duration::from_secs(10)));
+    assert!(b.recv().ok);
+    b.ok(&Cmd::Unlock { off: 0, len: 0 });
+
+    // Close releases the process's locks on the file.
+    a.ok(&lock(0, 0, true, false));
+    b.send(&lock(0, 1, false, true));
+    assert!(!b.has_reply(Duration::from_millis(300)));
+    a.ok(&Cmd::Close);
+    assert!(b.has_reply(Duration::from_secs(10)));
+    assert!(b.recv().ok);
+    b.ok(&Cmd::Unlock { off: 0, len: 0 });
+
+    // A holder killed with SIGKILL loses its locks; the waiter gets in.
+    open(&mut a, "/tessera/wait");
+    a.ok(&lock(0, 0, true, false));
+    b.send(&lock(0, 0, true, true));
+    assert!(!b.has_reply(Duration::from_millis(300)));
+    a.kill9();
+    assert!(b.has_reply(Duration::from_secs(10)));
+    assert!(b.recv().ok);
+    // A waiter that dies is never granted the lock, whichever node it was on (the lock
+    // table lives on one of them, so two of these waits are remote).
+    for node in 0..3 {
+        let mut c = inst.rank(node);
+        open(&mut c, "/tessera/wait");
+        c.send(&lock(0, 0, true, true));
+        assert!(!c.has_reply(Duration::from_millis(300)));
+        c.kill9();
+        std::thread::sleep(Duration::from_millis(100));
+        b.ok(&Cmd::Unlock { off: 0, len: 0 });
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(getlock(&mut a2(&inst), 0, 0, true), "none", "node {node}");
+        b.ok(&lock(0, 0, true, false));
+    }
+}
+
+fn a2(inst: &Inst) -> Rank {
+    let mut r = inst.rank(0);
+    open(&mut r, "/tessera/wait");
+    r
+}
