@@ -11,7 +11,7 @@ use tessera_core::index::IndexHeader;
 use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
 use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
-    Attr, DirEntry, InstanceConfig, InstanceLayout, NodeStatus, Request, Response,
+    Attr, AttrChange, DirEntry, InstanceConfig, InstanceLayout, NodeStatus, Request, Response,
 };
 
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
@@ -239,6 +239,16 @@ impl Client {
     }
 
     /// The status of this process's daemon.
+    /// Changes the permission bits and/or the times of a file or directory (chmod, utimens).
+    pub fn set_attr(&self, path: &str, change: AttrChange) -> FsResult<Attr> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::SetAttr { path: p, change })? {
+            Response::Attr(a) => Ok(a),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub fn status(&self) -> FsResult<NodeStatus> {
         match self.lock().call(&Request::Status)? {
             Response::Status(s) => Ok(s),

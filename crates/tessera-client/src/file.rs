@@ -604,14 +604,29 @@ impl File {
     /// without, fails with `EAGAIN` naming the holder. A lock of this process replaces what it
     /// held in the range. Locks are released by [`File::unlock`], at close, or when the process
     /// ends.
+    ///
+    /// Locks synchronise like close and open do (as NFS locks do): taking one refreshes the
+    /// owners a session or MPI-IO handle caches, releasing one publishes this process's
+    /// writes first. Writes made under a lock are thus seen by the next holder, which is what
+    /// MPI-IO atomic mode builds on.
     pub fn lock(&mut self, offset: u64, len: u64, kind: LockKind, wait: bool) -> FsResult<()> {
         self.lock_request(offset, len, Some(kind), wait)?;
         self.locked = true;
+        if self.owners.is_some() {
+            self.query_file()?;
+        }
         Ok(())
     }
 
-    /// Releases this process's locks on `[offset, offset + len)` (`len == 0`: to end of file).
+    /// Releases this process's locks on `[offset, offset + len)` (`len == 0`: to end of file),
+    /// after publishing its writes.
     pub fn unlock(&mut self, offset: u64, len: u64) -> FsResult<()> {
+        if self.writable {
+            self.check_open()?;
+            let client = self.client.clone();
+            let mut g = client.lock();
+            self.attach_dirty(&mut g)?;
+        }
         self.lock_request(offset, len, None, false)
     }
 

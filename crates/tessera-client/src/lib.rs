@@ -29,7 +29,9 @@ mod read;
 pub use client::{Client, Stats};
 pub use file::{File, OpenOptions, Whence};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
+pub use tessera_core::path::DEFAULT_MOUNT;
+pub use tessera_core::posix;
 pub use tessera_core::{Errno, FsError, FsResult, Model};
 pub use tessera_proto::{
-    Attr, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
+    Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
 };

@@ -50,6 +50,16 @@ pub enum Errno {
     FBig,
     /// Try again: a byte-range lock is held by another process.
     Again,
+    /// No such device or address (lseek SEEK_DATA/SEEK_HOLE past the end).
+    Nxio,
+    /// Not a terminal / inappropriate ioctl for the file.
+    NoTty,
+    /// Operation not permitted.
+    Perm,
+    /// The file does not support the operation on this device (mmap of a Tessera file).
+    NoDev,
+    /// A result does not fit the caller's buffer.
+    Range,
 }
 
 impl Errno {
@@ -76,6 +86,11 @@ impl Errno {
             Errno::NotSup => libc::ENOTSUP,
             Errno::FBig => libc::EFBIG,
             Errno::Again => libc::EAGAIN,
+            Errno::Nxio => libc::ENXIO,
+            Errno::NoTty => libc::ENOTTY,
+            Errno::Perm => libc::EPERM,
+            Errno::NoDev => libc::ENODEV,
+            Errno::Range => libc::ERANGE,
         }
     }
 
@@ -102,6 +117,11 @@ impl Errno {
             Errno::NotSup => "ENOTSUP",
             Errno::FBig => "EFBIG",
             Errno::Again => "EAGAIN",
+            Errno::Nxio => "ENXIO",
+            Errno::NoTty => "ENOTTY",
+            Errno::Perm => "EPERM",
+            Errno::NoDev => "ENODEV",
+            Errno::Range => "ERANGE",
         }
     }
 

@@ -11,6 +11,7 @@ pub mod index;
 pub mod locks;
 pub mod path;
 pub mod placement;
+pub mod posix;
 pub mod range_map;
 pub mod run;
 

@@ -95,6 +95,20 @@ impl Node {
                 }
                 Response::Attr(self.truncate_ino(&p, d.ino, size).await?)
             }
+            Request::SetAttr { path, change } => {
+                let p = path::normalize(&path)?;
+                let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+                match self
+                    .call(
+                        ino_shard(d.ino),
+                        PeerRequest::InodeSetAttr { ino: d.ino, change },
+                    )
+                    .await?
+                {
+                    PeerResponse::Attr(a) => Response::Attr(a),
+                    other => return Err(unexpected("setattr", other)),
+                }
+            }
             Request::Attach { ino, runs } => {
                 self.attach(ino, me, runs).await?;
                 Response::Ok

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use tessera_core::path;
 use tessera_core::placement::make_ino;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::{Attr, Dentry, DirEntry, FileKind, SizeChange};
+use tessera_proto::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Inode number of the root directory (never stored: the root always exists).
 pub const ROOT_INO: u64 = 1;
@@ -187,6 +187,33 @@ impl Namespace {
         };
         attr.size = new_size;
         attr.mtime_ns = now;
+        attr.ctime_ns = now;
+        let attr = attr.clone();
+        Ok((attr.clone(), vec![DbOp::PutInode(attr)]))
+    }
+
+    /// Changes the permission bits and/or the access and modification times (chmod, utimens).
+    pub fn set_attr(
+        &mut self,
+        ino: u64,
+        change: &AttrChange,
+        now: i64,
+    ) -> FsResult<(Attr, Vec<DbOp>)> {
+        let attr = self.inodes.get_mut(&ino).ok_or_else(|| {
+            FsError::new(
+                Errno::NoEnt,
+                format!("inode {ino:#x} no longer exists (file removed?)"),
+            )
+        })?;
+        if let Some(m) = change.mode {
+            attr.mode = m & 0o7777;
+        }
+        if let Some(t) = change.atime_ns {
+            attr.atime_ns = t;
+        }
+        if let Some(t) = change.mtime_ns {
+            attr.mtime_ns = t;
+        }
         attr.ctime_ns = now;
         let attr = attr.clone();
         Ok((attr.clone(), vec![DbOp::PutInode(attr)]))

@@ -132,6 +132,15 @@ impl Node {
                 pending.durable().await?;
                 PeerResponse::Attr(attr)
             }
+            P::InodeSetAttr { ino, change } => {
+                let (attr, pending) = {
+                    let mut ns = self.ns.lock().expect("ns");
+                    let (attr, ops) = ns.set_attr(ino, &change, now_ns())?;
+                    (attr, self.store.submit(ops))
+                };
+                pending.durable().await?;
+                PeerResponse::Attr(attr)
+            }
             P::InodeRemove { ino } => {
                 let pending = {
                     let mut ns = self.ns.lock().expect("ns");

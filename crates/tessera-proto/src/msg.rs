@@ -119,6 +119,11 @@ pub enum Request {
         path: String,
         size: u64,
     },
+    /// Change the permission bits and/or times of a file or directory.
+    SetAttr {
+        path: String,
+        change: AttrChange,
+    },
     /// Make the caller the owner of these logical runs of `ino` (its log holds them).
     Attach {
         ino: u64,
@@ -220,6 +225,14 @@ pub struct Dentry {
     pub kind: FileKind,
 }
 
+/// A change of permission bits and times (chmod, utimensat); `None` keeps the value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttrChange {
+    pub mode: Option<u32>,
+    pub atime_ns: Option<i64>,
+    pub mtime_ns: Option<i64>,
+}
+
 /// How an inode's size changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SizeChange {
@@ -271,6 +284,10 @@ pub enum PeerRequest {
     },
     InodeRemove {
         ino: u64,
+    },
+    InodeSetAttr {
+        ino: u64,
+        change: AttrChange,
     },
     OwnAttach {
         ino: u64,
@@ -425,6 +442,7 @@ impl Request {
             Request::Readdir { .. } => "readdir",
             Request::Rename { .. } => "rename",
             Request::Truncate { .. } => "truncate",
+            Request::SetAttr { .. } => "setattr",
             Request::Attach { .. } => "attach",
             Request::Detach { .. } => "detach",
             Request::DetachFile { .. } => "detach_file",

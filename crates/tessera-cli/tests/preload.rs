@@ -1,0 +1,363 @@
+//! Unmodified programs through the LD_PRELOAD interposer, against 3 daemons: coreutils,
+//! python3, a C program doing an N-1 strided pwrite from 4 processes and stdio, fcntl locks
+//! between two processes, and the pass-through of everything outside the prefix. Every test
+//! checks the data byte for byte.
+
+mod common;
+
+use common::{Inst, TESSERA};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The interposer, built beside the `tessera` binary by the workspace build.
+fn preload_lib() -> PathBuf {
+    let p = Path::new(TESSERA)
+        .parent()
+        .expect("target dir")
+        .join("libtessera_preload.so");
+    assert!(
+        p.exists(),
+        "{} is missing: build it with `cargo build -p tessera-preload`",
+        p.display()
+    );
+    p
+}
+
+/// A command run through the interposer, bound to daemon `node`.
+fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(prog);
+    c.args(args)
+        .env("LD_PRELOAD", preload_lib())
+        .env("TESSERA_INSTANCE", &inst.layout.dir)
+        .env("TESSERA_NODE", node.to_string())
+        .stdin(Stdio::null());
+    c
+}
+
+fn ok(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
+    let out = under(inst, node, prog, args).output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{prog} {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-preload-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn coreutils_work_unchanged() {
+    let inst = Inst::start(3);
+    let local = scratch("coreutils");
+    let data = random_bytes(3 << 20, 7);
+    std::fs::write(local.join("in.bin"), &data).unwrap();
+    std::fs::create_dir_all(local.join("tree/sub")).unwrap();
+    std::fs::write(local.join("tree/a.txt"), b"alpha\n").unwrap();
+    std::fs::write(local.join("tree/sub/b.bin"), random_bytes(200_000, 9)).unwrap();
+    let l = |p: &str| local.join(p).display().to_string();
+
+    ok(&inst, 0, "mkdir", &["-p", "/tessera/d/e"]);
+    ok(&inst, 1, "cp", &[&l("in.bin"), "/tessera/d/in.bin"]);
+    // Read back through another daemon, with cat and with dd in odd block sizes.
+    let cat = ok(&inst, 2, "cat", &["/tessera/d/in.bin"]);
+    assert!(cat.stdout == data, "cat returned different bytes");
+    ok(
+        &inst,
+        0,
+        "dd",
+        &[
+            "if=/tessera/d/in.bin",
+            &format!("of={}", l("dd.bin")),
+            "bs=47001",
+            "status=none",
+        ],
+    );
+    assert!(std::fs::read(local.join("dd.bin")).unwrap() == data);
+    ok(
+        &inst,
+        1,
+        "dd",
+        &[
+            &format!("if={}", l("in.bin")),
+            "of=/tessera/d/e/dd.bin",
+            "bs=65536",
+            "seek=1",
+            "status=none",
+        ],
+    );
+    let st = stdout(&ok(
+        &inst,
+        2,
+        "stat",
+        &["-c", "%s %F %a", "/tessera/d/e/dd.bin"],
+    ));
+    assert_eq!(
+        st.trim(),
+        format!("{} regular file 644", data.len() + 65536)
+    );
+    // mv inside Tessera, then ls sees the new name only.
+    ok(
+        &inst,
+        0,
+        "mv",
+        &["/tessera/d/in.bin", "/tessera/d/e/moved.bin"],
+    );
+    let ls = stdout(&ok(&inst, 1, "ls", &["-a", "/tessera/d/e"]));
+    let names: Vec<&str> = ls.split_whitespace().collect();
+    assert_eq!(names, [".", "..", "dd.bin", "moved.bin"]);
+    let long = stdout(&ok(&inst, 1, "ls", &["-l", "/tessera/d"]));
+    assert!(long.contains("drwx"), "{long}");
+    ok(&inst, 2, "cmp", &[&l("in.bin"), "/tessera/d/e/moved.bin"]);
+    // tar out of and into Tessera; the extracted tree matches the original.
+    ok(
+        &inst,
+        0,
+        "tar",
+        &["-cf", "/tessera/tree.tar", "-C", &l(""), "tree"],
+    );
+    ok(&inst, 1, "mkdir", &["/tessera/x"]);
+    ok(
+        &inst,
+        2,
+        "tar",
+        &["-xf", "/tessera/tree.tar", "-C", "/tessera/x"],
+    );
+    ok(
+        &inst,
+        0,
+        "cmp",
+        &[&l("tree/sub/b.bin"), "/tessera/x/tree/sub/b.bin"],
+    );
+    ok(
+        &inst,
+        0,
+        "cmp",
+        &[&l("tree/a.txt"), "/tessera/x/tree/a.txt"],
+    );
+    ok(&inst, 1, "cp", &["-r", "/tessera/x/tree", &l("back")]);
+    assert!(
+        std::fs::read(local.join("back/sub/b.bin")).unwrap()
+            == std::fs::read(local.join("tree/sub/b.bin")).unwrap()
+    );
+    // rm -r walks the tree (openat/fdopendir/unlinkat relative to Tessera descriptors).
+    ok(&inst, 2, "rm", &["-r", "/tessera/x", "/tessera/d"]);
+    let ls = stdout(&ok(&inst, 0, "ls", &["/tessera"]));
+    assert_eq!(ls.split_whitespace().collect::<Vec<_>>(), ["tree.tar"]);
+    // A missing file gives the usual message and status.
+    let out = under(&inst, 0, "cat", &["/tessera/nope"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file or directory"));
+    let _ = std::fs::remove_dir_all(&local);
+}
+
+#[test]
+fn python_reads_and_writes() {
+    let inst = Inst::start(3);
+    let script = r#"
+import os, sys
+data = bytes((i * 7 + 3) % 256 for i in range(1_000_003))
+with open('/tessera/py/data.bin', 'wb') as f:
+    f.write(data[:500_000]); f.write(data[500_000:])
+with open('/tessera/py/data.bin', 'rb') as f:
+    f.seek(123_456); part = f.read(1000)
+assert part == data[123_456:124_456], 'seek+read'
+assert os.path.getsize('/tessera/py/data.bin') == len(data)
+with open('/tessera/py/log.txt', 'a') as f: f.write('one\n')
+with open('/tessera/py/log.txt', 'a') as f: f.write('two\n')
+assert open('/tessera/py/log.txt').read() == 'one\ntwo\n'
+assert sorted(os.listdir('/tessera/py')) == ['data.bin', 'log.txt']
+os.rename('/tessera/py/log.txt', '/tessera/py/renamed.txt')
+assert not os.path.exists('/tessera/py/log.txt')
+print('ok')
+"#;
+    ok(&inst, 0, "mkdir", &["/tessera/py"]);
+    let out = ok(&inst, 1, "python3", &["-c", script]);
+    assert_eq!(stdout(&out).trim(), "ok");
+    // Another process on another daemon reads what python wrote (session: after its close).
+    let check = "import sys; d=open('/tessera/py/data.bin','rb').read(); \
+                 sys.exit(0 if d == bytes((i*7+3)%256 for i in range(1_000_003)) else 1)";
+    ok(&inst, 2, "python3", &["-c", check]);
+}
+
+fn build_c(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let dir = scratch(&format!("cc-{name}"));
+    let exe = dir.join(name);
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn c_program_n1_strided_from_four_processes_and_stdio() {
+    let inst = Inst::start(3);
+    let exe = build_c("strided");
+    let exe = exe.to_str().unwrap();
+    let (xfer, count) = ("47001", "40");
+    let writers: Vec<_> = (0..4)
+        .map(|r| {
+            under(
+                &inst,
+                r,
+                exe,
+                &["write", "/tessera/n1", &r.to_string(), "4", xfer, count],
+            )
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success());
+    }
+    for node in 0..3 {
+        ok(
+            &inst,
+            node,
+            exe,
+            &["verify", "/tessera/n1", "4", xfer, count],
+        );
+    }
+    ok(&inst, 1, exe, &["stdio", "/tessera/stdio.txt"]);
+}
+
+#[test]
+fn fcntl_locks_block_between_processes() {
+    let inst = Inst::start(3);
+    // The holder takes an exclusive lock, says so, and keeps it until its stdin closes.
+    let holder = r#"
+import fcntl, os, sys
+fd = os.open('/tessera/lockfile', os.O_RDWR | os.O_CREAT)
+fcntl.lockf(fd, fcntl.LOCK_EX, 100, 0)
+os.write(fd, b'held')
+print('locked', flush=True)
+sys.stdin.read()
+os.close(fd)
+"#;
+    let mut h = under(&inst, 0, "python3", &["-c", holder])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(h.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+    // Non-blocking attempts from another daemon fail with EAGAIN; F_GETLK names the holder;
+    // a disjoint range is free.
+    let probe = format!(
+        r#"
+import errno, fcntl, os, struct
+fd = os.open('/tessera/lockfile', os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 50)
+    raise SystemExit('lock granted while held')
+except OSError as e:
+    assert e.errno in (errno.EAGAIN, errno.EACCES), e
+req = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)
+got = fcntl.fcntl(fd, fcntl.F_GETLK, req + bytes(4))
+typ, wh, start, ln, pid = struct.unpack('hhqqi', got[:28])
+assert typ == fcntl.F_WRLCK and start == 0 and ln == 100 and pid == {pid}, (typ, start, ln, pid)
+fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 10, 100)
+print('probed')
+"#,
+        pid = h.id()
+    );
+    let out = ok(&inst, 2, "python3", &["-c", &probe]);
+    assert_eq!(stdout(&out).trim(), "probed");
+    // A blocking request waits until the holder closes, then sees the holder's write.
+    let waiter = r#"
+import fcntl, os, time
+fd = os.open('/tessera/lockfile', os.O_RDWR)
+t = time.time()
+fcntl.lockf(fd, fcntl.LOCK_EX, 100, 0)
+print(round(time.time() - t, 1), os.pread(fd, 4, 0).decode(), flush=True)
+"#;
+    let w = under(&inst, 1, "python3", &["-c", waiter])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    drop(h.stdin.take()); // the holder closes its file and exits
+    assert!(h.wait().unwrap().success());
+    let out = w.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let mut parts = text.split_whitespace();
+    let waited: f64 = parts.next().unwrap().parse().unwrap();
+    assert!(waited >= 0.5, "the waiter did not block ({waited} s)");
+    assert_eq!(parts.next(), Some("held"), "{text}");
+}
+
+#[test]
+fn calls_outside_the_prefix_pass_through() {
+    let inst = Inst::start(1);
+    let local = scratch("passthrough");
+    let f = local.join("plain.txt").display().to_string();
+    // A shell writes a local file, and lists a directory, as without the interposer.
+    ok(
+        &inst,
+        0,
+        "sh",
+        &[
+            "-c",
+            &format!(
+                "echo local > {f} && cat {f} > {f}.2 && ls {}",
+                local.display()
+            ),
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{f}.2")).unwrap(),
+        "local\n"
+    );
+    // Nothing was created inside Tessera.
+    let ls = stdout(&ok(&inst, 0, "ls", &["-A", "/tessera"]));
+    assert!(ls.trim().is_empty(), "{ls}");
+    // The interposer does not even connect for programs that never touch the prefix: with
+    // the daemon stopped, local work still succeeds.
+    assert!(inst.tessera(&["stop"]).status.success());
+    ok(&inst, 0, "cp", &[&f, &format!("{f}.3")]);
+    let out = under(&inst, 0, "cat", &["/tessera/x"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("tessera start"),
+        "the error names the fix: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&local);
+}

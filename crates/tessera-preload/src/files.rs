@@ -1,0 +1,836 @@
+//! Descriptor calls: open, close, read, write and their positional and vectored forms, lseek,
+//! fsync, ftruncate, dup. Offsets live in the open file description, shared by `dup`s.
+
+use crate::state::{self, Busy, Desc, DescRef, Object, client, desc};
+use crate::{ebadf, fail, real, run, tessera_path};
+use libc::{c_char, c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
+use std::sync::{Arc, Mutex};
+use tessera_client::posix::{OpenIntent, seek_target};
+use tessera_client::{Errno, FileKind, FsError, FsResult, OpenOptions};
+
+/// Status flags reported by F_GETFL and changed by F_SETFL.
+pub const STATUS_FLAGS: c_int = libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK;
+
+fn umask() -> u32 {
+    // SAFETY: umask only swaps the process mask; it is restored at once.
+    unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    }
+}
+
+/// Opens a Tessera path and returns the new descriptor.
+pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
+    let intent = OpenIntent::from_flags(flags)?;
+    let c = client()?;
+    let obj = if intent.directory || intent.path_only {
+        let a = c.stat(path)?;
+        match a.kind {
+            FileKind::Dir => Object::Dir,
+            FileKind::File if intent.directory => {
+                return Err(FsError::new(
+                    Errno::NotDir,
+                    format!("{path} is not a directory"),
+                ));
+            }
+            FileKind::File => Object::Path,
+        }
+    } else {
+        let mut o = OpenOptions::new();
+        o.read(intent.read)
+            .write(intent.write)
+            .create(intent.create)
+            .exclusive(intent.create && intent.exclusive)
+            .truncate(intent.truncate)
+            .mode((mode & 0o7777) & !umask())
+            .model(state::model()?);
+        match c.open(path, &o) {
+            Ok(f) => Object::File(Box::new(f)),
+            // Opening a directory read-only is how programs list it (opendir, fts).
+            Err(e) if e.errno == Errno::IsDir && !intent.write && !intent.create => Object::Dir,
+            Err(e) => return Err(e),
+        }
+    };
+    let fd = state::placeholder()?;
+    state::install(
+        fd,
+        Arc::new(Mutex::new(Desc {
+            path: path.to_string(),
+            obj,
+            flags: flags & STATUS_FLAGS,
+            pos: 0,
+        })),
+    );
+    Ok(fd)
+}
+
+/// # Safety
+/// `path` is null or NUL-terminated.
+pub unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: forwarded contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| open_path(&p, flags, mode)),
+        // SAFETY: libc's openat with the caller's arguments.
+        None => unsafe { real::openat(dirfd, path, flags, mode) },
+    }
+}
+
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
+}
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
+}
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    unsafe { open_impl(dirfd, path, flags, mode) }
+}
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    unsafe { open_impl(dirfd, path, flags, mode) }
+}
+/// Fortified `open` (without a mode).
+///
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
+}
+/// # Safety
+/// As `open(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
+}
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    unsafe { open_impl(dirfd, path, flags, 0) }
+}
+/// # Safety
+/// As `openat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    unsafe { open_impl(dirfd, path, flags, 0) }
+}
+/// # Safety
+/// As `creat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: c_uint) -> c_int {
+    unsafe {
+        open_impl(
+            libc::AT_FDCWD,
+            path,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            mode,
+        )
+    }
+}
+/// # Safety
+/// As `creat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: c_uint) -> c_int {
+    unsafe { creat(path, mode) }
+}
+
+/// Closes a Tessera descriptor: the last descriptor of a description closes the file
+/// (publishing its writes); any close releases the process's locks on the file (POSIX).
+pub fn close_tessera(fd: c_int, d: DescRef) -> FsResult<()> {
+    state::uninstall(fd);
+    // SAFETY: closing the placeholder this descriptor number held.
+    unsafe { real::close(fd) };
+    let unlocked = {
+        let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut g.obj {
+            Object::File(f) if state::table().locked.remove(&f.ino()) => f.unlock(0, 0),
+            _ => Ok(()),
+        }
+    };
+    state::release(d).and(unlocked)
+}
+
+/// # Safety
+/// As `close(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    match desc(fd) {
+        Some(d) => run(|| close_tessera(fd, d).map(|()| 0)),
+        // SAFETY: libc's close.
+        None => unsafe { real::close(fd) },
+    }
+}
+
+/// Runs `f` on the open Tessera file behind a description.
+fn with_file<T>(
+    d: &DescRef,
+    f: impl FnOnce(&mut tessera_client::File, &mut u64, c_int) -> FsResult<T>,
+) -> FsResult<T> {
+    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let Desc {
+        obj,
+        pos,
+        flags,
+        path,
+    } = &mut *g;
+    match obj {
+        Object::File(file) => f(file, pos, *flags),
+        Object::Dir => Err(FsError::new(Errno::IsDir, format!("{path} is a directory"))),
+        Object::Path => Err(FsError::new(
+            Errno::BadF,
+            format!("{path} was opened with O_PATH: it cannot be read or written"),
+        )),
+    }
+}
+
+fn slice_mut<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
+    if n == 0 || buf.is_null() {
+        return &mut [];
+    }
+    // SAFETY: the caller of read passed a buffer of n bytes.
+    unsafe { std::slice::from_raw_parts_mut(buf.cast(), n) }
+}
+
+fn slice<'a>(buf: *const c_void, n: size_t) -> &'a [u8] {
+    if n == 0 || buf.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller of write passed a buffer of n bytes.
+    unsafe { std::slice::from_raw_parts(buf.cast(), n) }
+}
+
+fn offset(off: off_t) -> FsResult<u64> {
+    u64::try_from(off).map_err(|_| FsError::new(Errno::Inval, format!("negative offset {off}")))
+}
+
+fn write_desc(d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
+    with_file(d, |f, pos, flags| {
+        let off = match at {
+            Some(o) => o,
+            None if flags & libc::O_APPEND != 0 => f.len()?,
+            None => *pos,
+        };
+        let n = f.write_at(buf, off)?;
+        if at.is_none() {
+            *pos = off + n as u64;
+        }
+        Ok(n as ssize_t)
+    })
+}
+
+fn read_desc(d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> {
+    with_file(d, |f, pos, _| {
+        let off = at.unwrap_or(*pos);
+        let n = f.read_at(buf, off)?;
+        if at.is_none() {
+            *pos = off + n as u64;
+        }
+        Ok(n as ssize_t)
+    })
+}
+
+/// # Safety
+/// As `read(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| read_desc(&d, slice_mut(buf, n), None)),
+        None => unsafe { real::read(fd, buf, n) },
+    }
+}
+/// Fortified `read`.
+///
+/// # Safety
+/// As `read(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    _len: size_t,
+) -> ssize_t {
+    unsafe { read(fd, buf, n) }
+}
+/// # Safety
+/// As `write(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| write_desc(&d, slice(buf, n), None)),
+        None => unsafe { real::write(fd, buf, n) },
+    }
+}
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| read_desc(&d, slice_mut(buf, n), Some(offset(off)?))),
+        None => unsafe { real::pread64(fd, buf, n, off) },
+    }
+}
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    unsafe { pread(fd, buf, n, off) }
+}
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off_t,
+    _l: size_t,
+) -> ssize_t {
+    unsafe { pread(fd, buf, n, off) }
+}
+/// # Safety
+/// As `pread(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pread64_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off_t,
+    _l: size_t,
+) -> ssize_t {
+    unsafe { pread(fd, buf, n, off) }
+}
+/// # Safety
+/// As `pwrite(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| write_desc(&d, slice(buf, n), Some(offset(off)?))),
+        None => unsafe { real::pwrite64(fd, buf, n, off) },
+    }
+}
+/// # Safety
+/// As `pwrite(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+fn iovecs<'a>(iov: *const iovec, n: c_int) -> FsResult<&'a [iovec]> {
+    if !(0..=libc::UIO_MAXIOV).contains(&n) {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("iovec count {n} is outside 0..={}", libc::UIO_MAXIOV),
+        ));
+    }
+    if n == 0 || iov.is_null() {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller passed n iovecs.
+    Ok(unsafe { std::slice::from_raw_parts(iov, n as usize) })
+}
+
+/// Gathers the buffers into one write (one log append, one index record).
+fn writev_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsResult<ssize_t> {
+    let v = iovecs(iov, n)?;
+    let total: usize = v.iter().map(|i| i.iov_len).sum();
+    let mut buf = Vec::with_capacity(total);
+    for i in v {
+        buf.extend_from_slice(slice(i.iov_base, i.iov_len));
+    }
+    write_desc(d, &buf, at)
+}
+
+fn readv_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsResult<ssize_t> {
+    let v = iovecs(iov, n)?;
+    let total: usize = v.iter().map(|i| i.iov_len).sum();
+    let mut buf = vec![0u8; total];
+    let got = read_desc(d, &mut buf, at)? as usize;
+    let mut done = 0;
+    for i in v {
+        if done >= got {
+            break;
+        }
+        let k = i.iov_len.min(got - done);
+        slice_mut(i.iov_base, k).copy_from_slice(&buf[done..done + k]);
+        done += k;
+    }
+    Ok(got as ssize_t)
+}
+
+/// # Safety
+/// As `writev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| writev_desc(&d, iov, n, None)),
+        None => unsafe { real::writev(fd, iov, n) },
+    }
+}
+/// # Safety
+/// As `readv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| readv_desc(&d, iov, n, None)),
+        None => unsafe { real::readv(fd, iov, n) },
+    }
+}
+/// # Safety
+/// As `pwritev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| writev_desc(&d, iov, n, Some(offset(off)?))),
+        None => unsafe { real::pwritev64(fd, iov, n, off) },
+    }
+}
+/// # Safety
+/// As `pwritev(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
+    unsafe { pwritev(fd, iov, n, off) }
+}
+/// # Safety
+/// As `preadv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| readv_desc(&d, iov, n, Some(offset(off)?))),
+        None => unsafe { real::preadv64(fd, iov, n, off) },
+    }
+}
+/// # Safety
+/// As `preadv(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
+    unsafe { preadv(fd, iov, n, off) }
+}
+/// `pwritev2`: offset -1 means the current position; the flags (RWF_*) are hints.
+///
+/// # Safety
+/// As `pwritev2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    iov: *const iovec,
+    n: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| writev_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)),
+        None => unsafe { real::pwritev64v2(fd, iov, n, off, flags) },
+    }
+}
+/// # Safety
+/// As `pwritev2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    iov: *const iovec,
+    n: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    unsafe { pwritev2(fd, iov, n, off, flags) }
+}
+/// # Safety
+/// As `preadv2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv2(
+    fd: c_int,
+    iov: *const iovec,
+    n: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    match desc(fd) {
+        Some(d) => run(|| readv_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)),
+        None => unsafe { real::preadv64v2(fd, iov, n, off, flags) },
+    }
+}
+/// # Safety
+/// As `preadv2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64v2(
+    fd: c_int,
+    iov: *const iovec,
+    n: c_int,
+    off: off_t,
+    flags: c_int,
+) -> ssize_t {
+    unsafe { preadv2(fd, iov, n, off, flags) }
+}
+
+fn lseek_desc(d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
+    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let Desc { obj, pos, .. } = &mut *g;
+    let size = match obj {
+        Object::File(f) if matches!(whence, libc::SEEK_END | libc::SEEK_DATA | libc::SEEK_HOLE) => {
+            f.len()?
+        }
+        _ => 0,
+    };
+    let new = seek_target(*pos, size, off, whence)?;
+    let new_off = off_t::try_from(new)
+        .map_err(|_| FsError::new(Errno::Inval, format!("offset {new} does not fit off_t")))?;
+    *pos = new;
+    Ok(new_off)
+}
+
+/// # Safety
+/// As `lseek(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    match desc(fd) {
+        Some(d) => run(|| lseek_desc(&d, off, whence)),
+        None => unsafe { real::lseek64(fd, off, whence) },
+    }
+}
+/// # Safety
+/// As `lseek(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    unsafe { lseek(fd, off, whence) }
+}
+
+fn fsync_desc(d: &DescRef) -> FsResult<c_int> {
+    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    match &mut g.obj {
+        Object::File(f) => f.fsync().map(|()| 0),
+        _ => Ok(0),
+    }
+}
+
+/// `fsync`: commit (the writes become visible to every later open or read) and make this
+/// process's logs of the file durable.
+///
+/// # Safety
+/// As `fsync(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    match desc(fd) {
+        Some(d) => run(|| fsync_desc(&d)),
+        None => unsafe { real::fsync(fd) },
+    }
+}
+/// # Safety
+/// As `fdatasync(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    match desc(fd) {
+        Some(d) => run(|| fsync_desc(&d)),
+        None => unsafe { real::fdatasync(fd) },
+    }
+}
+
+fn ftruncate_desc(d: &DescRef, len: off_t) -> FsResult<c_int> {
+    let len = offset(len)?;
+    let g = d.lock().unwrap_or_else(|p| p.into_inner());
+    if let Object::File(_) = g.obj {
+        if g.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("ftruncate: {} is open read-only", g.path),
+            ));
+        }
+        client()?.truncate(&g.path, len)?;
+        return Ok(0);
+    }
+    Err(FsError::new(
+        Errno::IsDir,
+        format!("{} is a directory", g.path),
+    ))
+}
+
+/// # Safety
+/// As `ftruncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
+    match desc(fd) {
+        Some(d) => run(|| ftruncate_desc(&d, len)),
+        None => unsafe { real::ftruncate64(fd, len) },
+    }
+}
+/// # Safety
+/// As `ftruncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
+    unsafe { ftruncate(fd, len) }
+}
+
+/// Makes `new` (a fresh kernel descriptor) another descriptor of `d`.
+fn dup_into(new: c_int, d: DescRef) -> c_int {
+    if new >= 0 {
+        state::install(new, d);
+    }
+    new
+}
+
+/// # Safety
+/// As `dup(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    match desc(fd) {
+        Some(d) => {
+            let _b = Busy::enter();
+            dup_into(unsafe { real::dup(fd) }, d)
+        }
+        None => unsafe { real::dup(fd) },
+    }
+}
+
+/// dup2/dup3: if `new` was a Tessera descriptor it is closed first, as the kernel does.
+unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
+    let (from, to) = (desc(old), desc(new));
+    if from.is_none() && to.is_none() {
+        return unsafe {
+            if dup2 {
+                if old == new {
+                    // dup2(fd, fd) only checks that fd is open.
+                    return if real::fcntl(old, libc::F_GETFD, 0) < 0 {
+                        -1
+                    } else {
+                        new
+                    };
+                }
+                real::dup3(old, new, 0)
+            } else {
+                real::dup3(old, new, flags)
+            }
+        };
+    }
+    let _b = Busy::enter();
+    if old == new {
+        return if dup2 {
+            new
+        } else {
+            fail(&FsError::new(
+                Errno::Inval,
+                "dup3: old and new descriptors are equal",
+            ))
+        };
+    }
+    // SAFETY: plain descriptor numbers.
+    let r = unsafe { real::dup3(old, new, flags) };
+    if r < 0 {
+        return r;
+    }
+    if let Some(prev) = to.and_then(|_| state::uninstall(new))
+        && let Err(e) = state::release(prev)
+    {
+        fail(&e);
+    }
+    match from {
+        Some(d) => dup_into(new, d),
+        None => new,
+    }
+}
+
+/// # Safety
+/// As `dup2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    unsafe { dup_to(old, new, 0, true) }
+}
+/// # Safety
+/// As `dup3(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    unsafe { dup_to(old, new, flags, false) }
+}
+
+/// `F_DUPFD` and `F_DUPFD_CLOEXEC` on a Tessera descriptor.
+pub fn dupfd(fd: c_int, d: DescRef, cmd: c_int, min: libc::c_ulong) -> c_int {
+    // SAFETY: duplicating the placeholder.
+    let new = unsafe { real::fcntl(fd, cmd, min) };
+    dup_into(new, d)
+}
+
+fn no_copy(fd: c_int) -> FsError {
+    FsError::new(
+        Errno::XDev,
+        format!(
+            "descriptor {fd} is a Tessera file: in-kernel copies do not reach it (programs fall back to read and write)"
+        ),
+    )
+}
+
+/// # Safety
+/// As `copy_file_range(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn copy_file_range(
+    fi: c_int,
+    oi: *mut i64,
+    fo: c_int,
+    oo: *mut i64,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    for fd in [fi, fo] {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            // EXDEV is the answer a program expects between file systems.
+            return fail(&no_copy(fd)) as ssize_t;
+        }
+    }
+    unsafe { real::copy_file_range(fi, oi, fo, oo, n, flags) }
+}
+
+/// # Safety
+/// As `sendfile(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t {
+    for fd in [out, inp] {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            let e = FsError::new(
+                Errno::Inval,
+                format!("sendfile: descriptor {fd} is a Tessera file; use read and write"),
+            );
+            return fail(&e) as ssize_t;
+        }
+    }
+    unsafe { real::sendfile64(out, inp, off, n) }
+}
+/// # Safety
+/// As `sendfile(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t {
+    unsafe { sendfile(out, inp, off, n) }
+}
+
+/// Advice is accepted and ignored on Tessera files (returns 0, as for any file system that
+/// has no use for it).
+///
+/// # Safety
+/// As `posix_fadvise(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
+    if desc(fd).is_some() {
+        return 0;
+    }
+    unsafe { real::posix_fadvise64(fd, off, len, advice) }
+}
+/// # Safety
+/// As `posix_fadvise(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fadvise64(
+    fd: c_int,
+    off: off_t,
+    len: off_t,
+    advice: c_int,
+) -> c_int {
+    unsafe { posix_fadvise(fd, off, len, advice) }
+}
+
+fn no_alloc(fd: c_int) -> FsError {
+    FsError::new(
+        Errno::NotSup,
+        format!(
+            "descriptor {fd} is a Tessera file: space is not preallocated (the burst buffer allocates as it writes)"
+        ),
+    )
+}
+
+/// # Safety
+/// As `posix_fallocate(3)` (returns the error number).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
+    if desc(fd).is_some() {
+        let _b = Busy::enter();
+        let e = no_alloc(fd);
+        crate::report(&e);
+        return e.code();
+    }
+    unsafe { real::posix_fallocate64(fd, off, len) }
+}
+/// # Safety
+/// As `posix_fallocate(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
+    unsafe { posix_fallocate(fd, off, len) }
+}
+/// # Safety
+/// As `fallocate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+    if desc(fd).is_some() {
+        let _b = Busy::enter();
+        return fail(&no_alloc(fd));
+    }
+    unsafe { real::fallocate64(fd, mode, off, len) }
+}
+/// # Safety
+/// As `fallocate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+    unsafe { fallocate(fd, mode, off, len) }
+}
+
+/// Memory mapping a Tessera file is not supported: it fails with ENODEV and says so (the
+/// placeholder descriptor would fail with a bare EBADF).
+///
+/// # Safety
+/// As `mmap(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if fd >= 0 && desc(fd).is_some() {
+        let _b = Busy::enter();
+        fail(&FsError::new(
+            Errno::NoDev,
+            format!(
+                "mmap of descriptor {fd}: Tessera files cannot be memory-mapped; read them instead"
+            ),
+        ));
+        return libc::MAP_FAILED;
+    }
+    unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+}
+/// # Safety
+/// As `mmap(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// The description of a Tessera descriptor or EBADF (for calls that need one).
+pub fn require(fd: c_int) -> FsResult<DescRef> {
+    desc(fd).ok_or_else(|| ebadf(fd))
+}

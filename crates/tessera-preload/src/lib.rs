@@ -1,0 +1,142 @@
+//! `libtessera_preload.so`: run an unmodified program with `LD_PRELOAD` and its POSIX and
+//! stdio calls on paths under the mount prefix (default `/tessera`, `TESSERA_PREFIX` to
+//! change) go to Tessera; every other call passes straight to libc.
+//!
+//! Consistency of interposed files follows `TESSERA_MODEL` (session by default: close
+//! publishes, open sees what was published before it, fsync commits). Byte-range locks
+//! (fcntl F_SETLK/F_SETLKW/F_GETLK, flock) go to the daemons' lock service, and taking or
+//! releasing one synchronises like open and close. docs/interposer.md lists every call and
+//! what it does.
+//!
+//! Module map: [`state`] (descriptor table, connection), [`real`] (libc's definitions),
+//! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
+//! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock).
+//!
+//! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
+//! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
+//! variadic integer or pointer argument travels exactly where a fixed one would.
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+compile_error!("the interposer supports Linux on x86-64 and AArch64");
+
+pub mod dirs;
+pub mod files;
+pub mod locks;
+pub mod meta;
+pub mod real;
+pub mod state;
+pub mod stdio;
+
+use libc::{c_char, c_int};
+use state::{Busy, busy, prefix};
+use std::ffi::CStr;
+use tessera_client::posix::{join_user, lexical_normalize, under_prefix};
+use tessera_client::{Errno, FsError, FsResult};
+
+/// Sets errno and reports the error (see [`report`]); returns -1 for the caller to return.
+pub fn fail(e: &FsError) -> c_int {
+    report(e);
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e.code() };
+    -1
+}
+
+/// Writes the explanation of an error to stderr when a program would otherwise only see a
+/// bare errno: always for failures a program does not expect (I/O, protocol, daemon
+/// unreachable, unsupported), for every error with `TESSERA_VERBOSE=1`.
+pub fn report(e: &FsError) {
+    let routine = matches!(
+        e.errno,
+        Errno::NoEnt
+            | Errno::Exist
+            | Errno::NotDir
+            | Errno::IsDir
+            | Errno::NotEmpty
+            | Errno::Again
+            | Errno::NoData
+            | Errno::Nxio
+            | Errno::NoTty
+            | Errno::XDev
+            | Errno::Inval
+    );
+    let verbose = {
+        let _b = Busy::enter();
+        std::env::var_os("TESSERA_VERBOSE").is_some_and(|v| v != "0")
+    };
+    if !routine || verbose {
+        let _b = Busy::enter();
+        eprintln!("tessera: {} ({})", e.message, e.errno.name());
+    }
+}
+
+/// Runs a Tessera operation with the thread marked busy; maps errors to -1 and errno.
+pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
+    let _b = Busy::enter();
+    match f() {
+        Ok(v) => v,
+        Err(e) => {
+            fail(&e);
+            T::from(-1)
+        }
+    }
+}
+
+/// The Tessera path named by `(dirfd, path)`, normalised, or `None` when the call belongs to
+/// libc: the path lies outside the prefix, or the thread is inside the interposer. Relative
+/// paths resolve against a Tessera directory descriptor or the virtual working directory
+/// (after `chdir` into Tessera).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> {
+    if path.is_null() || busy() {
+        return None;
+    }
+    // SAFETY: NUL-terminated by the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if bytes.first() == Some(&b'/') {
+        let pre = prefix().as_bytes();
+        let maybe = bytes.starts_with(pre) || bytes.windows(3).any(|w| w == b"/..");
+        if !maybe {
+            return None;
+        }
+        let s = std::str::from_utf8(bytes).ok()?;
+        let n = lexical_normalize(s);
+        return under_prefix(&n, prefix()).then_some(n);
+    }
+    if bytes.is_empty() {
+        return None;
+    }
+    if dirfd == libc::AT_FDCWD {
+        let cwd = state::cwd().clone()?;
+        let s = std::str::from_utf8(bytes).ok()?;
+        let n = lexical_normalize(&join_user(&cwd, s));
+        return under_prefix(&n, prefix()).then_some(n);
+    }
+    let d = state::desc(dirfd)?;
+    let dir = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+    let s = std::str::from_utf8(bytes).ok()?;
+    Some(lexical_normalize(&join_user(&dir, s)))
+}
+
+/// A path argument as text, for messages.
+///
+/// # Safety
+/// `path` is null or NUL-terminated.
+pub unsafe fn show(path: *const c_char) -> String {
+    if path.is_null() {
+        return "(null)".into();
+    }
+    // SAFETY: as above.
+    unsafe { CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The error for a descriptor that is not open.
+pub fn ebadf(fd: c_int) -> FsError {
+    FsError::new(Errno::BadF, format!("descriptor {fd} is not open"))
+}

@@ -1,0 +1,898 @@
+//! Path calls and attributes: the stat family (with the symbol names Debian 12's glibc binds
+//! and the older `__xstat` ones), statx, access, unlink, mkdir, rmdir, rename, truncate,
+//! statfs, and the calls Tessera answers without storing anything (modes, owners, times,
+//! extended attributes, links).
+
+use crate::state;
+use crate::state::{Object, client, desc, lookup};
+use crate::{fail, real, run, show, tessera_path};
+use libc::{c_char, c_int, c_uint, c_void, mode_t, off_t, size_t, ssize_t};
+use tessera_client::{Attr, AttrChange, Errno, FileKind, FsError, FsResult};
+
+/// `st_dev` of Tessera files ("TS").
+pub const TESSERA_DEV: u64 = 0x5453;
+/// `f_type` reported by statfs ("TESSERA" in leetspeak); MPI-IO libraries that do not know it
+/// use their generic POSIX driver.
+pub const TESSERA_MAGIC: i64 = 0x07E5_5E7A;
+/// Preferred I/O size (`st_blksize`): large transfers are what the logs like.
+pub const BLKSIZE: i64 = 4 << 20;
+
+fn mode_of(a: &Attr) -> u32 {
+    let kind = match a.kind {
+        FileKind::File => libc::S_IFREG,
+        FileKind::Dir => libc::S_IFDIR,
+    };
+    kind | (a.mode & 0o7777)
+}
+
+fn fill_stat(a: &Attr, st: *mut libc::stat64) {
+    // SAFETY: the caller passed a struct stat; every field is set from zero.
+    unsafe {
+        let mut s: libc::stat64 = std::mem::zeroed();
+        s.st_dev = TESSERA_DEV;
+        s.st_ino = a.ino;
+        s.st_nlink = if a.kind == FileKind::Dir { 2 } else { 1 };
+        s.st_mode = mode_of(a);
+        s.st_uid = a.uid;
+        s.st_gid = a.gid;
+        s.st_size = a.size as i64;
+        s.st_blksize = BLKSIZE;
+        s.st_blocks = a.size.div_ceil(512) as i64;
+        s.st_atime = a.atime_ns.div_euclid(1_000_000_000);
+        s.st_atime_nsec = a.atime_ns.rem_euclid(1_000_000_000);
+        s.st_mtime = a.mtime_ns.div_euclid(1_000_000_000);
+        s.st_mtime_nsec = a.mtime_ns.rem_euclid(1_000_000_000);
+        s.st_ctime = a.ctime_ns.div_euclid(1_000_000_000);
+        s.st_ctime_nsec = a.ctime_ns.rem_euclid(1_000_000_000);
+        st.write(s);
+    }
+}
+
+fn ts(ns: i64) -> libc::statx_timestamp {
+    // SAFETY: plain data.
+    let mut t: libc::statx_timestamp = unsafe { std::mem::zeroed() };
+    t.tv_sec = ns.div_euclid(1_000_000_000);
+    t.tv_nsec = ns.rem_euclid(1_000_000_000) as u32;
+    t
+}
+
+fn fill_statx(a: &Attr, st: *mut libc::statx) {
+    // SAFETY: the caller passed a struct statx; every field is set from zero.
+    unsafe {
+        let mut s: libc::statx = std::mem::zeroed();
+        s.stx_mask = libc::STATX_BASIC_STATS;
+        s.stx_blksize = BLKSIZE as u32;
+        s.stx_nlink = if a.kind == FileKind::Dir { 2 } else { 1 };
+        s.stx_uid = a.uid;
+        s.stx_gid = a.gid;
+        s.stx_mode = mode_of(a) as u16;
+        s.stx_ino = a.ino;
+        s.stx_size = a.size;
+        s.stx_blocks = a.size.div_ceil(512);
+        s.stx_atime = ts(a.atime_ns);
+        s.stx_mtime = ts(a.mtime_ns);
+        s.stx_ctime = ts(a.ctime_ns);
+        s.stx_dev_major = (TESSERA_DEV >> 8) as u32;
+        s.stx_dev_minor = (TESSERA_DEV & 0xff) as u32;
+        st.write(s);
+    }
+}
+
+/// Attributes behind a Tessera descriptor.
+fn fd_attr(fd: c_int) -> FsResult<Attr> {
+    let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
+    let path = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+    client()?.stat(&path)
+}
+
+/// # Safety
+/// As `stat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { fstatat(libc::AT_FDCWD, path, buf, 0) }
+}
+/// # Safety
+/// As `stat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    unsafe { fstatat64(libc::AT_FDCWD, path, buf, 0) }
+}
+/// # Safety
+/// As `lstat(2)` (Tessera has no symbolic links).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { fstatat(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
+}
+/// # Safety
+/// As `lstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    unsafe { fstatat64(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
+}
+/// # Safety
+/// As `fstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    unsafe { fstat64(fd, buf.cast()) }
+}
+/// # Safety
+/// As `fstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| {
+            let a = fd_attr(fd)?;
+            fill_stat(&a, buf);
+            Ok(0)
+        });
+    }
+    unsafe { real::fstat64(fd, buf) }
+}
+/// # Safety
+/// As `fstatat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { fstatat64(dirfd, path, buf.cast(), flags) }
+}
+/// # Safety
+/// As `fstatat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
+    if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
+        return unsafe { fstat64(dirfd, buf) };
+    }
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            fill_stat(&client()?.stat(&p)?, buf);
+            Ok(0)
+        }),
+        None => unsafe { real::fstatat64(dirfd, path, buf, flags) },
+    }
+}
+// The glibc < 2.33 names, still bound by older binaries.
+/// # Safety
+/// As `stat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat(path, buf) }
+}
+/// # Safety
+/// As `stat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+) -> c_int {
+    unsafe { stat64(path, buf) }
+}
+/// # Safety
+/// As `lstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { lstat(path, buf) }
+}
+/// # Safety
+/// As `lstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __lxstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+) -> c_int {
+    unsafe { lstat64(path, buf) }
+}
+/// # Safety
+/// As `fstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    unsafe { fstat(fd, buf) }
+}
+/// # Safety
+/// As `fstat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    unsafe { fstat64(fd, buf) }
+}
+/// # Safety
+/// As `fstatat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstatat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { fstatat(dirfd, path, buf, flags) }
+}
+/// # Safety
+/// As `fstatat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstatat64(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
+    unsafe { fstatat64(dirfd, path, buf, flags) }
+}
+
+/// # Safety
+/// As `statx(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    buf: *mut libc::statx,
+) -> c_int {
+    let empty = !path.is_null() && unsafe { *path } == 0;
+    if empty && flags & libc::AT_EMPTY_PATH != 0 && desc(dirfd).is_some() {
+        return run(|| {
+            fill_statx(&fd_attr(dirfd)?, buf);
+            Ok(0)
+        });
+    }
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            fill_statx(&client()?.stat(&p)?, buf);
+            Ok(0)
+        }),
+        None => unsafe { real::statx(dirfd, path, flags, mask, buf) },
+    }
+}
+
+fn access_check(p: &str, mode: c_int) -> FsResult<c_int> {
+    let a = client()?.stat(p)?;
+    // The instance belongs to one user, who owns every file: check the owner bits.
+    let bits = (a.mode >> 6) & 7;
+    let want = [(libc::R_OK, 4), (libc::W_OK, 2), (libc::X_OK, 1)];
+    for (flag, bit) in want {
+        if mode & flag != 0 && bits & bit == 0 && !(flag == libc::X_OK && a.kind == FileKind::Dir) {
+            return Err(FsError::new(
+                Errno::Access,
+                format!("{p}: mode {:o} does not allow this access", a.mode & 0o777),
+            ));
+        }
+    }
+    Ok(0)
+}
+
+/// # Safety
+/// As `access(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    unsafe { faccessat(libc::AT_FDCWD, path, mode, 0) }
+}
+/// # Safety
+/// As `faccessat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| access_check(&p, mode)),
+        None => unsafe { real::faccessat(dirfd, path, mode, flags) },
+    }
+}
+/// # Safety
+/// As `euidaccess(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
+    unsafe { faccessat(libc::AT_FDCWD, path, mode, libc::AT_EACCESS) }
+}
+/// # Safety
+/// As `eaccess(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
+    unsafe { euidaccess(path, mode) }
+}
+
+/// # Safety
+/// As `unlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
+}
+/// # Safety
+/// As `rmdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
+}
+/// # Safety
+/// As `unlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            let c = client()?;
+            if flags & libc::AT_REMOVEDIR != 0 {
+                c.rmdir(&p)?;
+            } else {
+                c.unlink(&p)?;
+            }
+            Ok(0)
+        }),
+        None => unsafe { real::unlinkat(dirfd, path, flags) },
+    }
+}
+/// # Safety
+/// As `mkdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
+    unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
+}
+/// # Safety
+/// As `mkdirat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| client()?.mkdir(&p, mode & 0o7777).map(|()| 0)),
+        None => unsafe { real::mkdirat(dirfd, path, mode) },
+    }
+}
+
+/// # Safety
+/// As `rename(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    unsafe { renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
+}
+/// # Safety
+/// As `renameat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+) -> c_int {
+    unsafe { renameat2(od, old, nd, new, 0) }
+}
+/// Renames inside Tessera; a rename between Tessera and another file system fails with
+/// EXDEV (programs such as `mv` then copy). RENAME_NOREPLACE is honoured (checked, then
+/// renamed: not atomic against a concurrent creator); RENAME_EXCHANGE is refused.
+///
+/// # Safety
+/// As `renameat2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat2(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
+    match (from, to) {
+        (None, None) => unsafe { real::renameat2(od, old, nd, new, flags) },
+        (Some(a), Some(b)) => run(|| {
+            let c = client()?;
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    "rename: RENAME_EXCHANGE is not supported on Tessera",
+                ));
+            }
+            if flags & libc::RENAME_NOREPLACE != 0 && c.stat(&b).is_ok() {
+                return Err(FsError::new(Errno::Exist, format!("{b} exists")));
+            }
+            c.rename(&a, &b).map(|()| 0)
+        }),
+        _ => run(|| {
+            Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "rename {} -> {}: only one side is on Tessera (copy, then remove)",
+                    unsafe { show(old) },
+                    unsafe { show(new) }
+                ),
+            ))
+        }),
+    }
+}
+
+/// # Safety
+/// As `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| {
+            let len = u64::try_from(len)
+                .map_err(|_| FsError::new(Errno::Inval, format!("truncate to {len}")))?;
+            client()?.truncate(&p, len).map(|()| 0)
+        }),
+        None => unsafe { real::truncate64(path, len) },
+    }
+}
+/// # Safety
+/// As `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
+    unsafe { truncate(path, len) }
+}
+
+/// Sizes reported by statfs: the burst buffer of this process's node.
+fn fs_numbers() -> FsResult<(u64, u64)> {
+    let s = client()?.status()?;
+    let bsize = 4096u64;
+    let total = s.bb_capacity / bsize;
+    let free = s.bb_capacity.saturating_sub(s.bb_used) / bsize;
+    Ok((total, free))
+}
+
+fn fill_statfs(buf: *mut libc::statfs64) -> FsResult<c_int> {
+    let (total, free) = fs_numbers()?;
+    // SAFETY: the caller passed a struct statfs.
+    unsafe {
+        let mut s: libc::statfs64 = std::mem::zeroed();
+        s.f_type = TESSERA_MAGIC;
+        s.f_bsize = 4096;
+        s.f_frsize = 4096;
+        s.f_blocks = total;
+        s.f_bfree = free;
+        s.f_bavail = free;
+        s.f_files = 1 << 32;
+        s.f_ffree = 1 << 32;
+        s.f_namelen = 255;
+        buf.write(s);
+    }
+    Ok(0)
+}
+
+fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> {
+    let (total, free) = fs_numbers()?;
+    // SAFETY: the caller passed a struct statvfs.
+    unsafe {
+        let mut s: libc::statvfs64 = std::mem::zeroed();
+        s.f_bsize = 4096;
+        s.f_frsize = 4096;
+        s.f_blocks = total;
+        s.f_bfree = free;
+        s.f_bavail = free;
+        s.f_files = 1 << 32;
+        s.f_ffree = 1 << 32;
+        s.f_favail = 1 << 32;
+        s.f_fsid = TESSERA_DEV;
+        s.f_namemax = 255;
+        buf.write(s);
+    }
+    Ok(0)
+}
+
+/// # Safety
+/// As `statfs(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| {
+            client()?.stat(&p)?;
+            fill_statfs(buf)
+        }),
+        None => unsafe { real::statfs64(path, buf) },
+    }
+}
+/// # Safety
+/// As `statfs(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statfs64(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
+    unsafe { statfs(path, buf) }
+}
+/// # Safety
+/// As `fstatfs(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| fill_statfs(buf));
+    }
+    unsafe { real::fstatfs64(fd, buf) }
+}
+/// # Safety
+/// As `fstatfs(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatfs64(fd: c_int, buf: *mut libc::statfs64) -> c_int {
+    unsafe { fstatfs(fd, buf) }
+}
+/// # Safety
+/// As `statvfs(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| {
+            client()?.stat(&p)?;
+            fill_statvfs(buf)
+        }),
+        None => unsafe { real::statvfs64(path, buf) },
+    }
+}
+/// # Safety
+/// As `statvfs(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statvfs64(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
+    unsafe { statvfs(path, buf) }
+}
+/// # Safety
+/// As `fstatvfs(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| fill_statvfs(buf));
+    }
+    unsafe { real::fstatvfs64(fd, buf) }
+}
+/// # Safety
+/// As `fstatvfs(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatvfs64(fd: c_int, buf: *mut libc::statvfs64) -> c_int {
+    unsafe { fstatvfs(fd, buf) }
+}
+
+// ----- attributes Tessera does not store -----
+
+/// An owner change is accepted when it changes nothing (tar run as root restores the owner a
+/// file already has: an instance belongs to one user) and refused with EPERM otherwise.
+fn same_or_refuse(a: &Attr, owner: (u32, u32), what: &str) -> FsResult<c_int> {
+    let (u, g) = owner;
+    if (u == u32::MAX || u == a.uid) && (g == u32::MAX || g == a.gid) {
+        Ok(0)
+    } else {
+        Err(FsError::new(
+            Errno::Perm,
+            format!(
+                "{what}: every file of a Tessera instance belongs to the instance's user; owners cannot change"
+            ),
+        ))
+    }
+}
+
+fn chmod_path(p: &str, mode: mode_t) -> FsResult<c_int> {
+    let change = AttrChange {
+        mode: Some(mode & 0o7777),
+        ..Default::default()
+    };
+    client()?.set_attr(p, change).map(|_| 0)
+}
+
+fn fd_path(fd: c_int) -> FsResult<String> {
+    let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
+    Ok(d.lock().unwrap_or_else(|p| p.into_inner()).path.clone())
+}
+
+/// # Safety
+/// As `chmod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
+    unsafe { fchmodat(libc::AT_FDCWD, path, mode, 0) }
+}
+/// # Safety
+/// As `fchmodat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchmodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    flags: c_int,
+) -> c_int {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| chmod_path(&p, mode)),
+        None => unsafe { real::fchmodat(dirfd, path, mode, flags) },
+    }
+}
+/// # Safety
+/// As `fchmod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| chmod_path(&fd_path(fd)?, mode));
+    }
+    unsafe { real::fchmod(fd, mode) }
+}
+/// # Safety
+/// As `chown(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, 0) }
+}
+/// # Safety
+/// As `lchown(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
+}
+/// # Safety
+/// As `fchownat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchownat(
+    dirfd: c_int,
+    path: *const c_char,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    flags: c_int,
+) -> c_int {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| same_or_refuse(&client()?.stat(&p)?, (uid, gid), &format!("chown {p}"))),
+        None => unsafe { real::fchownat(dirfd, path, uid, gid, flags) },
+    }
+}
+/// # Safety
+/// As `fchown(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| same_or_refuse(&fd_attr(fd)?, (uid, gid), "fchown"));
+    }
+    unsafe { real::fchown(fd, uid, gid) }
+}
+
+/// Sets access and modification times (NULL: both now; UTIME_NOW, UTIME_OMIT honoured).
+fn set_times(p: &str, times: *const libc::timespec) -> FsResult<c_int> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let pick = |t: Option<&libc::timespec>| match t {
+        None => Ok(Some(now)),
+        Some(t) if t.tv_nsec == libc::UTIME_NOW => Ok(Some(now)),
+        Some(t) if t.tv_nsec == libc::UTIME_OMIT => Ok(None),
+        Some(t) if !(0..1_000_000_000).contains(&t.tv_nsec) => Err(FsError::new(
+            Errno::Inval,
+            format!("utimensat {p}: tv_nsec {} is out of range", t.tv_nsec),
+        )),
+        Some(t) => Ok(Some(t.tv_sec * 1_000_000_000 + t.tv_nsec)),
+    };
+    let (a, m) = if times.is_null() {
+        (None, None)
+    } else {
+        // SAFETY: two timespecs when not null.
+        let t = unsafe { std::slice::from_raw_parts(times, 2) };
+        (Some(&t[0]), Some(&t[1]))
+    };
+    let change = AttrChange {
+        mode: None,
+        atime_ns: pick(a)?,
+        mtime_ns: pick(m)?,
+    };
+    client()?.set_attr(p, change).map(|_| 0)
+}
+
+/// # Safety
+/// As `utimensat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn utimensat(
+    dirfd: c_int,
+    path: *const c_char,
+    times: *const libc::timespec,
+    flags: c_int,
+) -> c_int {
+    if path.is_null() && desc(dirfd).is_some() {
+        return unsafe { futimens(dirfd, times) };
+    }
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| set_times(&p, times)),
+        None => unsafe { real::utimensat(dirfd, path, times, flags) },
+    }
+}
+/// # Safety
+/// As `futimens(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_int {
+    if desc(fd).is_some() {
+        return run(|| set_times(&fd_path(fd)?, times));
+    }
+    unsafe { real::futimens(fd, times) }
+}
+
+fn no_xattr(what: &str) -> FsError {
+    FsError::new(
+        Errno::NoData,
+        format!("{what}: Tessera files have no extended attributes"),
+    )
+}
+
+/// # Safety
+/// As `getxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *mut c_void,
+    n: size_t,
+) -> ssize_t {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| Err(no_xattr(&p))),
+        None => unsafe { real::getxattr(path, name, v, n) },
+    }
+}
+/// # Safety
+/// As `lgetxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lgetxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *mut c_void,
+    n: size_t,
+) -> ssize_t {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| Err(no_xattr(&p))),
+        None => unsafe { real::lgetxattr(path, name, v, n) },
+    }
+}
+/// # Safety
+/// As `fgetxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fgetxattr(
+    fd: c_int,
+    name: *const c_char,
+    v: *mut c_void,
+    n: size_t,
+) -> ssize_t {
+    if desc(fd).is_some() {
+        return run(|| Err(no_xattr(&format!("descriptor {fd}"))));
+    }
+    unsafe { real::fgetxattr(fd, name, v, n) }
+}
+/// An empty list of extended attributes.
+///
+/// # Safety
+/// As `listxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| client()?.stat(&p).map(|_| 0)),
+        None => unsafe { real::listxattr(path, list, n) },
+    }
+}
+/// # Safety
+/// As `llistxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| client()?.stat(&p).map(|_| 0)),
+        None => unsafe { real::llistxattr(path, list, n) },
+    }
+}
+/// # Safety
+/// As `flistxattr(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> ssize_t {
+    if desc(fd).is_some() {
+        return 0;
+    }
+    unsafe { real::flistxattr(fd, list, n) }
+}
+
+/// Tessera has no symbolic links: readlink of a Tessera path fails with EINVAL, as for any
+/// file that is not a link.
+///
+/// # Safety
+/// As `readlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t {
+    unsafe { readlinkat(libc::AT_FDCWD, path, buf, n) }
+}
+/// # Safety
+/// As `readlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    n: size_t,
+) -> ssize_t {
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            client()?.stat(&p)?;
+            Err(FsError::new(
+                Errno::Inval,
+                format!("{p} is not a symbolic link"),
+            ))
+        }),
+        None => unsafe { real::readlinkat(dirfd, path, buf, n) },
+    }
+}
+
+/// Enters a Tessera directory: the working directory becomes virtual (the kernel's stays).
+fn enter_dir(p: &str) -> FsResult<c_int> {
+    let a = client()?.stat(p)?;
+    if a.kind != FileKind::Dir {
+        return Err(FsError::new(
+            Errno::NotDir,
+            format!("{p} is not a directory"),
+        ));
+    }
+    *state::cwd() = Some(p.to_string());
+    Ok(0)
+}
+
+/// `chdir` into Tessera keeps a virtual working directory, against which relative paths
+/// are resolved; `chdir` elsewhere goes to the kernel and leaves it.
+///
+/// # Safety
+/// As `chdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| enter_dir(&p)),
+        None => {
+            let r = unsafe { real::chdir(path) };
+            if r == 0 {
+                *state::cwd() = None;
+            }
+            r
+        }
+    }
+}
+/// # Safety
+/// As `fchdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
+    if let Some(d) = desc(fd) {
+        let p = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+        return run(|| enter_dir(&p));
+    }
+    let r = unsafe { real::fchdir(fd) };
+    if r == 0 {
+        *state::cwd() = None;
+    }
+    r
+}
+/// # Safety
+/// As `getcwd(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
+    let Some(cwd) = state::cwd().clone() else {
+        return unsafe { real::getcwd(buf, size) };
+    };
+    let _b = crate::state::Busy::enter();
+    let bytes = cwd.as_bytes();
+    if buf.is_null() {
+        // glibc's extension: allocate (size 0: as large as needed).
+        if size != 0 && size < bytes.len() + 1 {
+            fail(&FsError::new(Errno::Range, "getcwd: buffer too small"));
+            return std::ptr::null_mut();
+        }
+        // SAFETY: malloc'd for the caller to free, as glibc does.
+        let p = unsafe { libc::malloc(bytes.len() + 1) } as *mut c_char;
+        if p.is_null() {
+            return p;
+        }
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), p, bytes.len());
+            *p.add(bytes.len()) = 0;
+        }
+        return p;
+    }
+    if size < bytes.len() + 1 {
+        fail(&FsError::new(Errno::Range, "getcwd: buffer too small"));
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the caller's buffer holds `size` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), buf, bytes.len());
+        *buf.add(bytes.len()) = 0;
+    }
+    buf
+}
+
+/// Whether the descriptor refers to a Tessera directory (for `fdopendir`).
+pub fn is_dir_fd(fd: c_int) -> Option<String> {
+    let d = lookup(fd)?;
+    let g = d.lock().unwrap_or_else(|p| p.into_inner());
+    matches!(g.obj, Object::Dir).then(|| g.path.clone())
+}

@@ -1,0 +1,116 @@
+//! The next definition of each intercepted function (libc's), found once with
+//! `dlsym(RTLD_NEXT)` and cached.
+
+use libc::{c_char, c_int, c_void, mode_t, off_t, size_t, ssize_t};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Looks up `name` (NUL-terminated) in the objects after this one; aborts with a message if
+/// libc does not have it (nothing sensible can be done then).
+pub fn lookup(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let p = slot.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: `name` is NUL-terminated.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    if p == 0 {
+        let msg = b"tessera preload: a libc function is missing; unset LD_PRELOAD\n";
+        // SAFETY: writing a static buffer to stderr.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
+    }
+    slot.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Declares `real::NAME(args)` calling the next definition of `NAME`.
+macro_rules! real_fns {
+    ($( fn $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty; )*) => {
+        $(
+            /// Calls libc's definition.
+            ///
+            /// # Safety
+            /// As for the libc function of the same name.
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
+                static SLOT: AtomicUsize = AtomicUsize::new(0);
+                let p = lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
+                // SAFETY: the symbol has this C signature.
+                let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+                unsafe { f($($arg),*) }
+            }
+        )*
+    };
+}
+
+real_fns! {
+    fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
+    fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
+    fn close(fd: c_int) -> c_int;
+    fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
+    fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+    fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t;
+    fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
+    fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn preadv64(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t) -> ssize_t;
+    fn pwritev64(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t) -> ssize_t;
+    fn preadv64v2(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+    fn pwritev64v2(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+    fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t;
+    fn fsync(fd: c_int) -> c_int;
+    fn fdatasync(fd: c_int) -> c_int;
+    fn ftruncate64(fd: c_int, len: off_t) -> c_int;
+    fn truncate64(path: *const c_char, len: off_t) -> c_int;
+    fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int;
+    fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int;
+    fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int;
+    fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int;
+    fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+    fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
+    fn renameat2(od: c_int, old: *const c_char, nd: c_int, new: *const c_char, flags: libc::c_uint) -> c_int;
+    fn opendir(path: *const c_char) -> *mut libc::DIR;
+    fn fdopendir(fd: c_int) -> *mut libc::DIR;
+    fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64;
+    fn closedir(d: *mut libc::DIR) -> c_int;
+    fn dirfd(d: *mut libc::DIR) -> c_int;
+    fn rewinddir(d: *mut libc::DIR) -> ();
+    fn telldir(d: *mut libc::DIR) -> libc::c_long;
+    fn seekdir(d: *mut libc::DIR, pos: libc::c_long) -> ();
+    fn statfs64(path: *const c_char, buf: *mut libc::statfs64) -> c_int;
+    fn fstatfs64(fd: c_int, buf: *mut libc::statfs64) -> c_int;
+    fn statvfs64(path: *const c_char, buf: *mut libc::statvfs64) -> c_int;
+    fn fstatvfs64(fd: c_int, buf: *mut libc::statvfs64) -> c_int;
+    fn dup(fd: c_int) -> c_int;
+    fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
+    fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int;
+    fn ioctl(fd: c_int, req: libc::c_ulong, arg: *mut c_void) -> c_int;
+    fn flock(fd: c_int, op: c_int) -> c_int;
+    fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE;
+    fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE;
+    fn fileno(f: *mut libc::FILE) -> c_int;
+    fn fclose(f: *mut libc::FILE) -> c_int;
+    fn copy_file_range(fi: c_int, oi: *mut i64, fo: c_int, oo: *mut i64, n: size_t, flags: libc::c_uint) -> ssize_t;
+    fn sendfile64(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t;
+    fn posix_fadvise64(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int;
+    fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int;
+    fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int;
+    fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int;
+    fn fchmod(fd: c_int, mode: mode_t) -> c_int;
+    fn fchownat(dirfd: c_int, path: *const c_char, uid: libc::uid_t, gid: libc::gid_t, flags: c_int) -> c_int;
+    fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
+    fn utimensat(dirfd: c_int, path: *const c_char, times: *const libc::timespec, flags: c_int) -> c_int;
+    fn futimens(fd: c_int, times: *const libc::timespec) -> c_int;
+    fn getxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t;
+    fn lgetxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t;
+    fn fgetxattr(fd: c_int, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t;
+    fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t;
+    fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t;
+    fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> ssize_t;
+    fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t;
+    fn chdir(path: *const c_char) -> c_int;
+    fn fchdir(fd: c_int) -> c_int;
+    fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char;
+    fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
+}

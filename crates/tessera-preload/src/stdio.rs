@@ -1,0 +1,152 @@
+//! stdio on Tessera files: `fopen` of a Tessera path (and `fdopen` of a Tessera descriptor)
+//! returns a glibc stream built with `fopencookie` whose reads, writes, seeks and close go
+//! through this library's descriptor calls, so fread, fwrite, fprintf, fgets, fseek, ftell,
+//! fflush and fclose work unchanged, with glibc's own buffering. `fileno` of such a stream
+//! returns the Tessera descriptor.
+
+use crate::files::{close, lseek, open_path, read, write};
+use crate::state::{Busy, FILE_STREAMS, desc, table};
+use crate::{fail, real, tessera_path};
+use libc::{c_char, c_int, c_void, size_t, ssize_t};
+use std::ffi::CStr;
+use std::sync::atomic::Ordering;
+use tessera_client::posix::fopen_flags;
+use tessera_client::{Errno, FsError};
+
+#[repr(C)]
+struct CookieIo {
+    read: unsafe extern "C" fn(*mut c_void, *mut c_char, size_t) -> ssize_t,
+    write: unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t,
+    seek: unsafe extern "C" fn(*mut c_void, *mut i64, c_int) -> c_int,
+    close: unsafe extern "C" fn(*mut c_void) -> c_int,
+}
+
+unsafe extern "C" {
+    fn fopencookie(cookie: *mut c_void, mode: *const c_char, io: CookieIo) -> *mut libc::FILE;
+}
+
+fn fd_of(cookie: *mut c_void) -> c_int {
+    cookie as usize as c_int
+}
+
+unsafe extern "C" fn ck_read(c: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    unsafe { read(fd_of(c), buf.cast(), n) }
+}
+unsafe extern "C" fn ck_write(c: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    // glibc treats 0 as an error for a write cookie; a failed write returns -1 with errno.
+    unsafe { write(fd_of(c), buf.cast(), n) }
+}
+unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
+    // SAFETY: glibc passes a valid offset pointer.
+    unsafe {
+        let r = lseek(fd_of(c), *off, whence);
+        if r < 0 {
+            return -1;
+        }
+        *off = r;
+    }
+    0
+}
+unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
+    unsafe { close(fd_of(c)) }
+}
+
+/// Wraps Tessera descriptor `fd` in a stream.
+unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    let io = CookieIo {
+        read: ck_read,
+        write: ck_write,
+        seek: ck_seek,
+        close: ck_close,
+    };
+    // SAFETY: the cookie is the descriptor number; the functions above match the ABI.
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    if !f.is_null() {
+        table().streams.insert(f as usize, fd);
+        FILE_STREAMS.fetch_add(1, Ordering::Relaxed);
+    }
+    f
+}
+
+/// # Safety
+/// As `fopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => {
+            let _b = Busy::enter();
+            let m = if mode.is_null() {
+                String::new()
+            } else {
+                unsafe { CStr::from_ptr(mode) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let fd = fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666));
+            match fd {
+                Ok(fd) => {
+                    let f = unsafe { stream(fd, mode) };
+                    if f.is_null() {
+                        unsafe { close(fd) };
+                    }
+                    f
+                }
+                Err(e) => {
+                    fail(&e);
+                    std::ptr::null_mut()
+                }
+            }
+        }
+        None => unsafe { real::fopen64(path, mode) },
+    }
+}
+/// # Safety
+/// As `fopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    unsafe { fopen(path, mode) }
+}
+/// # Safety
+/// As `fdopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    if desc(fd).is_some() {
+        let _b = Busy::enter();
+        let f = unsafe { stream(fd, mode) };
+        if f.is_null() {
+            fail(&FsError::new(
+                Errno::Inval,
+                format!("fdopen of Tessera descriptor {fd}: bad mode"),
+            ));
+        }
+        return f;
+    }
+    unsafe { real::fdopen(fd, mode) }
+}
+
+fn our_stream(f: *mut libc::FILE) -> Option<c_int> {
+    if FILE_STREAMS.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    table().streams.get(&(f as usize)).copied()
+}
+
+/// # Safety
+/// As `fileno(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
+    match our_stream(f) {
+        Some(fd) => fd,
+        None => unsafe { real::fileno(f) },
+    }
+}
+/// # Safety
+/// As `fclose(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
+    if our_stream(f).is_some() {
+        table().streams.remove(&(f as usize));
+        FILE_STREAMS.fetch_sub(1, Ordering::Relaxed);
+    }
+    unsafe { real::fclose(f) }
+}
