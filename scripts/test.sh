@@ -8,4 +8,6 @@ cargo fmt --all -- --check
 say "lint"
 cargo clippy --locked --workspace --all-targets -q -- -D warnings
 say "tests"
+# The interposer is a cdylib that no test target links: build it for the tests that preload it.
+cargo build --locked -q -p tessera-preload
 cargo test --locked --workspace -q
