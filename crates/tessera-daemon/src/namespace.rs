@@ -169,18 +169,22 @@ impl Namespace {
     }
 
     /// Changes the size of an inode held here (attach extends, truncate sets).
+    fn inode_mut(&mut self, ino: u64) -> FsResult<&mut Attr> {
+        self.inodes.get_mut(&ino).ok_or_else(|| {
+            FsError::new(
+                Errno::NoEnt,
+                format!("inode {ino:#x} no longer exists (file removed?)"),
+            )
+        })
+    }
+
     pub fn set_size(
         &mut self,
         ino: u64,
         change: SizeChange,
         now: i64,
     ) -> FsResult<(Attr, Vec<DbOp>)> {
-        let attr = self.inodes.get_mut(&ino).ok_or_else(|| {
-            FsError::new(
-                Errno::NoEnt,
-                format!("inode {ino:#x} no longer exists (file removed?)"),
-            )
-        })?;
+        let attr = self.inode_mut(ino)?;
         let new_size = match change {
             SizeChange::Extend(s) => attr.size.max(s),
             SizeChange::Set(s) => s,
@@ -199,12 +203,7 @@ impl Namespace {
         change: &AttrChange,
         now: i64,
     ) -> FsResult<(Attr, Vec<DbOp>)> {
-        let attr = self.inodes.get_mut(&ino).ok_or_else(|| {
-            FsError::new(
-                Errno::NoEnt,
-                format!("inode {ino:#x} no longer exists (file removed?)"),
-            )
-        })?;
+        let attr = self.inode_mut(ino)?;
         if let Some(m) = change.mode {
             attr.mode = m & 0o7777;
         }

@@ -41,10 +41,11 @@ fn stream_of(fd: c_int, path: &str) -> FsResult<*mut libc::DIR> {
         // SAFETY: plain data.
         ent: unsafe { std::mem::zeroed() },
     });
-    let p = Box::into_raw(s);
-    table().dirs.insert(p as usize, unsafe { Box::from_raw(p) });
+    // The boxed stream does not move while the table holds it: its address is the `DIR *`.
+    let p = &*s as *const DirStream as *mut libc::DIR;
+    table().dirs.insert(p as usize, s);
     DIR_STREAMS.fetch_add(1, Ordering::Relaxed);
-    Ok(p.cast())
+    Ok(p)
 }
 
 /// The Tessera stream behind `d`, if it is one.
@@ -128,12 +129,7 @@ pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
     }
     unsafe { real::readdir64(d) }
 }
-/// # Safety
-/// As `readdir(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn readdir(d: *mut libc::DIR) -> *mut libc::dirent64 {
-    unsafe { readdir64(d) }
-}
+alias!(readdir => readdir64(d: *mut libc::DIR) -> *mut libc::dirent64);
 /// # Safety
 /// As `readdir_r(3)`.
 #[unsafe(no_mangle)]
@@ -154,16 +150,7 @@ pub unsafe extern "C" fn readdir64_r(
     }
     0
 }
-/// # Safety
-/// As `readdir_r(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn readdir_r(
-    d: *mut libc::DIR,
-    entry: *mut libc::dirent64,
-    result: *mut *mut libc::dirent64,
-) -> c_int {
-    unsafe { readdir64_r(d, entry, result) }
-}
+alias!(readdir_r => readdir64_r(d: *mut libc::DIR, entry: *mut libc::dirent64, result: *mut *mut libc::dirent64) -> c_int);
 
 /// # Safety
 /// As `closedir(3)`.

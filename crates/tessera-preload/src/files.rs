@@ -88,28 +88,8 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
-/// # Safety
-/// As `openat(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn openat(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    unsafe { open_impl(dirfd, path, flags, mode) }
-}
-/// # Safety
-/// As `openat(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn openat64(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    unsafe { open_impl(dirfd, path, flags, mode) }
-}
+alias!(openat => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
+alias!(openat64 => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
 /// Fortified `open` (without a mode).
 ///
 /// # Safety
@@ -149,12 +129,7 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: c_uint) -> c_int {
         )
     }
 }
-/// # Safety
-/// As `creat(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: c_uint) -> c_int {
-    unsafe { creat(path, mode) }
-}
+alias!(creat64 => creat(path: *const c_char, mode: c_uint) -> c_int);
 
 /// Closes a Tessera descriptor: the last descriptor of a description closes the file
 /// (publishing its writes); any close releases the process's locks on the file (POSIX).
@@ -163,7 +138,7 @@ pub fn close_tessera(fd: c_int, d: DescRef) -> FsResult<()> {
     // SAFETY: closing the placeholder this descriptor number held.
     unsafe { real::close(fd) };
     let unlocked = {
-        let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = state::lock_desc(&d);
         match &mut g.obj {
             Object::File(f) if state::table().locked.remove(&f.ino()) => f.unlock(0, 0),
             _ => Ok(()),
@@ -188,7 +163,7 @@ fn with_file<T>(
     d: &DescRef,
     f: impl FnOnce(&mut tessera_client::File, &mut u64, c_int) -> FsResult<T>,
 ) -> FsResult<T> {
-    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = state::lock_desc(d);
     let Desc {
         obj,
         pos,
@@ -291,12 +266,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_
         None => unsafe { real::pread64(fd, buf, n, off) },
     }
 }
-/// # Safety
-/// As `pread(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
-    unsafe { pread(fd, buf, n, off) }
-}
+alias!(pread64 => pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t);
 /// # Safety
 /// As `pread(2)`.
 #[unsafe(no_mangle)]
@@ -330,12 +300,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: o
         None => unsafe { real::pwrite64(fd, buf, n, off) },
     }
 }
-/// # Safety
-/// As `pwrite(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
-    unsafe { pwrite(fd, buf, n, off) }
-}
+alias!(pwrite64 => pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t);
 
 fn iovecs<'a>(iov: *const iovec, n: c_int) -> FsResult<&'a [iovec]> {
     if !(0..=libc::UIO_MAXIOV).contains(&n) {
@@ -406,12 +371,7 @@ pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: of
         None => unsafe { real::pwritev64(fd, iov, n, off) },
     }
 }
-/// # Safety
-/// As `pwritev(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    unsafe { pwritev(fd, iov, n, off) }
-}
+alias!(pwritev64 => pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t);
 /// # Safety
 /// As `preadv(2)`.
 #[unsafe(no_mangle)]
@@ -421,12 +381,7 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off
         None => unsafe { real::preadv64(fd, iov, n, off) },
     }
 }
-/// # Safety
-/// As `preadv(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    unsafe { preadv(fd, iov, n, off) }
-}
+alias!(preadv64 => preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t);
 /// `pwritev2`: offset -1 means the current position; the flags (RWF_*) are hints.
 ///
 /// # Safety
@@ -444,18 +399,7 @@ pub unsafe extern "C" fn pwritev2(
         None => unsafe { real::pwritev64v2(fd, iov, n, off, flags) },
     }
 }
-/// # Safety
-/// As `pwritev2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwritev64v2(
-    fd: c_int,
-    iov: *const iovec,
-    n: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    unsafe { pwritev2(fd, iov, n, off, flags) }
-}
+alias!(pwritev64v2 => pwritev2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t);
 /// # Safety
 /// As `preadv2(2)`.
 #[unsafe(no_mangle)]
@@ -471,21 +415,10 @@ pub unsafe extern "C" fn preadv2(
         None => unsafe { real::preadv64v2(fd, iov, n, off, flags) },
     }
 }
-/// # Safety
-/// As `preadv2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn preadv64v2(
-    fd: c_int,
-    iov: *const iovec,
-    n: c_int,
-    off: off_t,
-    flags: c_int,
-) -> ssize_t {
-    unsafe { preadv2(fd, iov, n, off, flags) }
-}
+alias!(preadv64v2 => preadv2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t);
 
 fn lseek_desc(d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
-    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = state::lock_desc(d);
     let Desc { obj, pos, .. } = &mut *g;
     let size = match obj {
         Object::File(f) if matches!(whence, libc::SEEK_END | libc::SEEK_DATA | libc::SEEK_HOLE) => {
@@ -509,15 +442,10 @@ pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
         None => unsafe { real::lseek64(fd, off, whence) },
     }
 }
-/// # Safety
-/// As `lseek(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
-    unsafe { lseek(fd, off, whence) }
-}
+alias!(lseek64 => lseek(fd: c_int, off: off_t, whence: c_int) -> off_t);
 
 fn fsync_desc(d: &DescRef) -> FsResult<c_int> {
-    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = state::lock_desc(d);
     match &mut g.obj {
         Object::File(f) => f.fsync().map(|()| 0),
         _ => Ok(0),
@@ -548,7 +476,7 @@ pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
 
 fn ftruncate_desc(d: &DescRef, len: off_t) -> FsResult<c_int> {
     let len = offset(len)?;
-    let g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let g = state::lock_desc(d);
     if let Object::File(_) = g.obj {
         if g.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return Err(FsError::new(
@@ -574,12 +502,7 @@ pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
         None => unsafe { real::ftruncate64(fd, len) },
     }
 }
-/// # Safety
-/// As `ftruncate(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
-    unsafe { ftruncate(fd, len) }
-}
+alias!(ftruncate64 => ftruncate(fd: c_int, len: off_t) -> c_int);
 
 /// Makes `new` (a fresh kernel descriptor) another descriptor of `d`.
 fn dup_into(new: c_int, d: DescRef) -> c_int {
@@ -715,12 +638,7 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: size
     }
     unsafe { real::sendfile64(out, inp, off, n) }
 }
-/// # Safety
-/// As `sendfile(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t {
-    unsafe { sendfile(out, inp, off, n) }
-}
+alias!(sendfile64 => sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t);
 
 /// Advice is accepted and ignored on Tessera files (returns 0, as for any file system that
 /// has no use for it).
@@ -734,17 +652,7 @@ pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice
     }
     unsafe { real::posix_fadvise64(fd, off, len, advice) }
 }
-/// # Safety
-/// As `posix_fadvise(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn posix_fadvise64(
-    fd: c_int,
-    off: off_t,
-    len: off_t,
-    advice: c_int,
-) -> c_int {
-    unsafe { posix_fadvise(fd, off, len, advice) }
-}
+alias!(posix_fadvise64 => posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int);
 
 fn no_alloc(fd: c_int) -> FsError {
     FsError::new(
@@ -767,12 +675,7 @@ pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c
     }
     unsafe { real::posix_fallocate64(fd, off, len) }
 }
-/// # Safety
-/// As `posix_fallocate(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
-    unsafe { posix_fallocate(fd, off, len) }
-}
+alias!(posix_fallocate64 => posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int);
 /// # Safety
 /// As `fallocate(2)`.
 #[unsafe(no_mangle)]
@@ -783,12 +686,7 @@ pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_
     }
     unsafe { real::fallocate64(fd, mode, off, len) }
 }
-/// # Safety
-/// As `fallocate(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    unsafe { fallocate(fd, mode, off, len) }
-}
+alias!(fallocate64 => fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int);
 
 /// Memory mapping a Tessera file is not supported: it fails with ENODEV and says so (the
 /// placeholder descriptor would fail with a bare EBADF).
@@ -816,19 +714,7 @@ pub unsafe extern "C" fn mmap(
     }
     unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
 }
-/// # Safety
-/// As `mmap(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    unsafe { mmap(addr, len, prot, flags, fd, off) }
-}
+alias!(mmap64 => mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void);
 
 /// The description of a Tessera descriptor or EBADF (for calls that need one).
 pub fn require(fd: c_int) -> FsResult<DescRef> {

@@ -22,6 +22,21 @@
 )))]
 compile_error!("the interposer supports Linux on x86-64 and AArch64");
 
+/// Defines `name` as a second exported symbol for `target` (the `64` forms, and other names
+/// programs bind for the same call).
+macro_rules! alias {
+    ($name:ident => $target:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty) => {
+        #[doc = concat!("The same as `", stringify!($target), "` (another name programs bind).")]
+        ///
+        /// # Safety
+        /// As the target.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            unsafe { $target($($arg),*) }
+        }
+    };
+}
+
 pub mod dirs;
 pub mod files;
 pub mod locks;
@@ -62,10 +77,11 @@ pub fn report(e: &FsError) {
             | Errno::XDev
             | Errno::Inval
     );
-    let verbose = {
+    static VERBOSE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let verbose = *VERBOSE.get_or_init(|| {
         let _b = Busy::enter();
         std::env::var_os("TESSERA_VERBOSE").is_some_and(|v| v != "0")
-    };
+    });
     if !routine || verbose {
         let _b = Busy::enter();
         eprintln!("tessera: {} ({})", e.message, e.errno.name());
@@ -117,7 +133,7 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> 
         return under_prefix(&n, prefix()).then_some(n);
     }
     let d = state::desc(dirfd)?;
-    let dir = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+    let dir = state::lock_desc(&d).path.clone();
     let s = std::str::from_utf8(bytes).ok()?;
     Some(lexical_normalize(&join_user(&dir, s)))
 }

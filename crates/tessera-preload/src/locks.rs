@@ -12,7 +12,7 @@ use tessera_client::{Errno, FsError, FsResult, LockKind};
 /// Converts a `struct flock` range into (offset, len) from the start of the file
 /// (len 0 = to end of file).
 fn flock_range(d: &DescRef, fl: &libc::flock) -> FsResult<(u64, u64)> {
-    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = state::lock_desc(d);
     let base: i64 = match fl.l_whence as c_int {
         libc::SEEK_SET => 0,
         libc::SEEK_CUR => g.pos as i64,
@@ -50,7 +50,7 @@ fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) -> FsRe
     // SAFETY: the caller passed a struct flock.
     let fl = unsafe { &mut *fl };
     let (off, len) = flock_range(d, fl)?;
-    let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = state::lock_desc(d);
     let Object::File(f) = &mut g.obj else {
         return Err(FsError::new(
             Errno::BadF,
@@ -144,9 +144,9 @@ fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) -> FsRe
 /// fcntl on a Tessera descriptor.
 fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_int> {
     match cmd {
-        libc::F_GETFL => Ok(d.lock().unwrap_or_else(|p| p.into_inner()).flags),
+        libc::F_GETFL => Ok(state::lock_desc(&d).flags),
         libc::F_SETFL => {
-            let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = state::lock_desc(&d);
             let changeable = libc::O_APPEND | libc::O_NONBLOCK;
             g.flags = (g.flags & !changeable) | (arg as c_int & changeable & STATUS_FLAGS);
             Ok(0)
@@ -176,12 +176,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
         None => unsafe { real::fcntl(fd, cmd, arg) },
     }
 }
-/// # Safety
-/// As `fcntl(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    unsafe { fcntl(fd, cmd, arg) }
-}
+alias!(fcntl64 => fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int);
 
 /// # Safety
 /// As `flock(2)`.
@@ -192,7 +187,7 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     };
     run(|| {
         let wait = op & libc::LOCK_NB == 0;
-        let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = state::lock_desc(&d);
         let Object::File(f) = &mut g.obj else {
             return Ok(0);
         };

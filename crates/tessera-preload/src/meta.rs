@@ -81,7 +81,7 @@ fn fill_statx(a: &Attr, st: *mut libc::statx) {
 /// Attributes behind a Tessera descriptor.
 fn fd_attr(fd: c_int) -> FsResult<Attr> {
     let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
-    let path = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+    let path = state::lock_desc(&d).path.clone();
     client()?.stat(&path)
 }
 
@@ -297,12 +297,7 @@ pub unsafe extern "C" fn faccessat(
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
     unsafe { faccessat(libc::AT_FDCWD, path, mode, libc::AT_EACCESS) }
 }
-/// # Safety
-/// As `eaccess(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
-    unsafe { euidaccess(path, mode) }
-}
+alias!(eaccess => euidaccess(path: *const c_char, mode: c_int) -> c_int);
 
 /// # Safety
 /// As `unlink(2)`.
@@ -422,12 +417,7 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
         None => unsafe { real::truncate64(path, len) },
     }
 }
-/// # Safety
-/// As `truncate(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
-    unsafe { truncate(path, len) }
-}
+alias!(truncate64 => truncate(path: *const c_char, len: off_t) -> c_int);
 
 /// Sizes reported by statfs: the burst buffer of this process's node.
 fn fs_numbers() -> FsResult<(u64, u64)> {
@@ -489,12 +479,7 @@ pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -
         None => unsafe { real::statfs64(path, buf) },
     }
 }
-/// # Safety
-/// As `statfs(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn statfs64(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
-    unsafe { statfs(path, buf) }
-}
+alias!(statfs64 => statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int);
 /// # Safety
 /// As `fstatfs(2)`.
 #[unsafe(no_mangle)]
@@ -504,12 +489,7 @@ pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int {
     }
     unsafe { real::fstatfs64(fd, buf) }
 }
-/// # Safety
-/// As `fstatfs(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fstatfs64(fd: c_int, buf: *mut libc::statfs64) -> c_int {
-    unsafe { fstatfs(fd, buf) }
-}
+alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
 /// # Safety
 /// As `statvfs(3)`.
 #[unsafe(no_mangle)]
@@ -522,12 +502,7 @@ pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64)
         None => unsafe { real::statvfs64(path, buf) },
     }
 }
-/// # Safety
-/// As `statvfs(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn statvfs64(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
-    unsafe { statvfs(path, buf) }
-}
+alias!(statvfs64 => statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int);
 /// # Safety
 /// As `fstatvfs(3)`.
 #[unsafe(no_mangle)]
@@ -537,12 +512,7 @@ pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int
     }
     unsafe { real::fstatvfs64(fd, buf) }
 }
-/// # Safety
-/// As `fstatvfs(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fstatvfs64(fd: c_int, buf: *mut libc::statvfs64) -> c_int {
-    unsafe { fstatvfs(fd, buf) }
-}
+alias!(fstatvfs64 => fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int);
 
 // ----- attributes Tessera does not store -----
 
@@ -572,7 +542,7 @@ fn chmod_path(p: &str, mode: mode_t) -> FsResult<c_int> {
 
 fn fd_path(fd: c_int) -> FsResult<String> {
     let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
-    Ok(d.lock().unwrap_or_else(|p| p.into_inner()).path.clone())
+    Ok(state::lock_desc(&d).path.clone())
 }
 
 /// # Safety
@@ -843,7 +813,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     if let Some(d) = desc(fd) {
-        let p = d.lock().unwrap_or_else(|p| p.into_inner()).path.clone();
+        let p = state::lock_desc(&d).path.clone();
         return run(|| enter_dir(&p));
     }
     let r = unsafe { real::fchdir(fd) };
@@ -893,6 +863,6 @@ pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
 /// Whether the descriptor refers to a Tessera directory (for `fdopendir`).
 pub fn is_dir_fd(fd: c_int) -> Option<String> {
     let d = lookup(fd)?;
-    let g = d.lock().unwrap_or_else(|p| p.into_inner());
+    let g = state::lock_desc(&d);
     matches!(g.obj, Object::Dir).then(|| g.path.clone())
 }

@@ -63,6 +63,11 @@ pub struct Desc {
 
 pub type DescRef = Arc<Mutex<Desc>>;
 
+/// Locks a description (a panic elsewhere leaves it usable: its fields stay consistent).
+pub fn lock_desc(d: &DescRef) -> MutexGuard<'_, Desc> {
+    d.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A directory stream handed out as `DIR *`.
 pub struct DirStream {
     pub fd: i32,
@@ -206,17 +211,21 @@ pub fn prefix() -> &'static str {
     })
 }
 
-/// The consistency model of interposed files: `TESSERA_MODEL`, session by default.
+/// The consistency model of interposed files: `TESSERA_MODEL`, session by default (read
+/// once per process).
 pub fn model() -> FsResult<Model> {
-    match std::env::var("TESSERA_MODEL") {
-        Ok(m) => m.parse::<Model>().map_err(|e| {
-            FsError::new(
-                Errno::Inval,
-                format!("TESSERA_MODEL={m}: {e}; use posix, commit, session or mpiio"),
-            )
-        }),
-        Err(_) => Ok(Model::Session),
-    }
+    static MODEL: OnceLock<FsResult<Model>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| match std::env::var("TESSERA_MODEL") {
+            Ok(m) => m.parse::<Model>().map_err(|e| {
+                FsError::new(
+                    Errno::Inval,
+                    format!("TESSERA_MODEL={m}: {e}; use posix, commit, session or mpiio"),
+                )
+            }),
+            Err(_) => Ok(Model::Session),
+        })
+        .clone()
 }
 
 /// The process's connection, made at the first Tessera call (and again if it failed).
