@@ -135,3 +135,61 @@ fn a2(inst: &Inst) -> Rank {
     open(&mut r, "/tessera/wait");
     r
 }
+
+/// A lock belongs to the process, not to the handle it was taken through: after taking it,
+/// every session handle of the file in the process sees what the previous holder wrote (the
+/// pattern of programs that lock through one descriptor and read through another, and of
+/// MPI-IO atomic mode). The same holds for fsync-style syncs.
+#[test]
+fn taking_a_lock_refreshes_every_handle_of_the_process() {
+    use tessera_client::{LockKind, OpenOptions};
+    let inst = Inst::start(3);
+    let (first, writer, reader) = (inst.client(0), inst.client(1), inst.client(2));
+    let session = |read: bool, write: bool| {
+        let mut o = OpenOptions::new();
+        o.read(read)
+            .write(write)
+            .create(write)
+            .model(Model::Session);
+        o
+    };
+    let mut f = first.open("/tessera/shared", &session(true, true)).unwrap();
+    f.write_at(b"old!", 0).unwrap();
+    f.close().unwrap();
+    let mut w = writer
+        .open("/tessera/shared", &session(true, true))
+        .unwrap();
+    // The reader opens two session handles: both see "old!".
+    let mut data = reader
+        .open("/tessera/shared", &session(true, false))
+        .unwrap();
+    let mut lock_handle = reader
+        .open("/tessera/shared", &session(true, false))
+        .unwrap();
+    let mut buf = [0u8; 4];
+    data.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"old!");
+    // The writer updates under an exclusive lock and releases it (which publishes).
+    w.lock(0, 0, LockKind::Exclusive, true).unwrap();
+    w.write_at(b"new!", 0).unwrap();
+    w.unlock(0, 0).unwrap();
+    // Without synchronising, the session handle still reads from the owner it learned at
+    // open (the first writer's log).
+    data.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"old!", "a session handle refreshed without a sync");
+    // Locking through the other handle makes this one see the release's writes.
+    lock_handle.lock(0, 4, LockKind::Shared, true).unwrap();
+    data.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"new!");
+    lock_handle.unlock(0, 4).unwrap();
+    // A read-only handle's unlock publishes the process's writes made through another handle.
+    let mut rw = reader
+        .open("/tessera/shared", &session(true, true))
+        .unwrap();
+    lock_handle.lock(0, 0, LockKind::Exclusive, true).unwrap();
+    rw.write_at(b"3rd!", 0).unwrap();
+    lock_handle.unlock(0, 0).unwrap();
+    w.lock(0, 0, LockKind::Shared, true).unwrap();
+    w.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"3rd!");
+}

@@ -100,6 +100,8 @@ pub struct File {
     size: u64,
     /// Owners from the last whole-file query (session and MPI-IO models).
     owners: Option<RangeMap<Owner>>,
+    /// The file's `view_epoch` when `owners` was learned.
+    view_epoch: u64,
     /// This handle's access pattern and the bytes read ahead for it (with cached owners).
     pattern: Pattern,
     ahead: Ahead,
@@ -158,7 +160,7 @@ impl File {
         if o.truncate {
             g.truncate_local(attr.ino, 0);
         }
-        g.files.entry(attr.ino).or_default();
+        let view_epoch = g.files.entry(attr.ino).or_default().view_epoch;
         Ok(File {
             client: client.clone(),
             ino: attr.ino,
@@ -170,6 +172,7 @@ impl File {
             pos: 0,
             size: attr.size,
             owners: owners.as_ref().map(owners_map),
+            view_epoch,
             pattern: Pattern::default(),
             ahead: Ahead::default(),
             locked: false,
@@ -278,6 +281,16 @@ impl File {
             return Ok(0);
         }
         let want_end = offset.saturating_add(buf.len() as u64);
+        if self.owners.is_some() {
+            let epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
+            if epoch != self.view_epoch {
+                let o = query_file(&mut g, self.ino)?;
+                self.learn_size(&o);
+                self.owners = Some(owners_map(&o));
+                self.ahead.clear();
+                self.view_epoch = epoch;
+            }
+        }
         // Who holds the newest bytes: asked per read, or known since the last session open/sync.
         let fresh;
         let owners: &RangeMap<Owner> = match &self.owners {
@@ -500,6 +513,7 @@ impl File {
         self.learn_size(&o);
         self.owners = Some(owners_map(&o));
         self.ahead.clear();
+        self.view_epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
         Ok(o.extents)
     }
 
@@ -605,28 +619,27 @@ impl File {
     /// held in the range. Locks are released by [`File::unlock`], at close, or when the process
     /// ends.
     ///
-    /// Locks synchronise like close and open do (as NFS locks do): taking one refreshes the
-    /// owners a session or MPI-IO handle caches, releasing one publishes this process's
+    /// Locks synchronise like close and open do (as NFS locks do): after taking one, every
+    /// handle of the file in this process re-learns the owners before its next read (the lock
+    /// belongs to the process, not to this handle); releasing one publishes this process's
     /// writes first. Writes made under a lock are thus seen by the next holder, which is what
     /// MPI-IO atomic mode builds on.
     pub fn lock(&mut self, offset: u64, len: u64, kind: LockKind, wait: bool) -> FsResult<()> {
         self.lock_request(offset, len, Some(kind), wait)?;
         self.locked = true;
-        if self.owners.is_some() {
-            self.query_file()?;
-        }
+        self.refresh();
         Ok(())
     }
 
     /// Releases this process's locks on `[offset, offset + len)` (`len == 0`: to end of file),
     /// after publishing its writes.
     pub fn unlock(&mut self, offset: u64, len: u64) -> FsResult<()> {
-        if self.writable {
-            self.check_open()?;
-            let client = self.client.clone();
-            let mut g = client.lock();
-            self.attach_dirty(&mut g)?;
-        }
+        // The process's writes, through whichever handle they were made.
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        self.attach_dirty(&mut g)?;
+        drop(g);
         self.lock_request(offset, len, None, false)
     }
 
@@ -708,6 +721,14 @@ impl File {
     /// Session open: learn the current owners of the whole file (done by open already).
     pub fn session_open(&mut self) -> FsResult<()> {
         self.query_file().map(drop)
+    }
+
+    /// Makes every handle of this file in this process that caches owners (session and
+    /// MPI-IO handles opened for reading) re-learn them before its next read, so reads after
+    /// this call see everything published before it. Costs nothing until such a read.
+    pub fn refresh(&mut self) {
+        let mut g = self.client.lock();
+        g.files.entry(self.ino).or_default().view_epoch += 1;
     }
 
     /// Session close: publish this process's writes (done by close as well).

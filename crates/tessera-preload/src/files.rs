@@ -447,13 +447,20 @@ alias!(lseek64 => lseek(fd: c_int, off: off_t, whence: c_int) -> off_t);
 fn fsync_desc(d: &DescRef) -> FsResult<c_int> {
     let mut g = state::lock_desc(d);
     match &mut g.obj {
-        Object::File(f) => f.fsync().map(|()| 0),
+        Object::File(f) => {
+            f.fsync()?;
+            f.refresh();
+            Ok(0)
+        }
         _ => Ok(0),
     }
 }
 
-/// `fsync`: commit (the writes become visible to every later open or read) and make this
-/// process's logs of the file durable.
+/// `fsync`: commit (the writes become visible to every later open or read), make this
+/// process's logs of the file durable, and refresh what the process sees of the file. The
+/// refresh makes MPI-IO's sync-barrier-sync construct (`MPI_File_sync` is `fsync` in ROMIO and
+/// ompio) show the other ranks' writes under the session model too, at one query at the next
+/// read (none if the process does not read the file again).
 ///
 /// # Safety
 /// As `fsync(2)`.
