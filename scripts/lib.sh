@@ -55,4 +55,10 @@ ensure_bench_deps() {
     ensure_debian_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config fonts-dejavu-core
 }
 
+# What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI.
+ensure_test_deps() {
+    ensure_bench_deps
+    ensure_debian_packages libhdf5-openmpi-dev hdf5-tools
+}
+
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

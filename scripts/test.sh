@@ -2,7 +2,7 @@
 # Quick start, part 2: the test suite (this is what CI runs).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_build_deps
-ensure_bench_deps
+ensure_test_deps
 say "format"
 cargo fmt --all -- --check
 say "lint"

@@ -5,34 +5,8 @@
 
 mod common;
 
-use common::{Inst, TESSERA};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-/// The interposer, built beside the `tessera` binary by the workspace build.
-fn preload_lib() -> PathBuf {
-    let p = Path::new(TESSERA)
-        .parent()
-        .expect("target dir")
-        .join("libtessera_preload.so");
-    assert!(
-        p.exists(),
-        "{} is missing: build it with `cargo build -p tessera-preload`",
-        p.display()
-    );
-    p
-}
-
-/// A command run through the interposer, bound to daemon `node`.
-fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(prog);
-    c.args(args)
-        .env("LD_PRELOAD", preload_lib())
-        .env("TESSERA_INSTANCE", &inst.layout.dir)
-        .env("TESSERA_NODE", node.to_string())
-        .stdin(Stdio::null());
-    c
-}
+use common::{Inst, build_c, scratch, under};
+use std::process::{Output, Stdio};
 
 fn ok(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
     let out = under(inst, node, prog, args).output().expect("spawn");
@@ -47,13 +21,6 @@ fn ok(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-preload-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
@@ -202,28 +169,10 @@ print('ok')
     ok(&inst, 2, "python3", &["-c", check]);
 }
 
-fn build_c(name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let dir = scratch(&format!("cc-{name}"));
-    let exe = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 #[test]
 fn c_program_n1_strided_from_four_processes_and_stdio() {
     let inst = Inst::start(3);
-    let exe = build_c("strided");
+    let exe = build_c("cc", "strided");
     let exe = exe.to_str().unwrap();
     let (xfer, count) = ("47001", "40");
     let writers: Vec<_> = (0..4)

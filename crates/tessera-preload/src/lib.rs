@@ -10,7 +10,8 @@
 //!
 //! Module map: [`state`] (descriptor table, connection), [`real`] (libc's definitions),
 //! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
-//! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock).
+//! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
+//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -37,10 +38,12 @@ macro_rules! alias {
     };
 }
 
+pub mod aio;
 pub mod dirs;
 pub mod files;
 pub mod locks;
 pub mod meta;
+pub mod mpiio;
 pub mod real;
 pub mod state;
 pub mod stdio;
@@ -61,7 +64,9 @@ pub fn fail(e: &FsError) -> c_int {
 
 /// Writes the explanation of an error to stderr when a program would otherwise only see a
 /// bare errno: always for failures a program does not expect (I/O, protocol, daemon
-/// unreachable, unsupported), for every error with `TESSERA_VERBOSE=1`.
+/// unreachable, unsupported), for every error with `TESSERA_VERBOSE=1`. Errors the kernel
+/// would give the same program on a local file system (ENOENT, EBADF for a write lock on a
+/// read-only descriptor, which ROMIO's atomic mode asks for and ignores, ...) stay quiet.
 pub fn report(e: &FsError) {
     let routine = matches!(
         e.errno,
@@ -76,6 +81,7 @@ pub fn report(e: &FsError) {
             | Errno::NoTty
             | Errno::XDev
             | Errno::Inval
+            | Errno::BadF
     );
     static VERBOSE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let verbose = *VERBOSE.get_or_init(|| {

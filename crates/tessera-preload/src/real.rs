@@ -5,7 +5,7 @@ use libc::{c_char, c_int, c_void, mode_t, off_t, size_t, ssize_t};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Looks up `name` (NUL-terminated) in the objects after this one; aborts with a message if
-/// libc does not have it (nothing sensible can be done then).
+/// none has it (nothing sensible can be done then).
 pub fn lookup(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     let p = slot.load(Ordering::Relaxed);
     if p != 0 {
@@ -14,7 +14,7 @@ pub fn lookup(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     // SAFETY: `name` is NUL-terminated.
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
     if p == 0 {
-        let msg = b"tessera preload: a libc function is missing; unset LD_PRELOAD\n";
+        let msg = b"tessera preload: a function it forwards to is missing; unset LD_PRELOAD\n";
         // SAFETY: writing a static buffer to stderr.
         unsafe {
             libc::write(2, msg.as_ptr().cast(), msg.len());
@@ -113,4 +113,15 @@ real_fns! {
     fn fchdir(fd: c_int) -> c_int;
     fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char;
     fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
+}
+
+real_fns! {
+    fn aio_read(cb: *mut libc::aiocb) -> c_int;
+    fn aio_write(cb: *mut libc::aiocb) -> c_int;
+    fn aio_fsync(op: c_int, cb: *mut libc::aiocb) -> c_int;
+    fn aio_error(cb: *const libc::aiocb) -> c_int;
+    fn aio_return(cb: *mut libc::aiocb) -> ssize_t;
+    fn aio_suspend(list: *const *const libc::aiocb, n: c_int, timeout: *const libc::timespec) -> c_int;
+    fn aio_cancel(fd: c_int, cb: *mut libc::aiocb) -> c_int;
+    fn lio_listio(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int;
 }

@@ -234,3 +234,60 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The interposer, built beside the `tessera` binary by the workspace build.
+pub fn preload_lib() -> PathBuf {
+    let p = std::path::Path::new(TESSERA)
+        .parent()
+        .expect("target dir")
+        .join("libtessera_preload.so");
+    assert!(
+        p.exists(),
+        "{} is missing: build it with `cargo build -p tessera-preload`",
+        p.display()
+    );
+    p
+}
+
+/// A command run through the interposer, bound to daemon `node`.
+pub fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(prog);
+    c.args(args)
+        .env("LD_PRELOAD", preload_lib())
+        .env("TESSERA_INSTANCE", &inst.layout.dir)
+        .env("TESSERA_NODE", node.to_string())
+        .stdin(Stdio::null());
+    c
+}
+
+/// A fresh local scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `tests/c/NAME.c` with `compiler` (cc, mpicc, h5pcc) into a scratch directory.
+pub fn build_c(compiler: &str, name: &str) -> PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let dir = scratch(&format!("cc-{name}"));
+    let exe = dir.join(name);
+    // In the scratch directory: some compiler drivers (h5pcc) leave object files in the cwd.
+    let out = Command::new(compiler)
+        .current_dir(&dir)
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{compiler} is missing ({e}): scripts/test.sh installs it from Debian")
+        });
+    assert!(
+        out.status.success(),
+        "{compiler} {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}

@@ -1,0 +1,156 @@
+//! Unmodified MPI-IO and parallel HDF5 programs on Tessera, through the LD_PRELOAD
+//! interposer: 4 ranks under `mpirun` on 3 daemons, with Open MPI's two MPI-IO
+//! implementations (ompio and ROMIO), atomic mode off and on.
+//!
+//! The programs (tests/c/mpiio.c, tests/c/h5par.c) check every byte they read. On top of
+//! that, each file Tessera holds is compared byte for byte (`cmp`, `h5diff`) with the file the
+//! same program wrote to a local directory without the interposer, and a flushed HDF5 file
+//! is compared outside Tessera.
+
+mod common;
+
+use common::{Inst, build_c, preload_lib, scratch, under};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// One `mpirun` at a time: 4 ranks each already oversubscribe the 2-core machines CI runs on.
+static MPIRUN: Mutex<()> = Mutex::new(());
+
+/// Open MPI's MPI-IO implementations.
+const IMPLS: [&str; 2] = ["ompio", "romio321"];
+
+/// Runs `exe args` as 4 MPI ranks with implementation `io`, through the interposer when
+/// `inst` is given (rank r then belongs to daemon r mod 3). Fails the test with the ranks'
+/// output if the run fails or takes more than two minutes.
+fn mpirun(inst: Option<&Inst>, io: &str, exe: &Path, args: &[&str]) -> Output {
+    let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+    let mut c = Command::new("timeout");
+    c.args([
+        "120",
+        "mpirun",
+        "--oversubscribe",
+        "-np",
+        "4",
+        "--mca",
+        "io",
+        io,
+    ])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env_remove("TESSERA_NODE");
+    if let Some(inst) = inst {
+        c.arg("-x")
+            .arg(format!("LD_PRELOAD={}", preload_lib().display()))
+            .arg("-x")
+            .arg(format!("TESSERA_INSTANCE={}", inst.layout.dir.display()));
+    }
+    c.arg(exe).args(args);
+    let out = c
+        .output()
+        .expect("mpirun is missing: scripts/test.sh installs Open MPI");
+    assert!(
+        out.status.success(),
+        "mpirun --mca io {io} {} {args:?} failed ({}):\n{}{}",
+        exe.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn printed(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command through the interposer that must succeed.
+fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
+    let out = under(inst, node, prog, args).output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{prog} {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
+    let exe = build_c("mpicc", "mpiio");
+    // The reference: the same program on a local directory, without Tessera.
+    let local = scratch("mpiio-local");
+    let local_dir = local.display().to_string();
+    mpirun(None, "ompio", &exe, &[&local_dir, "write"]);
+
+    let inst = Inst::start(3);
+    let fs = inst.client(0);
+    for io in IMPLS {
+        for atomic in [false, true] {
+            let dir = format!("/tessera/{io}-{}", if atomic { "atomic" } else { "plain" });
+            fs.mkdir(&dir, 0o755).unwrap();
+            let mode: &[&str] = if atomic { &["atomic"] } else { &[] };
+            let args = |what: &'static str| [&[dir.as_str(), what][..], mode].concat();
+            let w = mpirun(Some(&inst), io, &exe, &args("write"));
+            assert!(printed(&w).contains("write"), "{}", printed(&w));
+            // A second run (a new job: other processes, ranks shifted) reads it all back.
+            let r = mpirun(Some(&inst), io, &exe, &args("read"));
+            assert!(printed(&r).contains("read"), "{}", printed(&r));
+            for name in ["independent", "collective", "view", "sieve", "nonblocking"] {
+                let tessera = format!("{dir}/{name}");
+                let reference = local.join(name).display().to_string();
+                ok_under(&inst, 2, "cmp", &[&reference, &tessera]);
+            }
+        }
+        // Atomic mode's own promises: a barrier alone orders a write before another rank's
+        // read, and overlapping strided writes never interleave.
+        let dir = format!("/tessera/{io}-promises");
+        fs.mkdir(&dir, 0o755).unwrap();
+        let a = mpirun(Some(&inst), io, &exe, &[&dir, "atomic"]);
+        assert!(printed(&a).contains("mpiio atomic: ok"), "{}", printed(&a));
+    }
+    let _ = std::fs::remove_dir_all(&local);
+}
+
+#[test]
+fn parallel_hdf5_chunked_and_contiguous_datasets() {
+    let exe = build_c("h5pcc", "h5par");
+    let local = scratch("h5-local");
+    let reference = local.join("ref.h5").display().to_string();
+    mpirun(None, "ompio", &exe, &[&reference, "write"]);
+
+    let inst = Inst::start(3);
+    inst.client(0).mkdir("/tessera/h5", 0o755).unwrap();
+    for io in IMPLS {
+        let file = format!("/tessera/h5/{io}.h5");
+        mpirun(Some(&inst), io, &exe, &[&file, "write"]);
+        // Read back in another run, then compare every object and value with the reference.
+        let r = mpirun(Some(&inst), io, &exe, &[&file, "read"]);
+        assert!(printed(&r).contains("h5par read: ok"), "{}", printed(&r));
+        // h5diff exits 0 only when every object and value matches.
+        ok_under(&inst, 1, "h5diff", &["-r", &reference, &file]);
+    }
+    // Flushed to the PFS directory, the file is a valid HDF5 file outside Tessera too.
+    let flush = inst.tessera(&["flush", "/tessera/h5/ompio.h5"]);
+    assert!(
+        flush.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flush.stderr)
+    );
+    let flushed = inst.pfs().join("h5/ompio.h5");
+    let out = Command::new("h5diff")
+        .arg("-r")
+        .arg(&reference)
+        .arg(&flushed)
+        .output()
+        .expect("h5diff");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        printed(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&local);
+}

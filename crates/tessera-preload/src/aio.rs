@@ -1,0 +1,264 @@
+//! POSIX asynchronous I/O (`aio_*`, `lio_listio`) on Tessera descriptors.
+//!
+//! glibc runs an aio request on a helper thread that calls the kernel directly, which would
+//! meet the `O_PATH` placeholder instead of the Tessera file. Open MPI's ompio issues its
+//! non-blocking MPI-IO (`MPI_File_iwrite_at`, ...) this way. A request on a Tessera descriptor
+//! therefore runs at submission, through the same path as `pread`/`pwrite`/`fsync`, and its
+//! outcome is kept until `aio_return` collects it: `aio_error` then reports it complete,
+//! `aio_suspend` returns at once, `aio_cancel` answers `AIO_ALLDONE`. Requests on other
+//! descriptors go to glibc unchanged.
+//!
+//! Completion notification: `SIGEV_NONE` and `SIGEV_SIGNAL` (the signal is queued at
+//! submission); `SIGEV_THREAD` fails with `ENOTSUP` instead of never calling back.
+
+use crate::state::{Busy, desc};
+use crate::{fail, files, real};
+use libc::{aiocb, c_int, c_void, sigevent, ssize_t, timespec};
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use tessera_client::{Errno, FsError};
+
+/// Outcomes of completed Tessera requests, by the address of their control block:
+/// (return value, errno).
+fn done() -> MutexGuard<'static, HashMap<usize, (ssize_t, c_int)>> {
+    static DONE: LazyLock<Mutex<HashMap<usize, (ssize_t, c_int)>>> =
+        LazyLock::new(Default::default);
+    DONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Reads the calling thread's errno.
+fn errno() -> c_int {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Checks the notification a request asks for; queues its signal after it completed.
+fn notify(ev: &sigevent, after: bool) -> Result<(), FsError> {
+    match ev.sigev_notify {
+        libc::SIGEV_NONE => Ok(()),
+        libc::SIGEV_SIGNAL => {
+            if after {
+                // SAFETY: queueing a signal to this process with the caller's value.
+                unsafe { libc::sigqueue(libc::getpid(), ev.sigev_signo, ev.sigev_value) };
+            }
+            Ok(())
+        }
+        other => Err(FsError::new(
+            Errno::NotSup,
+            format!(
+                "aio on a Tessera descriptor: notification {other} is not supported; use SIGEV_NONE (poll with aio_error) or SIGEV_SIGNAL"
+            ),
+        )),
+    }
+}
+
+/// Runs one request on a Tessera descriptor now and records its outcome.
+///
+/// # Safety
+/// `cb` points to a valid control block whose buffer is valid for `aio_nbytes`.
+unsafe fn run_now(cb: *mut aiocb, op: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    let c = unsafe { &*cb };
+    if let Err(e) = notify(&c.aio_sigevent, false) {
+        let _b = Busy::enter();
+        return fail(&e);
+    }
+    // SAFETY: the request's own descriptor, buffer and offset, through the interposed calls.
+    let ret = unsafe {
+        match op {
+            libc::LIO_READ => files::pread(c.aio_fildes, c.aio_buf, c.aio_nbytes, c.aio_offset),
+            libc::LIO_WRITE => files::pwrite(
+                c.aio_fildes,
+                c.aio_buf as *const c_void,
+                c.aio_nbytes,
+                c.aio_offset,
+            ),
+            _ => files::fsync(c.aio_fildes) as ssize_t,
+        }
+    };
+    let err = if ret < 0 { errno() } else { 0 };
+    {
+        let _b = Busy::enter();
+        done().insert(cb as usize, (ret, err));
+    }
+    let _ = notify(&c.aio_sigevent, true);
+    0
+}
+
+/// Whether a control block names a Tessera descriptor.
+///
+/// # Safety
+/// `cb` is null or points to a valid control block.
+unsafe fn tessera(cb: *const aiocb) -> bool {
+    // SAFETY: the caller's contract.
+    !cb.is_null() && desc(unsafe { (*cb).aio_fildes }).is_some()
+}
+
+/// `aio_read`: on a Tessera descriptor, reads now.
+///
+/// # Safety
+/// As `aio_read(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_read(cb: *mut aiocb) -> c_int {
+    if unsafe { tessera(cb) } {
+        return unsafe { run_now(cb, libc::LIO_READ) };
+    }
+    unsafe { real::aio_read(cb) }
+}
+alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
+
+/// `aio_write`: on a Tessera descriptor, writes now.
+///
+/// # Safety
+/// As `aio_write(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_write(cb: *mut aiocb) -> c_int {
+    if unsafe { tessera(cb) } {
+        return unsafe { run_now(cb, libc::LIO_WRITE) };
+    }
+    unsafe { real::aio_write(cb) }
+}
+alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
+
+/// `aio_fsync`: on a Tessera descriptor, fsyncs now (commit and durable logs).
+///
+/// # Safety
+/// As `aio_fsync(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_fsync(op: c_int, cb: *mut aiocb) -> c_int {
+    if unsafe { tessera(cb) } {
+        return unsafe { run_now(cb, libc::LIO_NOP) };
+    }
+    unsafe { real::aio_fsync(op, cb) }
+}
+alias!(aio_fsync64 => aio_fsync(op: c_int, cb: *mut aiocb) -> c_int);
+
+/// The outcome of a completed Tessera request, if `cb` is one.
+fn outcome(cb: *const aiocb, take: bool) -> Option<(ssize_t, c_int)> {
+    let _b = Busy::enter();
+    let mut d = done();
+    if d.is_empty() {
+        return None;
+    }
+    if take {
+        d.remove(&(cb as usize))
+    } else {
+        d.get(&(cb as usize)).copied()
+    }
+}
+
+/// `aio_error`: a Tessera request is complete; its errno (0 on success).
+///
+/// # Safety
+/// As `aio_error(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_error(cb: *const aiocb) -> c_int {
+    match outcome(cb, false) {
+        Some((_, err)) => err,
+        None => unsafe { real::aio_error(cb) },
+    }
+}
+alias!(aio_error64 => aio_error(cb: *const aiocb) -> c_int);
+
+/// `aio_return`: the result of a Tessera request (once, as POSIX says).
+///
+/// # Safety
+/// As `aio_return(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_return(cb: *mut aiocb) -> ssize_t {
+    match outcome(cb, true) {
+        Some((ret, err)) => {
+            if ret < 0 {
+                // SAFETY: errno is thread-local.
+                unsafe { *libc::__errno_location() = err };
+            }
+            ret
+        }
+        None => unsafe { real::aio_return(cb) },
+    }
+}
+alias!(aio_return64 => aio_return(cb: *mut aiocb) -> ssize_t);
+
+/// `aio_suspend`: returns at once if any listed request is a completed Tessera one.
+///
+/// # Safety
+/// As `aio_suspend(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_suspend(
+    list: *const *const aiocb,
+    n: c_int,
+    timeout: *const timespec,
+) -> c_int {
+    if !list.is_null() && n > 0 {
+        // SAFETY: `n` entries, by the caller's contract.
+        let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
+        if cbs.iter().any(|&cb| outcome(cb, false).is_some()) {
+            return 0;
+        }
+    }
+    unsafe { real::aio_suspend(list, n, timeout) }
+}
+alias!(aio_suspend64 => aio_suspend(list: *const *const aiocb, n: c_int, timeout: *const timespec) -> c_int);
+
+/// `aio_cancel`: Tessera requests are already done.
+///
+/// # Safety
+/// As `aio_cancel(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int {
+    if desc(fd).is_some() {
+        return libc::AIO_ALLDONE;
+    }
+    unsafe { real::aio_cancel(fd, cb) }
+}
+alias!(aio_cancel64 => aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int);
+
+/// `lio_listio`: Tessera requests run now; the others go to glibc as one list.
+///
+/// # Safety
+/// As `lio_listio(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lio_listio(
+    mode: c_int,
+    list: *const *mut aiocb,
+    n: c_int,
+    ev: *mut sigevent,
+) -> c_int {
+    if list.is_null() || n <= 0 {
+        return unsafe { real::lio_listio(mode, list, n, ev) };
+    }
+    // SAFETY: `n` entries, by the caller's contract.
+    let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
+    if !cbs.iter().any(|&cb| unsafe { tessera(cb) }) {
+        return unsafe { real::lio_listio(mode, list, n, ev) };
+    }
+    let mut rest: Vec<*mut aiocb> = Vec::new();
+    let mut failed = false;
+    for &cb in cbs {
+        if unsafe { tessera(cb) } {
+            // SAFETY: a listed control block.
+            let op = unsafe { (*cb).aio_lio_opcode };
+            if op != libc::LIO_NOP && unsafe { run_now(cb, op) } != 0 {
+                failed = true;
+            }
+        } else if !cb.is_null() {
+            rest.push(cb);
+        }
+    }
+    let rc = if rest.is_empty() {
+        if !ev.is_null() && mode == libc::LIO_NOWAIT {
+            // SAFETY: the caller's notification.
+            let _ = notify(unsafe { &*ev }, true);
+        }
+        0
+    } else {
+        unsafe { real::lio_listio(mode, rest.as_ptr(), rest.len() as c_int, ev) }
+    };
+    if failed {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return -1;
+    }
+    rc
+}
+alias!(lio_listio64 => lio_listio(mode: c_int, list: *const *mut aiocb, n: c_int, ev: *mut sigevent) -> c_int);

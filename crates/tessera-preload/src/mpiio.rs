@@ -1,0 +1,394 @@
+//! MPI-IO atomic mode on Tessera files, whichever MPI-IO implementation the program runs.
+//!
+//! `MPI_File_set_atomicity(fh, 1)` promises that each access is atomic (concurrent
+//! overlapping accesses do not interleave, even for non-contiguous file views) and
+//! sequentially consistent (a write is seen by another rank's read ordered after it by a
+//! barrier alone, without `MPI_File_sync`). ROMIO keeps that promise with fcntl locks over each
+//! access's extent, which Tessera's lock service honours. Open MPI's ompio (4.1) records the
+//! flag and takes no lock on any file system except NFS, and it writes a non-contiguous view
+//! as many separate `pwrite`s: on Tessera, whose writes become visible at synchronisation
+//! points, its atomic mode would silently give neither property.
+//!
+//! So the interposer also wraps the MPI-IO data-access calls. For a file opened on a Tessera
+//! path whose atomicity is on, each access runs under an exclusive whole-file byte-range lock
+//! of the process: taking it makes the process re-learn who owns what before it reads,
+//! releasing it publishes the process's writes. Collective calls run as their independent
+//! forms (a lock held across a collective would deadlock the ranks; ROMIO does the same in
+//! atomic mode). Non-blocking calls complete before they return. Files elsewhere, and Tessera
+//! files with atomicity off, pass straight through at the cost of one map lookup.
+//!
+//! Reads take the lock exclusively too, as ROMIO does: ROMIO's own extent locks (exclusive
+//! even for reads) then nest inside it, owned by the same process, where under a shared
+//! whole-file lock two reading ranks would each wait for the other's to go. Whole-file locks
+//! serialise atomic accesses to one file; locking exactly the ranges an access touches
+//! (seed 004's list locks) is the lock manager's next step.
+//!
+//! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`) and the
+//! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`).
+//!
+//! MPI handles are passed as machine words: `MPI_File`, `MPI_Datatype` and `MPI_Request` are
+//! pointers in Open MPI and integers in MPICH, and on the x86-64 and AArch64 calling
+//! conventions either travels in one register, so forwarding the word is exact for both.
+
+use crate::state::{self, Busy, client};
+use crate::{real, report, tessera_path};
+use libc::{c_char, c_int, c_void};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use tessera_client::{File, FsResult, LockKind, OpenOptions};
+
+/// An MPI handle (`MPI_File`, `MPI_Datatype`, `MPI_Comm`, `MPI_Info`), forwarded as a word.
+type Handle = usize;
+
+/// What the interposer knows of an MPI file opened on a Tessera path.
+struct MpiFile {
+    /// The user's Tessera path.
+    path: String,
+    atomic: bool,
+    /// A handle of the file used only to take the whole-file locks (opened at the first
+    /// atomic access, closed with the MPI file).
+    lock: Option<Arc<Mutex<File>>>,
+}
+
+fn files() -> MutexGuard<'static, HashMap<Handle, MpiFile>> {
+    static FILES: LazyLock<Mutex<HashMap<Handle, MpiFile>>> = LazyLock::new(Default::default);
+    FILES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock_file(f: &Mutex<File>) -> MutexGuard<'_, File> {
+    f.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// Set while a wrapper runs: MPI calls made inside it (a PMPI tool calling the PMPI_
+    /// name, an implementation calling its own public names) pass straight through.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as inside a wrapper until dropped; `None` if it already was.
+struct Inside;
+
+impl Inside {
+    fn enter() -> Option<Inside> {
+        INSIDE.with(|c| (!c.replace(true)).then_some(Inside))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(false));
+    }
+}
+
+/// Whether the MPI library is Open MPI (its handles are pointers, its error codes differ).
+fn open_mpi() -> bool {
+    static OMPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OMPI.get_or_init(|| {
+        // SAFETY: looking up a symbol by a NUL-terminated name.
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_comm_world".as_ptr()) }.is_null()
+    })
+}
+
+/// `MPI_ERR_IO` of the running MPI library, returned when Tessera cannot take a lock.
+fn mpi_err_io() -> c_int {
+    if open_mpi() { 35 } else { 32 }
+}
+
+/// The Tessera path an `MPI_File_open` file name names, if any. ROMIO accepts a file-system
+/// prefix (`ufs:/tessera/x`); it is dropped.
+///
+/// # Safety
+/// `name` is null or NUL-terminated.
+unsafe fn tessera_file(name: *const c_char) -> Option<String> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: NUL-terminated by the caller's contract.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+    let bare = match bytes.iter().position(|&b| b == b':') {
+        Some(i)
+            if i > 1
+                && bytes[..i]
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || *b == b'_') =>
+        {
+            &bytes[i + 1..]
+        }
+        _ => bytes,
+    };
+    let c = CString::new(bare).ok()?;
+    // SAFETY: a NUL-terminated string.
+    unsafe { tessera_path(libc::AT_FDCWD, c.as_ptr()) }
+}
+
+/// Takes the whole-file lock of an atomic Tessera file; returns whether one was taken.
+fn lock_for(fh: Handle) -> FsResult<bool> {
+    let _b = Busy::enter();
+    let mut g = files();
+    let Some(f) = g.get_mut(&fh).filter(|f| f.atomic) else {
+        return Ok(false);
+    };
+    if f.lock.is_none() {
+        let mut o = OpenOptions::new();
+        o.read(true).model(state::model()?);
+        f.lock = Some(Arc::new(Mutex::new(client()?.open(&f.path, &o)?)));
+    }
+    let lock = f.lock.clone().expect("opened above");
+    // Not holding the map while waiting for the lock: other files stay usable.
+    drop(g);
+    lock_file(&lock).lock(0, 0, LockKind::Exclusive, true)?;
+    Ok(true)
+}
+
+/// Publishes the process's writes to the file and releases its whole-file lock.
+fn unlock_for(fh: Handle) -> FsResult<()> {
+    let _b = Busy::enter();
+    let lock = files().get(&fh).and_then(|f| f.lock.clone());
+    match lock {
+        Some(l) => lock_file(&l).unlock(0, 0),
+        None => Ok(()),
+    }
+}
+
+/// Runs `access` (the independent form of an MPI-IO call) under the file's whole-file lock
+/// when the file is a Tessera file in atomic mode; returns `None` otherwise, for the caller
+/// to forward the original call.
+fn atomically(fh: Handle, access: impl FnOnce() -> c_int) -> Option<c_int> {
+    match lock_for(fh) {
+        Ok(false) => None,
+        Ok(true) => {
+            let rc = access();
+            if let Err(e) = unlock_for(fh) {
+                report(&e);
+                return Some(if rc == 0 { mpi_err_io() } else { rc });
+            }
+            Some(rc)
+        }
+        Err(e) => {
+            let _b = Busy::enter();
+            report(&e);
+            Some(mpi_err_io())
+        }
+    }
+}
+
+/// Waits for a non-blocking request without freeing it (the program still waits on it).
+///
+/// # Safety
+/// `req` points to a request handle the MPI library returned.
+unsafe fn complete(req: *mut c_void) -> c_int {
+    type GetStatus = unsafe extern "C" fn(Handle, *mut c_int, *mut c_void) -> c_int;
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = real::lookup(&SLOT, b"MPI_Request_get_status\0");
+    // SAFETY: the MPI signature; handles are words (see the module docs).
+    let get: GetStatus = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller's contract; a request is a pointer in Open MPI, an int in MPICH.
+    let handle = unsafe {
+        if open_mpi() {
+            *(req as *const usize)
+        } else {
+            *(req as *const u32) as usize
+        }
+    };
+    // Larger than any MPI_Status layout.
+    let mut status = [0u64; 16];
+    loop {
+        let mut done: c_int = 0;
+        // SAFETY: as above.
+        let rc = unsafe { get(handle, &mut done, status.as_mut_ptr().cast()) };
+        if rc != 0 || done != 0 {
+            return rc;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Calls the next definition of an MPI function by name.
+macro_rules! next {
+    ($name:ident : fn($($ty:ty),*) -> $ret:ty) => {{
+        static SLOT: AtomicUsize = AtomicUsize::new(0);
+        let p = real::lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
+        // SAFETY: the MPI signature, handles as words (see the module docs).
+        let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+        f
+    }};
+}
+
+/// Defines `$name` and `$pname` (the PMPI_ name) as a data-access wrapper.
+macro_rules! access {
+    // Blocking, with an explicit offset: (fh, offset, buf, count, datatype, status).
+    (at $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@def $name, $pname, $indep, $pindep,
+            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st), none);
+    };
+    // Blocking, at the individual or shared file pointer: (fh, buf, count, datatype, status).
+    (ptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@def $name, $pname, $indep, $pindep,
+            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st), none);
+    };
+    // Non-blocking, explicit offset: (fh, offset, buf, count, datatype, request).
+    (iat $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@def $name, $pname, $indep, $pindep,
+            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, rq), rq);
+    };
+    // Non-blocking, at a file pointer: (fh, buf, count, datatype, request).
+    (iptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@def $name, $pname, $indep, $pindep,
+            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, rq), rq);
+    };
+    (@def $name:ident, $pname:ident, $indep:ident, $pindep:ident,
+     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*), $req:ident) => {
+        access!(@one $name, $indep, ($($arg: $ty),*), ($($fty),*), ($fh $(, $call)*), $req);
+        access!(@one $pname, $pindep, ($($arg: $ty),*), ($($fty),*), ($fh $(, $call)*), $req);
+    };
+    (@one $sym:ident, $indep:ident,
+     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*), $req:ident) => {
+        #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
+        ///
+        /// # Safety
+        /// As the MPI function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            if let Some(_in) = Inside::enter() {
+                let done = atomically($fh, || {
+                    let f = next!($indep: fn($($fty),*) -> c_int);
+                    // SAFETY: forwarding the caller's arguments.
+                    let rc = unsafe { f($fh $(, $call)*) };
+                    access!(@wait rc, $req)
+                });
+                if let Some(rc) = done {
+                    return rc;
+                }
+            }
+            let f = next!($sym: fn($($fty),*) -> c_int);
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { f($fh $(, $call)*) }
+        }
+    };
+    (@wait $rc:ident, none) => { $rc };
+    (@wait $rc:ident, $rq:ident) => {
+        // SAFETY: the request the call just returned.
+        if $rc == 0 { unsafe { complete($rq) } } else { $rc }
+    };
+}
+
+access!(at MPI_File_write_at, PMPI_File_write_at, MPI_File_write_at, PMPI_File_write_at);
+access!(at MPI_File_write_at_all, PMPI_File_write_at_all, MPI_File_write_at, PMPI_File_write_at);
+access!(ptr MPI_File_write, PMPI_File_write, MPI_File_write, PMPI_File_write);
+access!(ptr MPI_File_write_all, PMPI_File_write_all, MPI_File_write, PMPI_File_write);
+access!(ptr MPI_File_write_shared, PMPI_File_write_shared, MPI_File_write_shared, PMPI_File_write_shared);
+access!(at MPI_File_read_at, PMPI_File_read_at, MPI_File_read_at, PMPI_File_read_at);
+access!(at MPI_File_read_at_all, PMPI_File_read_at_all, MPI_File_read_at, PMPI_File_read_at);
+access!(ptr MPI_File_read, PMPI_File_read, MPI_File_read, PMPI_File_read);
+access!(ptr MPI_File_read_all, PMPI_File_read_all, MPI_File_read, PMPI_File_read);
+access!(ptr MPI_File_read_shared, PMPI_File_read_shared, MPI_File_read_shared, PMPI_File_read_shared);
+access!(iat MPI_File_iwrite_at, PMPI_File_iwrite_at, MPI_File_iwrite_at, PMPI_File_iwrite_at);
+access!(iat MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all, MPI_File_iwrite_at, PMPI_File_iwrite_at);
+access!(iptr MPI_File_iwrite, PMPI_File_iwrite, MPI_File_iwrite, PMPI_File_iwrite);
+access!(iptr MPI_File_iwrite_all, PMPI_File_iwrite_all, MPI_File_iwrite, PMPI_File_iwrite);
+access!(iptr MPI_File_iwrite_shared, PMPI_File_iwrite_shared, MPI_File_iwrite_shared, PMPI_File_iwrite_shared);
+access!(iat MPI_File_iread_at, PMPI_File_iread_at, MPI_File_iread_at, PMPI_File_iread_at);
+access!(iat MPI_File_iread_at_all, PMPI_File_iread_at_all, MPI_File_iread_at, PMPI_File_iread_at);
+access!(iptr MPI_File_iread, PMPI_File_iread, MPI_File_iread, PMPI_File_iread);
+access!(iptr MPI_File_iread_all, PMPI_File_iread_all, MPI_File_iread, PMPI_File_iread);
+access!(iptr MPI_File_iread_shared, PMPI_File_iread_shared, MPI_File_iread_shared, PMPI_File_iread_shared);
+
+/// `MPI_File_open`: remembers files opened on Tessera paths.
+///
+/// # Safety
+/// As the MPI function.
+unsafe fn file_open(
+    next: unsafe extern "C" fn(Handle, *const c_char, c_int, Handle, *mut Handle) -> c_int,
+    comm: Handle,
+    name: *const c_char,
+    amode: c_int,
+    info: Handle,
+    fh: *mut Handle,
+) -> c_int {
+    let inside = Inside::enter();
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { next(comm, name, amode, info, fh) };
+    if inside.is_some() && rc == 0 && !fh.is_null() {
+        // SAFETY: the name the caller passed, the handle MPI just stored.
+        if let Some(path) = unsafe { tessera_file(name) } {
+            let _b = Busy::enter();
+            files().insert(
+                unsafe { *fh },
+                MpiFile {
+                    path,
+                    atomic: false,
+                    lock: None,
+                },
+            );
+        }
+    }
+    rc
+}
+
+/// `MPI_File_close`: forgets the file (its lock handle closes, releasing any lock).
+///
+/// # Safety
+/// As the MPI function.
+unsafe fn file_close(next: unsafe extern "C" fn(*mut Handle) -> c_int, fh: *mut Handle) -> c_int {
+    let inside = Inside::enter();
+    if inside.is_some() && !fh.is_null() {
+        let _b = Busy::enter();
+        // SAFETY: the caller's file handle.
+        let gone = files().remove(unsafe { &*fh });
+        drop(gone);
+    }
+    // SAFETY: forwarding the caller's argument.
+    unsafe { next(fh) }
+}
+
+/// `MPI_File_set_atomicity`: records the mode of Tessera files.
+///
+/// # Safety
+/// As the MPI function.
+unsafe fn set_atomicity(
+    next: unsafe extern "C" fn(Handle, c_int) -> c_int,
+    fh: Handle,
+    flag: c_int,
+) -> c_int {
+    let inside = Inside::enter();
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { next(fh, flag) };
+    if inside.is_some() && rc == 0 {
+        let _b = Busy::enter();
+        if let Some(f) = files().get_mut(&fh) {
+            f.atomic = flag != 0;
+        }
+    }
+    rc
+}
+
+/// Defines the MPI_ and PMPI_ names of a file-management wrapper.
+macro_rules! manage {
+    ($name:ident, $pname:ident, $imp:ident, ($($arg:ident : $ty:ty),*)) => {
+        manage!(@one $name, $imp, ($($arg: $ty),*));
+        manage!(@one $pname, $imp, ($($arg: $ty),*));
+    };
+    (@one $sym:ident, $imp:ident, ($($arg:ident : $ty:ty),*)) => {
+        #[doc = concat!("`", stringify!($sym), "` (see the module docs).")]
+        ///
+        /// # Safety
+        /// As the MPI function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            let next = next!($sym: fn($($ty),*) -> c_int);
+            unsafe { $imp(next, $($arg),*) }
+        }
+    };
+}
+
+manage!(MPI_File_open, PMPI_File_open, file_open,
+    (comm: Handle, name: *const c_char, amode: c_int, info: Handle, fh: *mut Handle));
+manage!(MPI_File_close, PMPI_File_close, file_close, (fh: *mut Handle));
+manage!(MPI_File_set_atomicity, PMPI_File_set_atomicity, set_atomicity, (fh: Handle, flag: c_int));
