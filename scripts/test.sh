@@ -8,6 +8,7 @@ cargo fmt --all -- --check
 say "lint"
 cargo clippy --locked --workspace --all-targets -q -- -D warnings
 say "tests"
-# The interposer is a cdylib that no test target links: build it for the tests that preload it.
-cargo build --locked -q -p tessera-preload
+# The interposer and libtessera are cdylibs that no test target links: build them for the tests
+# that preload them or compile C programs against them.
+cargo build --locked -q -p tessera-preload -p tessera-capi
 cargo test --locked --workspace -q

@@ -1,0 +1,732 @@
+//! `libtessera.so`: the C API of Tessera, declared and documented in `include/tessera.h`.
+//!
+//! Every function here is a thin, checked layer over the Rust client library
+//! (`tessera_client`): it validates the pointers and numbers it is given, maps the result to
+//! the C conventions (0 or a count on success, -1 or NULL with `errno` on failure), and keeps
+//! the failure's message for `tessera_errmsg`. A panic never crosses into C: it becomes an
+//! `EIO` failure with a message.
+//!
+//! Handles: `tessera_client` is a boxed [`Client`] (shared by threads, as the client is);
+//! `tessera_file` a boxed [`CFile`], freed by `tessera_close`.
+
+use libc::{c_char, c_int, mode_t, size_t, ssize_t};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use tessera_client::{
+    Attr, Client, Errno, File, FileKind, FsError, FsResult, InstanceLayout, LockKind, Model,
+    OpenOptions, OwnedExtent, Whence, posix::OpenIntent,
+};
+
+/// The `TESSERA_VERSION` of `tessera.h`.
+pub const VERSION: c_int = 100;
+
+/// `tessera_client`.
+pub struct CClient(Client);
+
+/// `tessera_file`: an open file and the path it was opened with (for `tessera_fstat`).
+pub struct CFile {
+    file: File,
+    client: Client,
+    path: String,
+}
+
+/// `struct tessera_stat`.
+#[repr(C)]
+pub struct CStat {
+    pub ino: u64,
+    pub kind: u32,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+/// `struct tessera_extent`.
+#[repr(C)]
+pub struct CExtent {
+    pub start: u64,
+    pub end: u64,
+    pub node: u32,
+    pub client: u64,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records a failure for `tessera_errmsg` and sets errno.
+fn set_error(e: &FsError) {
+    let msg = format!("{} ({})", e.message, e.errno.name());
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = c);
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e.code() };
+}
+
+fn inval(msg: impl Into<String>) -> FsError {
+    FsError::new(Errno::Inval, msg)
+}
+
+/// Runs `f`, turning an error (or a panic) into errno, the message, and `on_err`.
+fn guard<T>(on_err: T, f: impl FnOnce() -> FsResult<T>) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            set_error(&e);
+            on_err
+        }
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            set_error(&FsError::new(
+                Errno::Io,
+                format!("internal error in libtessera: {what}; please report it"),
+            ));
+            on_err
+        }
+    }
+}
+
+/// A required C string argument, as UTF-8.
+fn text<'a>(p: *const c_char, func: &str, what: &str) -> FsResult<&'a str> {
+    if p.is_null() {
+        return Err(inval(format!("{func}: {what} is NULL")));
+    }
+    // SAFETY: non-null and NUL-terminated by the API's contract.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| inval(format!("{func}: {what} is not valid UTF-8")))
+}
+
+fn client_ref<'a>(c: *mut CClient, func: &str) -> FsResult<&'a Client> {
+    if c.is_null() {
+        return Err(inval(format!(
+            "{func}: client is NULL; call tessera_connect first"
+        )));
+    }
+    // SAFETY: a handle tessera_connect returned (the API's contract).
+    Ok(unsafe { &(*c).0 })
+}
+
+fn file_mut<'a>(f: *mut CFile, func: &str) -> FsResult<&'a mut CFile> {
+    if f.is_null() {
+        return Err(inval(format!(
+            "{func}: file is NULL; call tessera_open first"
+        )));
+    }
+    // SAFETY: a handle tessera_open returned, used by one thread at a time (the contract).
+    Ok(unsafe { &mut *f })
+}
+
+fn model_of(m: c_int) -> FsResult<Option<Model>> {
+    Ok(match m {
+        0 => None,
+        1 => Some(Model::Posix),
+        2 => Some(Model::Commit),
+        3 => Some(Model::Session),
+        4 => Some(Model::MpiIo),
+        other => {
+            return Err(inval(format!(
+                "model {other} is not a tessera_model; use TESSERA_MODEL_DEFAULT, _POSIX, _COMMIT, _SESSION or _MPIIO"
+            )));
+        }
+    })
+}
+
+fn model_value(m: Model) -> c_int {
+    match m {
+        Model::Posix => 1,
+        Model::Commit => 2,
+        Model::Session => 3,
+        Model::MpiIo => 4,
+    }
+}
+
+fn stat_of(a: &Attr) -> CStat {
+    CStat {
+        ino: a.ino,
+        kind: match a.kind {
+            FileKind::File => 1,
+            FileKind::Dir => 2,
+        },
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        size: a.size,
+        atime_ns: a.atime_ns,
+        mtime_ns: a.mtime_ns,
+        ctime_ns: a.ctime_ns,
+    }
+}
+
+fn out_ptr<'a, T>(p: *mut T, func: &str, what: &str) -> FsResult<&'a mut T> {
+    if p.is_null() {
+        return Err(inval(format!("{func}: {what} is NULL")));
+    }
+    // SAFETY: non-null, pointing to caller-owned storage (the contract).
+    Ok(unsafe { &mut *p })
+}
+
+/// Copies up to `max` extents to `out`; returns the total number.
+fn store_extents(ext: &[OwnedExtent], out: *mut CExtent, max: size_t, func: &str) -> FsResult<i64> {
+    if max > 0 && out.is_null() {
+        return Err(inval(format!("{func}: out is NULL but max is {max}")));
+    }
+    for (i, e) in ext.iter().take(max).enumerate() {
+        // SAFETY: `out` holds at least `max` extents (the contract).
+        unsafe {
+            out.add(i).write(CExtent {
+                start: e.start,
+                end: e.end,
+                node: e.owner.node,
+                client: e.owner.client,
+            })
+        };
+    }
+    Ok(ext.len() as i64)
+}
+
+fn offset(off: i64, func: &str) -> FsResult<u64> {
+    u64::try_from(off).map_err(|_| inval(format!("{func}: offset {off} is negative")))
+}
+
+/// A buffer argument: NULL is allowed only with a zero count.
+fn check_buf(p: *const libc::c_void, n: size_t, func: &str) -> FsResult<()> {
+    if p.is_null() && n > 0 {
+        return Err(inval(format!("{func}: buf is NULL but count is {n}")));
+    }
+    if n > isize::MAX as usize {
+        return Err(inval(format!("{func}: count {n} is larger than SSIZE_MAX")));
+    }
+    Ok(())
+}
+
+// ---- errors and versions ----
+
+/// See `tessera.h`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_errmsg() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// See `tessera.h`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_version() -> c_int {
+    VERSION
+}
+
+/// See `tessera.h`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_model_name(model: c_int) -> *const c_char {
+    let name: &'static CStr = match model {
+        0 => c"default",
+        1 => c"posix",
+        2 => c"commit",
+        3 => c"session",
+        4 => c"mpiio",
+        _ => return std::ptr::null(),
+    };
+    name.as_ptr()
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_model_from_name(name: *const c_char) -> c_int {
+    guard(-1, || {
+        let s = text(name, "tessera_model_from_name", "name")?;
+        let m: Model = s.parse().map_err(|e: String| inval(e))?;
+        Ok(model_value(m))
+    })
+}
+
+// ---- connecting ----
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `instance` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_connect(instance: *const c_char, node: c_int) -> *mut CClient {
+    guard(std::ptr::null_mut(), || {
+        let layout = if instance.is_null() {
+            InstanceLayout::from_env()
+        } else {
+            InstanceLayout::new(text(instance, "tessera_connect", "instance")?)
+        };
+        let node = match node {
+            -1 => None,
+            n if n >= 0 => Some(n as u32),
+            n => {
+                return Err(inval(format!(
+                    "tessera_connect: node {n} is negative; pass -1 for the default"
+                )));
+            }
+        };
+        let c = Client::connect(layout, node)?;
+        Ok(Box::into_raw(Box::new(CClient(c))))
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `client` is NULL or a handle from `tessera_connect`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_disconnect(client: *mut CClient) -> c_int {
+    guard(-1, || {
+        if !client.is_null() {
+            // SAFETY: the handle tessera_connect made; the caller gives it up.
+            drop(unsafe { Box::from_raw(client) });
+        }
+        Ok(0)
+    })
+}
+
+// ---- namespace ----
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_stat(
+    client: *mut CClient,
+    path: *const c_char,
+    st: *mut CStat,
+) -> c_int {
+    guard(-1, || {
+        let c = client_ref(client, "tessera_stat")?;
+        let p = text(path, "tessera_stat", "path")?;
+        let out = out_ptr(st, "tessera_stat", "st")?;
+        *out = stat_of(&c.stat(p)?);
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_mkdir(
+    client: *mut CClient,
+    path: *const c_char,
+    mode: mode_t,
+) -> c_int {
+    guard(-1, || {
+        let c = client_ref(client, "tessera_mkdir")?;
+        c.mkdir(text(path, "tessera_mkdir", "path")?, mode & 0o7777)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_rmdir(client: *mut CClient, path: *const c_char) -> c_int {
+    guard(-1, || {
+        let c = client_ref(client, "tessera_rmdir")?;
+        c.rmdir(text(path, "tessera_rmdir", "path")?)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_unlink(client: *mut CClient, path: *const c_char) -> c_int {
+    guard(-1, || {
+        let c = client_ref(client, "tessera_unlink")?;
+        c.unlink(text(path, "tessera_unlink", "path")?)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_rename(
+    client: *mut CClient,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    guard(-1, || {
+        let c = client_ref(client, "tessera_rename")?;
+        c.rename(
+            text(from, "tessera_rename", "from")?,
+            text(to, "tessera_rename", "to")?,
+        )?;
+        Ok(0)
+    })
+}
+
+// ---- files ----
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_open(
+    client: *mut CClient,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+    model: c_int,
+) -> *mut CFile {
+    guard(std::ptr::null_mut(), || {
+        let c = client_ref(client, "tessera_open")?;
+        let p = text(path, "tessera_open", "path")?;
+        let intent = OpenIntent::from_flags(flags)?;
+        if intent.directory || intent.path_only {
+            return Err(inval(format!(
+                "tessera_open of {p}: O_DIRECTORY and O_PATH do not open files; use tessera_stat"
+            )));
+        }
+        let mut o = OpenOptions::new();
+        o.read(intent.read)
+            .write(intent.write)
+            .create(intent.create)
+            .exclusive(intent.create && intent.exclusive)
+            .truncate(intent.truncate)
+            .append(intent.append)
+            .mode(mode & 0o7777);
+        if let Some(m) = model_of(model)? {
+            o.model(m);
+        }
+        let file = c.open(p, &o)?;
+        Ok(Box::into_raw(Box::new(CFile {
+            file,
+            client: c.clone(),
+            path: p.to_string(),
+        })))
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` is NULL or a handle from `tessera_open`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_close(file: *mut CFile) -> c_int {
+    guard(-1, || {
+        if file.is_null() {
+            return Ok(0);
+        }
+        // SAFETY: the handle tessera_open made; the caller gives it up.
+        let f = unsafe { Box::from_raw(file) };
+        f.file.close()?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `buf` holds `count` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_read(
+    file: *mut CFile,
+    buf: *mut libc::c_void,
+    count: size_t,
+) -> ssize_t {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_read")?;
+        check_buf(buf, count, "tessera_read")?;
+        if count == 0 {
+            return Ok(0);
+        }
+        // SAFETY: `count` writable bytes (the contract).
+        let b = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), count) };
+        Ok(f.file.read(b)? as ssize_t)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `buf` holds `count` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_write(
+    file: *mut CFile,
+    buf: *const libc::c_void,
+    count: size_t,
+) -> ssize_t {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_write")?;
+        check_buf(buf, count, "tessera_write")?;
+        if count == 0 {
+            return Ok(0);
+        }
+        // SAFETY: `count` readable bytes (the contract).
+        let b = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), count) };
+        Ok(f.file.write(b)? as ssize_t)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `buf` holds `count` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_pread(
+    file: *mut CFile,
+    buf: *mut libc::c_void,
+    count: size_t,
+    off: i64,
+) -> ssize_t {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_pread")?;
+        check_buf(buf, count, "tessera_pread")?;
+        let off = offset(off, "tessera_pread")?;
+        if count == 0 {
+            return Ok(0);
+        }
+        // SAFETY: `count` writable bytes (the contract).
+        let b = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), count) };
+        Ok(f.file.read_at(b, off)? as ssize_t)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `buf` holds `count` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_pwrite(
+    file: *mut CFile,
+    buf: *const libc::c_void,
+    count: size_t,
+    off: i64,
+) -> ssize_t {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_pwrite")?;
+        check_buf(buf, count, "tessera_pwrite")?;
+        let off = offset(off, "tessera_pwrite")?;
+        if count == 0 {
+            return Ok(0);
+        }
+        // SAFETY: `count` readable bytes (the contract).
+        let b = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), count) };
+        Ok(f.file.write_at(b, off)? as ssize_t)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_seek(file: *mut CFile, off: i64, whence: c_int) -> i64 {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_seek")?;
+        let w = match whence {
+            libc::SEEK_SET => Whence::Start(offset(off, "tessera_seek")?),
+            libc::SEEK_CUR => Whence::Current(off),
+            libc::SEEK_END => Whence::End(off),
+            other => {
+                return Err(inval(format!(
+                    "tessera_seek: whence {other} is not SEEK_SET, SEEK_CUR or SEEK_END"
+                )));
+            }
+        };
+        let pos = f.file.seek(w)?;
+        i64::try_from(pos).map_err(|_| inval(format!("tessera_seek: position {pos} overflows")))
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// Pointers as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_fstat(file: *mut CFile, st: *mut CStat) -> c_int {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_fstat")?;
+        let out = out_ptr(st, "tessera_fstat", "st")?;
+        let mut s = stat_of(&f.client.stat(&f.path)?);
+        s.size = f.file.len()?;
+        *out = s;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_file_model(file: *mut CFile) -> c_int {
+    guard(-1, || {
+        Ok(model_value(
+            file_mut(file, "tessera_file_model")?.file.model(),
+        ))
+    })
+}
+
+/// Defines a `fn(file) -> int` entry point calling one `File` method.
+macro_rules! file_call {
+    ($name:ident, $method:ident) => {
+        /// See `tessera.h`.
+        ///
+        /// # Safety
+        /// `file` as documented in `tessera.h`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(file: *mut CFile) -> c_int {
+            guard(-1, || {
+                file_mut(file, stringify!($name))?.file.$method()?;
+                Ok(0)
+            })
+        }
+    };
+}
+
+file_call!(tessera_commit, commit);
+file_call!(tessera_fsync, fsync);
+file_call!(tessera_session_open, session_open);
+file_call!(tessera_session_close, session_close);
+file_call!(tessera_sync, sync);
+file_call!(tessera_attach_file, attach_file);
+file_call!(tessera_detach_file, detach_file);
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_attach(file: *mut CFile, off: u64, len: u64) -> c_int {
+    guard(-1, || {
+        file_mut(file, "tessera_attach")?.file.attach(off, len)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_detach(file: *mut CFile, off: u64, len: u64) -> c_int {
+    guard(-1, || {
+        file_mut(file, "tessera_detach")?.file.detach(off, len)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `out` holds `max` extents.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_query(
+    file: *mut CFile,
+    off: u64,
+    len: u64,
+    out: *mut CExtent,
+    max: size_t,
+) -> i64 {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_query")?;
+        let ext = f.file.query(off, len)?;
+        store_extents(&ext, out, max, "tessera_query")
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `out` holds `max` extents.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_query_file(
+    file: *mut CFile,
+    out: *mut CExtent,
+    max: size_t,
+) -> i64 {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_query_file")?;
+        let ext = f.file.query_file()?;
+        store_extents(&ext, out, max, "tessera_query_file")
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_flush(file: *mut CFile, off: u64, len: u64) -> i64 {
+    guard(-1, || {
+        let n = file_mut(file, "tessera_flush")?.file.flush(off, len)?;
+        Ok(n as i64)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_flush_file(file: *mut CFile) -> i64 {
+    guard(-1, || {
+        let n = file_mut(file, "tessera_flush_file")?.file.flush_file()?;
+        Ok(n as i64)
+    })
+}
+
+// ---- locks ----
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_lock(
+    file: *mut CFile,
+    off: u64,
+    len: u64,
+    kind: c_int,
+    wait: c_int,
+) -> c_int {
+    guard(-1, || {
+        let f = file_mut(file, "tessera_lock")?;
+        let k = match kind {
+            0 => LockKind::Shared,
+            1 => LockKind::Exclusive,
+            other => {
+                return Err(inval(format!(
+                    "tessera_lock: kind {other} is not TESSERA_LOCK_SHARED or TESSERA_LOCK_EXCLUSIVE"
+                )));
+            }
+        };
+        f.file.lock(off, len, k, wait != 0)?;
+        Ok(0)
+    })
+}
+
+/// See `tessera.h`.
+///
+/// # Safety
+/// `file` as documented in `tessera.h`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_unlock(file: *mut CFile, off: u64, len: u64) -> c_int {
+    guard(-1, || {
+        file_mut(file, "tessera_unlock")?.file.unlock(off, len)?;
+        Ok(0)
+    })
+}
