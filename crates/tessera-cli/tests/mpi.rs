@@ -1,6 +1,7 @@
-//! Unmodified MPI-IO and parallel HDF5 programs on Tessera, through the LD_PRELOAD
-//! interposer: 4 ranks under `mpirun` on 3 daemons, with Open MPI's two MPI-IO
-//! implementations (ompio and ROMIO), atomic mode off and on.
+//! Unmodified programs on Tessera under `mpirun`, through the LD_PRELOAD interposer: 4 ranks
+//! on 3 daemons. MPI-IO with Open MPI's two implementations (ompio and ROMIO), atomic mode
+//! off and on; parallel HDF5; and the POSIX programs of tests/preload.rs (a C N-1 strided
+//! writer, coreutils, python3) launched as MPI ranks.
 //!
 //! The programs (tests/c/mpiio.c, tests/c/h5par.c) check every byte they read. On top of
 //! that, each file Tessera holds is compared byte for byte (`cmp`, `h5diff`) with the file the
@@ -111,6 +112,80 @@ fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
         let a = mpirun(Some(&inst), io, &exe, &[&dir, "atomic"]);
         assert!(printed(&a).contains("mpiio atomic: ok"), "{}", printed(&a));
     }
+    let _ = std::fs::remove_dir_all(&local);
+}
+
+/// A job script per rank: the POSIX programs, launched by mpirun, find their rank in
+/// `OMPI_COMM_WORLD_RANK` (and Tessera its daemon).
+fn ranks_run(inst: &Inst, script: &str) -> Output {
+    let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+    let out = Command::new("timeout")
+        .args(["120", "mpirun", "--oversubscribe", "-np", "4"])
+        .arg("-x")
+        .arg(format!("LD_PRELOAD={}", preload_lib().display()))
+        .arg("-x")
+        .arg(format!("TESSERA_INSTANCE={}", inst.layout.dir.display()))
+        .args(["sh", "-c", script])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("TESSERA_NODE")
+        .output()
+        .expect("mpirun");
+    assert!(
+        out.status.success(),
+        "ranks failed ({}):\n{}{}",
+        out.status,
+        printed(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn posix_programs_as_mpi_ranks() {
+    let strided = build_c("cc", "strided");
+    let local = scratch("ranks-local");
+    for r in 0..4u64 {
+        let data: Vec<u8> = (0..300_000u64)
+            .map(|i| ((i * 7 + r * 13) % 256) as u8)
+            .collect();
+        std::fs::write(local.join(format!("in.{r}")), data).unwrap();
+    }
+    let inst = Inst::start(3);
+    inst.client(0).mkdir("/tessera/job", 0o755).unwrap();
+    let (exe, dir) = (strided.display(), local.display());
+    // Each rank: its blocks of an N-1 strided checkpoint (C, pwrite), a copy of its input
+    // (cp), a line of text (python3).
+    ranks_run(
+        &inst,
+        &format!(
+            "r=$OMPI_COMM_WORLD_RANK; {exe} write /tessera/job/n1 $r 4 47001 40 && \
+             mkdir -p /tessera/job/r$r && cp {dir}/in.$r /tessera/job/r$r/in && \
+             python3 -c \"open('/tessera/job/r$r/py.txt', 'w').write('rank $r\\n')\""
+        ),
+    );
+    // A second job, ranks shifted: each rank checks the whole checkpoint and another rank's
+    // files, byte for byte.
+    let out = ranks_run(
+        &inst,
+        &format!(
+            "r=$OMPI_COMM_WORLD_RANK; o=$(( (r + 1) % 4 )); \
+             {exe} verify /tessera/job/n1 4 47001 40 && \
+             cmp {dir}/in.$o /tessera/job/r$o/in && \
+             test \"$(cat /tessera/job/r$o/py.txt)\" = \"rank $o\" && \
+             ls /tessera/job | tr '\\n' ' ' && echo"
+        ),
+    );
+    let listing = printed(&out);
+    assert_eq!(
+        listing.lines().count(),
+        4,
+        "every rank lists the directory: {listing}"
+    );
+    assert!(
+        listing.lines().all(|l| l.trim() == "n1 r0 r1 r2 r3"),
+        "{listing}"
+    );
     let _ = std::fs::remove_dir_all(&local);
 }
 
