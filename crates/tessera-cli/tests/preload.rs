@@ -158,6 +158,14 @@ assert open('/tessera/py/log.txt').read() == 'one\ntwo\n'
 assert sorted(os.listdir('/tessera/py')) == ['data.bin', 'log.txt']
 os.rename('/tessera/py/log.txt', '/tessera/py/renamed.txt')
 assert not os.path.exists('/tessera/py/log.txt')
+# A path that reaches the prefix through '..', and relative paths after chdir into Tessera.
+assert sorted(os.listdir('/usr/../tessera/py')) == ['data.bin', 'renamed.txt']
+os.chdir('/tessera/py')
+assert os.getcwd() == '/tessera/py'
+assert open('renamed.txt').read() == 'one\ntwo\n'
+assert open('../py/data.bin', 'rb').read(10) == data[:10]
+os.chdir('/')
+assert not os.path.exists('renamed.txt')
 print('ok')
 "#;
     ok(&inst, 0, "mkdir", &["/tessera/py"]);

@@ -114,34 +114,47 @@ pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
 /// # Safety
 /// `path` is null or a NUL-terminated string.
 pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> {
-    if path.is_null() || busy() {
+    if path.is_null() {
         return None;
     }
+    // The common case, an absolute path elsewhere, is decided by two SIMD string scans of
+    // glibc, before any thread-local access, lock or copy.
     // SAFETY: NUL-terminated by the caller's contract.
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-    if bytes.first() == Some(&b'/') {
-        let pre = prefix().as_bytes();
-        let maybe = bytes.starts_with(pre) || bytes.windows(3).any(|w| w == b"/..");
-        if !maybe {
+    if unsafe { *path } == b'/' as c_char {
+        let pre = state::prefix_for_check()?;
+        // SAFETY: both scans stop at the path's NUL; strncmp reads at most `pre.len()` bytes
+        // of the prefix.
+        let maybe = unsafe {
+            libc::strncmp(path, pre.as_ptr().cast(), pre.len()) == 0
+                || !libc::strstr(path, c"/..".as_ptr()).is_null()
+        };
+        if !maybe || busy() {
             return None;
         }
-        let s = std::str::from_utf8(bytes).ok()?;
+        // SAFETY: as above.
+        let s = std::str::from_utf8(unsafe { CStr::from_ptr(path) }.to_bytes()).ok()?;
         let n = lexical_normalize(s);
         return under_prefix(&n, prefix()).then_some(n);
     }
-    if bytes.is_empty() {
+    // SAFETY: as above.
+    if unsafe { *path } == 0 {
         return None;
     }
-    if dirfd == libc::AT_FDCWD {
-        let cwd = state::cwd().clone()?;
-        let s = std::str::from_utf8(bytes).ok()?;
-        let n = lexical_normalize(&join_user(&cwd, s));
-        return under_prefix(&n, prefix()).then_some(n);
+    // Relative: Tessera's only against the virtual cwd or a Tessera directory descriptor.
+    let base = if dirfd == libc::AT_FDCWD {
+        state::cwd()?
+    } else {
+        let d = state::lookup(dirfd)?;
+        state::lock_desc(&d).path.clone()
+    };
+    if busy() {
+        return None;
     }
-    let d = state::desc(dirfd)?;
-    let dir = state::lock_desc(&d).path.clone();
-    let s = std::str::from_utf8(bytes).ok()?;
-    Some(lexical_normalize(&join_user(&dir, s)))
+    // SAFETY: NUL-terminated by the caller's contract.
+    let s = std::str::from_utf8(unsafe { CStr::from_ptr(path) }.to_bytes()).ok()?;
+    let n = lexical_normalize(&join_user(&base, s));
+    // A descriptor's directory is Tessera's; the virtual cwd may be left by "..".
+    (dirfd != libc::AT_FDCWD || under_prefix(&n, prefix())).then_some(n)
 }
 
 /// A path argument as text, for messages.

@@ -786,7 +786,7 @@ fn enter_dir(p: &str) -> FsResult<c_int> {
             format!("{p} is not a directory"),
         ));
     }
-    *state::cwd() = Some(p.to_string());
+    state::set_cwd(Some(p.to_string()));
     Ok(0)
 }
 
@@ -802,7 +802,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
         None => {
             let r = unsafe { real::chdir(path) };
             if r == 0 {
-                *state::cwd() = None;
+                state::set_cwd(None);
             }
             r
         }
@@ -818,7 +818,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     }
     let r = unsafe { real::fchdir(fd) };
     if r == 0 {
-        *state::cwd() = None;
+        state::set_cwd(None);
     }
     r
 }
@@ -826,7 +826,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 /// As `getcwd(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
-    let Some(cwd) = state::cwd().clone() else {
+    let Some(cwd) = state::cwd() else {
         return unsafe { real::getcwd(buf, size) };
     };
     let _b = crate::state::Busy::enter();

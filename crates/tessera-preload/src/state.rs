@@ -13,7 +13,7 @@
 use crate::real;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
 use tessera_client::{Client, Errno, File, FsError, FsResult, InstanceLayout, Model};
 
@@ -119,12 +119,15 @@ fn mark(fd: i32, on: bool) {
     }
 }
 
-/// The description behind `fd`, if it is a Tessera descriptor.
+/// The description behind `fd`, if it is a Tessera descriptor (and the call is not the
+/// interposer's own). The bitmap test comes first: a call on any other descriptor costs a
+/// load and a bit test, no thread-local access.
 pub fn desc(fd: i32) -> Option<DescRef> {
+    let d = lookup(fd)?;
     if busy() {
         return None;
     }
-    lookup(fd)
+    Some(d)
 }
 
 /// Like [`desc`], also from inside the interposer.
@@ -190,15 +193,41 @@ pub fn release(d: DescRef) -> FsResult<()> {
     Ok(())
 }
 
+static CWD: Mutex<Option<String>> = Mutex::new(None);
+/// Whether `CWD` is set: relative paths of a process that never entered Tessera are decided
+/// without taking the lock.
+static CWD_SET: AtomicBool = AtomicBool::new(false);
+
 /// The working directory when it is inside Tessera (the kernel's is left where it was).
-pub fn cwd() -> MutexGuard<'static, Option<String>> {
-    static CWD: Mutex<Option<String>> = Mutex::new(None);
-    CWD.lock().unwrap_or_else(|p| p.into_inner())
+pub fn cwd() -> Option<String> {
+    if !CWD_SET.load(Ordering::Acquire) {
+        return None;
+    }
+    CWD.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Enters a Tessera directory (`Some`) or leaves Tessera (`None`).
+pub fn set_cwd(dir: Option<String>) {
+    let mut g = CWD.lock().unwrap_or_else(|p| p.into_inner());
+    CWD_SET.store(dir.is_some(), Ordering::Release);
+    *g = dir;
+}
+
+static PREFIX: OnceLock<String> = OnceLock::new();
+
+/// The prefix for a path check: `None` while this thread is inside the interposer before the
+/// prefix is known (its own calls, such as reading the instance's configuration to learn
+/// the prefix, go to libc), so the fast path needs no thread-local access once it is known.
+pub fn prefix_for_check() -> Option<&'static str> {
+    match PREFIX.get() {
+        Some(p) => Some(p),
+        None if busy() => None,
+        None => Some(prefix()),
+    }
 }
 
 /// The mount prefix: `TESSERA_PREFIX`, else the instance's configured mount, else `/tessera`.
 pub fn prefix() -> &'static str {
-    static PREFIX: OnceLock<String> = OnceLock::new();
     PREFIX.get_or_init(|| {
         let _b = Busy::enter();
         if let Ok(p) = std::env::var("TESSERA_PREFIX") {
