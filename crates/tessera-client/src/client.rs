@@ -38,9 +38,10 @@ pub(crate) struct FileState {
     pub dirty: RangeSet,
     /// Attached by this process (and not detached since).
     pub attached: RangeSet,
-    /// Bumped when this process takes a lock on the file or syncs it: every handle whose
-    /// cached owners are older re-learns them before its next read. Locks and syncs belong to
-    /// the process, not to the descriptor they were made through.
+    /// Bumped when this process takes a lock on the file, syncs it, or publishes its writes:
+    /// every handle whose cached owners are older re-learns them before its next read (or
+    /// append). Locks, syncs and the dirty set belong to the process, not to the handle they
+    /// were made through.
     pub view_epoch: u64,
 }
 

@@ -250,15 +250,31 @@ impl File {
         Ok(buf.len())
     }
 
+    /// Re-learns the owners (and the size) if a lock, sync or publication of this process
+    /// made this handle's cached view stale (see `FileState::view_epoch`).
+    fn catch_up(&mut self, g: &mut Inner) -> FsResult<()> {
+        if self.owners.is_none() {
+            return Ok(());
+        }
+        let epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
+        if epoch != self.view_epoch {
+            let o = query_file(g, self.ino)?;
+            self.learn_size(&o);
+            self.owners = Some(owners_map(&o));
+            self.ahead.clear();
+            self.view_epoch = epoch;
+        }
+        Ok(())
+    }
+
     /// Writes at the current position (or at the end, for append handles) and advances it.
     pub fn write(&mut self, buf: &[u8]) -> FsResult<usize> {
         if self.append {
-            let local_end = self
-                .client
-                .lock()
-                .files
-                .get(&self.ino)
-                .map_or(0, |f| f.local.max_end());
+            // The end as of the last lock or sync (lock, append, unlock: a shared log).
+            let client = self.client.clone();
+            let mut g = client.lock();
+            self.catch_up(&mut g)?;
+            let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
             self.pos = self.size.max(local_end);
         }
         let n = self.write_at(buf, self.pos)?;
@@ -281,16 +297,7 @@ impl File {
             return Ok(0);
         }
         let want_end = offset.saturating_add(buf.len() as u64);
-        if self.owners.is_some() {
-            let epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
-            if epoch != self.view_epoch {
-                let o = query_file(&mut g, self.ino)?;
-                self.learn_size(&o);
-                self.owners = Some(owners_map(&o));
-                self.ahead.clear();
-                self.view_epoch = epoch;
-            }
-        }
+        self.catch_up(&mut g)?;
         // Who holds the newest bytes: asked per read, or known since the last session open/sync.
         let fresh;
         let owners: &RangeMap<Owner> = match &self.owners {
@@ -484,6 +491,14 @@ impl File {
                 fs.dirty.remove(*s, *e);
                 fs.attached.add(*s, *e);
             }
+        }
+        // The bytes left the dirty set, through which every handle of the process reads its
+        // own writes: the other handles' cached owners must learn that they are ours now.
+        // This handle applies the change in place and stays current if it was.
+        let was_current = self.view_epoch == fs.view_epoch;
+        fs.view_epoch += 1;
+        if was_current {
+            self.view_epoch = fs.view_epoch;
         }
         if let Some(o) = self.owners.as_mut() {
             for (s, e) in ranges {
@@ -752,14 +767,15 @@ impl File {
         if self.closed {
             return Ok(());
         }
-        let published = if self.writable {
+        // Published before the locks go (a lock protects the writes made under it, whichever
+        // handle made them).
+        let published = if self.writable || self.locked {
             let client = self.client.clone();
             let mut g = client.lock();
             self.attach_dirty(&mut g)
         } else {
             Ok(())
         };
-        // Published before the locks go: a lock protects the writes made under it.
         let unlocked = if self.locked {
             self.locked = false;
             self.lock_request(0, 0, None, false)
