@@ -169,11 +169,13 @@ ssize_t tessera_pwrite(tessera_file *file, const void *buf, size_t count, int64_
 int64_t tessera_seek(tessera_file *file, int64_t offset, int whence);
 
 /* Attributes of the open file; `size` is the size this process sees (what was published
- * and its own writes). */
+ * and its own writes). The other attributes are those of the file now at the path the handle
+ * was opened with (after a rename or unlink of the open file: the new file there, or ENOENT). */
 int tessera_fstat(tessera_file *file, struct tessera_stat *st);
 
-/* The consistency model the file was opened with (never TESSERA_MODEL_DEFAULT). */
-tessera_model tessera_file_model(tessera_file *file);
+/* The consistency model the file was opened with (never TESSERA_MODEL_DEFAULT); -1 and
+ * EINVAL for a NULL file. */
+int tessera_file_model(tessera_file *file);
 
 /* ---- consistency models ------------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 //! Unmodified programs through the LD_PRELOAD interposer, against 3 daemons: coreutils,
-//! python3, a C program doing an N-1 strided pwrite from 4 processes and stdio, fcntl locks
-//! between two processes, and the pass-through of everything outside the prefix. Every test
+//! python3, a C program doing an N-1 strided pwrite from 4 processes and stdio, POSIX aio,
+//! fcntl locks between two processes, and the pass-through of everything outside the prefix. Every test
 //! checks the data byte for byte.
 
 mod common;
@@ -207,6 +207,26 @@ fn c_program_n1_strided_from_four_processes_and_stdio() {
         );
     }
     ok(&inst, 1, exe, &["stdio", "/tessera/stdio.txt"]);
+}
+
+#[test]
+fn posix_aio_on_tessera_and_local_files() {
+    let inst = Inst::start(3);
+    let exe = build_c("cc", "aio");
+    let local = scratch("aio");
+    let l = local.join("local.bin").display().to_string();
+    let out = ok(&inst, 1, exe.to_str().unwrap(), &["/tessera/aio.bin", &l]);
+    assert_eq!(stdout(&out).trim(), "aio: ok");
+    // Another process sees the asynchronous writes.
+    let back = ok(&inst, 2, "cat", &["/tessera/aio.bin"]).stdout;
+    assert_eq!(back.len(), 4096 + 8192);
+    assert!(
+        back[4096..]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i * 7) as u8)
+    );
+    let _ = std::fs::remove_dir_all(&local);
 }
 
 #[test]

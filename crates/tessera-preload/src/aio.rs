@@ -85,6 +85,16 @@ unsafe fn run_now(cb: *mut aiocb, op: c_int) -> c_int {
     0
 }
 
+/// Forgets a kept outcome of `cb` before the control block goes to glibc: a program may reuse
+/// it for another file without having collected the outcome with `aio_return`.
+fn forget(cb: *const aiocb) {
+    let _b = Busy::enter();
+    let mut d = done();
+    if !d.is_empty() {
+        d.remove(&(cb as usize));
+    }
+}
+
 /// Whether a control block names a Tessera descriptor.
 ///
 /// # Safety
@@ -103,6 +113,7 @@ pub unsafe extern "C" fn aio_read(cb: *mut aiocb) -> c_int {
     if unsafe { tessera(cb) } {
         return unsafe { run_now(cb, libc::LIO_READ) };
     }
+    forget(cb);
     unsafe { real::aio_read(cb) }
 }
 alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
@@ -116,6 +127,7 @@ pub unsafe extern "C" fn aio_write(cb: *mut aiocb) -> c_int {
     if unsafe { tessera(cb) } {
         return unsafe { run_now(cb, libc::LIO_WRITE) };
     }
+    forget(cb);
     unsafe { real::aio_write(cb) }
 }
 alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
@@ -129,6 +141,7 @@ pub unsafe extern "C" fn aio_fsync(op: c_int, cb: *mut aiocb) -> c_int {
     if unsafe { tessera(cb) } {
         return unsafe { run_now(cb, libc::LIO_NOP) };
     }
+    forget(cb);
     unsafe { real::aio_fsync(op, cb) }
 }
 alias!(aio_fsync64 => aio_fsync(op: c_int, cb: *mut aiocb) -> c_int);
@@ -232,29 +245,43 @@ pub unsafe extern "C" fn lio_listio(
     if !cbs.iter().any(|&cb| unsafe { tessera(cb) }) {
         return unsafe { real::lio_listio(mode, list, n, ev) };
     }
+    // The list's own notification is checked before anything runs.
+    if !ev.is_null() && mode == libc::LIO_NOWAIT {
+        // SAFETY: the caller's notification.
+        if let Err(e) = notify(unsafe { &*ev }, false) {
+            let _b = Busy::enter();
+            return fail(&e);
+        }
+    }
     let mut rest: Vec<*mut aiocb> = Vec::new();
     let mut failed = false;
     for &cb in cbs {
         if unsafe { tessera(cb) } {
             // SAFETY: a listed control block.
             let op = unsafe { (*cb).aio_lio_opcode };
-            if op != libc::LIO_NOP && unsafe { run_now(cb, op) } != 0 {
+            if op == libc::LIO_NOP {
+                continue;
+            }
+            // A request fails by its outcome (aio_error tells which) or by its notification.
+            if unsafe { run_now(cb, op) } != 0 || outcome(cb, false).is_some_and(|(_, e)| e != 0) {
                 failed = true;
             }
         } else if !cb.is_null() {
+            forget(cb);
             rest.push(cb);
         }
     }
     let rc = if rest.is_empty() {
         if !ev.is_null() && mode == libc::LIO_NOWAIT {
-            // SAFETY: the caller's notification.
+            // SAFETY: the caller's notification, checked above.
             let _ = notify(unsafe { &*ev }, true);
         }
         0
     } else {
         unsafe { real::lio_listio(mode, rest.as_ptr(), rest.len() as c_int, ev) }
     };
-    if failed {
+    if failed && mode == libc::LIO_WAIT {
+        // As glibc: the list failed; each request's own error is in aio_error.
         // SAFETY: errno is thread-local.
         unsafe { *libc::__errno_location() = libc::EIO };
         return -1;

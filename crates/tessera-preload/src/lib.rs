@@ -142,14 +142,20 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> 
     }
     // Relative: Tessera's only against the virtual cwd or a Tessera directory descriptor.
     let base = if dirfd == libc::AT_FDCWD {
-        state::cwd()?
+        let cwd = state::cwd()?;
+        if busy() {
+            return None;
+        }
+        cwd
     } else {
+        // The flag first: the interposer's own *at calls must not wait for a description
+        // its thread may hold.
+        if busy() {
+            return None;
+        }
         let d = state::lookup(dirfd)?;
         state::lock_desc(&d).path.clone()
     };
-    if busy() {
-        return None;
-    }
     // SAFETY: NUL-terminated by the caller's contract.
     let s = std::str::from_utf8(unsafe { CStr::from_ptr(path) }.to_bytes()).ok()?;
     let n = lexical_normalize(&join_user(&base, s));

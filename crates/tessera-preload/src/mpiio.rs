@@ -14,8 +14,10 @@
 //! of the process: taking it makes the process re-learn who owns what before it reads,
 //! releasing it publishes the process's writes. Collective calls run as their independent
 //! forms (a lock held across a collective would deadlock the ranks; ROMIO does the same in
-//! atomic mode). Non-blocking calls complete before they return. Files elsewhere, and Tessera
-//! files with atomicity off, pass straight through at the cost of one map lookup.
+//! atomic mode). Non-blocking calls run as their blocking forms and hand back a completed
+//! generalized request, so the lock is never held past the call. A per-file mutex keeps the
+//! threads of one rank apart (the daemon's lock belongs to the process). Files elsewhere, and
+//! Tessera files with atomicity off, pass straight through at the cost of one map lookup.
 //!
 //! Reads take the lock exclusively too, as ROMIO does: ROMIO's own extent locks (exclusive
 //! even for reads) then nest inside it, owned by the same process, where under a shared
@@ -23,12 +25,14 @@
 //! serialise atomic accesses to one file; locking exactly the ranges an access touches
 //! (seed 004's list locks) is the lock manager's next step.
 //!
-//! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`) and the
-//! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`).
+//! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`), the
+//! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`) and MPI-4's
+//! large-count `_c` forms (which Open MPI 4.1 does not have).
 //!
-//! MPI handles are passed as machine words: `MPI_File`, `MPI_Datatype` and `MPI_Request` are
-//! pointers in Open MPI and integers in MPICH, and on the x86-64 and AArch64 calling
-//! conventions either travels in one register, so forwarding the word is exact for both.
+//! MPI handles are passed as machine words: `MPI_Datatype`, `MPI_Comm`, `MPI_Info` and
+//! `MPI_Request` are pointers in Open MPI and integers in MPICH (`MPI_File` is a pointer in
+//! both), and on the x86-64 and AArch64 calling conventions either travels in one register,
+//! so forwarding the word is exact for both.
 
 use crate::state::{self, Busy, client};
 use crate::{real, report, tessera_path};
@@ -124,88 +128,6 @@ unsafe fn tessera_file(name: *const c_char) -> Option<String> {
     unsafe { tessera_path(libc::AT_FDCWD, c.as_ptr()) }
 }
 
-/// Takes the whole-file lock of an atomic Tessera file; returns whether one was taken.
-fn lock_for(fh: Handle) -> FsResult<bool> {
-    let _b = Busy::enter();
-    let mut g = files();
-    let Some(f) = g.get_mut(&fh).filter(|f| f.atomic) else {
-        return Ok(false);
-    };
-    if f.lock.is_none() {
-        let mut o = OpenOptions::new();
-        o.read(true).model(state::model()?);
-        f.lock = Some(Arc::new(Mutex::new(client()?.open(&f.path, &o)?)));
-    }
-    let lock = f.lock.clone().expect("opened above");
-    // Not holding the map while waiting for the lock: other files stay usable.
-    drop(g);
-    lock_file(&lock).lock(0, 0, LockKind::Exclusive, true)?;
-    Ok(true)
-}
-
-/// Publishes the process's writes to the file and releases its whole-file lock.
-fn unlock_for(fh: Handle) -> FsResult<()> {
-    let _b = Busy::enter();
-    let lock = files().get(&fh).and_then(|f| f.lock.clone());
-    match lock {
-        Some(l) => lock_file(&l).unlock(0, 0),
-        None => Ok(()),
-    }
-}
-
-/// Runs `access` (the independent form of an MPI-IO call) under the file's whole-file lock
-/// when the file is a Tessera file in atomic mode; returns `None` otherwise, for the caller
-/// to forward the original call.
-fn atomically(fh: Handle, access: impl FnOnce() -> c_int) -> Option<c_int> {
-    match lock_for(fh) {
-        Ok(false) => None,
-        Ok(true) => {
-            let rc = access();
-            if let Err(e) = unlock_for(fh) {
-                report(&e);
-                return Some(if rc == 0 { mpi_err_io() } else { rc });
-            }
-            Some(rc)
-        }
-        Err(e) => {
-            let _b = Busy::enter();
-            report(&e);
-            Some(mpi_err_io())
-        }
-    }
-}
-
-/// Waits for a non-blocking request without freeing it (the program still waits on it).
-///
-/// # Safety
-/// `req` points to a request handle the MPI library returned.
-unsafe fn complete(req: *mut c_void) -> c_int {
-    type GetStatus = unsafe extern "C" fn(Handle, *mut c_int, *mut c_void) -> c_int;
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let p = real::lookup(&SLOT, b"MPI_Request_get_status\0");
-    // SAFETY: the MPI signature; handles are words (see the module docs).
-    let get: GetStatus = unsafe { std::mem::transmute(p) };
-    // SAFETY: the caller's contract; a request is a pointer in Open MPI, an int in MPICH.
-    let handle = unsafe {
-        if open_mpi() {
-            *(req as *const usize)
-        } else {
-            *(req as *const u32) as usize
-        }
-    };
-    // Larger than any MPI_Status layout.
-    let mut status = [0u64; 16];
-    loop {
-        let mut done: c_int = 0;
-        // SAFETY: as above.
-        let rc = unsafe { get(handle, &mut done, status.as_mut_ptr().cast()) };
-        if rc != 0 || done != 0 {
-            return rc;
-        }
-        std::thread::yield_now();
-    }
-}
-
 /// Calls the next definition of an MPI function by name.
 macro_rules! next {
     ($name:ident : fn($($ty:ty),*) -> $ret:ty) => {{
@@ -217,39 +139,156 @@ macro_rules! next {
     }};
 }
 
-/// Defines `$name` and `$pname` (the PMPI_ name) as a data-access wrapper.
+/// The lock handle of an atomic Tessera file (opened at its first access), or `None` for a
+/// file the wrappers leave alone.
+fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
+    let _b = Busy::enter();
+    let mut g = files();
+    let Some(f) = g.get_mut(&fh).filter(|f| f.atomic) else {
+        return Ok(None);
+    };
+    if f.lock.is_none() {
+        let mut o = OpenOptions::new();
+        o.read(true).model(state::model()?);
+        f.lock = Some(Arc::new(Mutex::new(client()?.open(&f.path, &o)?)));
+    }
+    Ok(f.lock.clone())
+}
+
+/// Runs `access` (the independent form of an MPI-IO call) under the file's whole-file lock
+/// when the file is a Tessera file in atomic mode; returns `None` otherwise, for the caller
+/// to forward the original call.
+///
+/// The daemon's lock belongs to the process, so it cannot keep two threads of one rank apart:
+/// the handle's mutex, held from lock to unlock, does. The map of files is not held meanwhile.
+fn atomically(fh: Handle, access: impl FnOnce() -> c_int) -> Option<c_int> {
+    let handle = match lock_handle(fh) {
+        Ok(None) => return None,
+        Ok(Some(h)) => h,
+        Err(e) => {
+            let _b = Busy::enter();
+            report(&e);
+            return Some(mpi_err_io());
+        }
+    };
+    let mut lock = lock_file(&handle);
+    let locked = {
+        let _b = Busy::enter();
+        lock.lock(0, 0, LockKind::Exclusive, true)
+    };
+    if let Err(e) = locked {
+        let _b = Busy::enter();
+        report(&e);
+        return Some(mpi_err_io());
+    }
+    let rc = access();
+    let _b = Busy::enter();
+    if let Err(e) = lock.unlock(0, 0) {
+        report(&e);
+        // Never leave the lock held for the other ranks to wait on: the handle closes when
+        // the last reference goes (closing releases the process's locks on the file), and the
+        // next access opens a new one.
+        if let Some(f) = files().get_mut(&fh) {
+            f.lock = None;
+        }
+        return Some(if rc == 0 { mpi_err_io() } else { rc });
+    }
+    Some(rc)
+}
+
+/// Hands back, for a non-blocking call that already ran as its blocking form, a request that
+/// is complete: an MPI generalized request whose status reports the elements transferred. The
+/// program waits on it (or tests it) as on any request.
+///
+/// # Safety
+/// `status` is the blocking call's status, `req` the program's request pointer.
+unsafe fn completed_request(dt: Handle, status: &[u64; 16], req: *mut c_void) -> c_int {
+    /// What the query function reports: the datatype and its number of basic elements.
+    struct Done {
+        dt: Handle,
+        elements: c_int,
+    }
+    unsafe extern "C" fn query(extra: *mut c_void, status: *mut c_void) -> c_int {
+        // SAFETY: `extra` is the `Done` given to MPI_Grequest_start below.
+        let d = unsafe { &*(extra as *const Done) };
+        let set = next!(PMPI_Status_set_elements: fn(*mut c_void, Handle, c_int) -> c_int);
+        let cancelled = next!(PMPI_Status_set_cancelled: fn(*mut c_void, c_int) -> c_int);
+        // SAFETY: the status MPI passes; the datatype the program passed.
+        unsafe {
+            cancelled(status, 0);
+            set(status, d.dt, d.elements)
+        }
+    }
+    unsafe extern "C" fn free(extra: *mut c_void) -> c_int {
+        // SAFETY: the box given to MPI_Grequest_start, freed once by MPI.
+        drop(unsafe { Box::from_raw(extra as *mut Done) });
+        0
+    }
+    unsafe extern "C" fn cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
+        0
+    }
+    type Query = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+    type Free = unsafe extern "C" fn(*mut c_void) -> c_int;
+    type Cancel = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+    let get_elements = next!(PMPI_Get_elements: fn(*const c_void, Handle, *mut c_int) -> c_int);
+    let start =
+        next!(PMPI_Grequest_start: fn(Query, Free, Cancel, *mut c_void, *mut c_void) -> c_int);
+    let complete = next!(PMPI_Grequest_complete: fn(Handle) -> c_int);
+    let mut elements: c_int = 0;
+    // SAFETY: MPI calls with the program's datatype and pointers to live values.
+    unsafe {
+        let rc = get_elements(status.as_ptr().cast(), dt, &mut elements);
+        if rc != 0 {
+            return rc;
+        }
+        let extra = Box::into_raw(Box::new(Done { dt, elements })).cast::<c_void>();
+        let rc = start(query, free, cancel, extra, req);
+        if rc != 0 {
+            drop(Box::from_raw(extra as *mut Done));
+            return rc;
+        }
+        // A request is a pointer in Open MPI, an int in MPICH.
+        let handle = if open_mpi() {
+            *(req as *const usize)
+        } else {
+            *(req as *const u32) as usize
+        };
+        complete(handle)
+    }
+}
+
+/// Defines a data-access wrapper under its MPI_ and PMPI_ names:
+/// `access!(SHAPE NAME, PNAME, INDEP, PINDEP)`, where INDEP is the blocking independent form
+/// the access runs as in atomic mode. Shapes: `at` (fh, offset, buf, count, datatype,
+/// status), `ptr` (fh, buf, count, datatype, status), `iat` and `iptr` (the same with a
+/// request in place of the status).
 macro_rules! access {
-    // Blocking, with an explicit offset: (fh, offset, buf, count, datatype, status).
     (at $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@def $name, $pname, $indep, $pindep,
-            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
-            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st), none);
+        access!(@blocking $name, $indep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st));
+        access!(@blocking $pname, $pindep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st));
     };
-    // Blocking, at the individual or shared file pointer: (fh, buf, count, datatype, status).
     (ptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@def $name, $pname, $indep, $pindep,
-            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
-            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st), none);
+        access!(@blocking $name, $indep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st));
+        access!(@blocking $pname, $pindep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st));
     };
-    // Non-blocking, explicit offset: (fh, offset, buf, count, datatype, request).
     (iat $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@def $name, $pname, $indep, $pindep,
-            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, rq), rq);
+        access!(@nonblocking $name, $indep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt), dt, rq);
+        access!(@nonblocking $pname, $pindep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt), dt, rq);
     };
-    // Non-blocking, at a file pointer: (fh, buf, count, datatype, request).
     (iptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@def $name, $pname, $indep, $pindep,
-            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, rq), rq);
+        access!(@nonblocking $name, $indep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt), dt, rq);
+        access!(@nonblocking $pname, $pindep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt), dt, rq);
     };
-    (@def $name:ident, $pname:ident, $indep:ident, $pindep:ident,
-     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*), $req:ident) => {
-        access!(@one $name, $indep, ($($arg: $ty),*), ($($fty),*), ($fh $(, $call)*), $req);
-        access!(@one $pname, $pindep, ($($arg: $ty),*), ($($fty),*), ($fh $(, $call)*), $req);
-    };
-    (@one $sym:ident, $indep:ident,
-     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*), $req:ident) => {
+    (@blocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
+     ($fh:ident $(, $call:ident)*)) => {
         #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
         ///
         /// # Safety
@@ -260,8 +299,7 @@ macro_rules! access {
                 let done = atomically($fh, || {
                     let f = next!($indep: fn($($fty),*) -> c_int);
                     // SAFETY: forwarding the caller's arguments.
-                    let rc = unsafe { f($fh $(, $call)*) };
-                    access!(@wait rc, $req)
+                    unsafe { f($fh $(, $call)*) }
                 });
                 if let Some(rc) = done {
                     return rc;
@@ -272,10 +310,35 @@ macro_rules! access {
             unsafe { f($fh $(, $call)*) }
         }
     };
-    (@wait $rc:ident, none) => { $rc };
-    (@wait $rc:ident, $rq:ident) => {
-        // SAFETY: the request the call just returned.
-        if $rc == 0 { unsafe { complete($rq) } } else { $rc }
+    (@nonblocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
+     ($fh:ident $(, $call:ident)*), $dt:ident, $rq:ident) => {
+        #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
+        ///
+        /// # Safety
+        /// As the MPI function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            if let Some(_in) = Inside::enter() {
+                let done = atomically($fh, || {
+                    // The blocking form, with a status of our own where the request was.
+                    let f = next!($indep: fn($($fty),*) -> c_int);
+                    let mut status = [0u64; 16];
+                    // SAFETY: the caller's arguments and a status larger than any MPI_Status.
+                    let rc = unsafe { f($fh $(, $call)*, status.as_mut_ptr().cast()) };
+                    if rc != 0 {
+                        return rc;
+                    }
+                    // SAFETY: the caller's datatype and request pointer.
+                    unsafe { completed_request($dt, &status, $rq) }
+                });
+                if let Some(rc) = done {
+                    return rc;
+                }
+            }
+            let f = next!($sym: fn($($fty),*) -> c_int);
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { f($fh $(, $call)*, $rq) }
+        }
     };
 }
 
@@ -289,16 +352,16 @@ access!(at MPI_File_read_at_all, PMPI_File_read_at_all, MPI_File_read_at, PMPI_F
 access!(ptr MPI_File_read, PMPI_File_read, MPI_File_read, PMPI_File_read);
 access!(ptr MPI_File_read_all, PMPI_File_read_all, MPI_File_read, PMPI_File_read);
 access!(ptr MPI_File_read_shared, PMPI_File_read_shared, MPI_File_read_shared, PMPI_File_read_shared);
-access!(iat MPI_File_iwrite_at, PMPI_File_iwrite_at, MPI_File_iwrite_at, PMPI_File_iwrite_at);
-access!(iat MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all, MPI_File_iwrite_at, PMPI_File_iwrite_at);
-access!(iptr MPI_File_iwrite, PMPI_File_iwrite, MPI_File_iwrite, PMPI_File_iwrite);
-access!(iptr MPI_File_iwrite_all, PMPI_File_iwrite_all, MPI_File_iwrite, PMPI_File_iwrite);
-access!(iptr MPI_File_iwrite_shared, PMPI_File_iwrite_shared, MPI_File_iwrite_shared, PMPI_File_iwrite_shared);
-access!(iat MPI_File_iread_at, PMPI_File_iread_at, MPI_File_iread_at, PMPI_File_iread_at);
-access!(iat MPI_File_iread_at_all, PMPI_File_iread_at_all, MPI_File_iread_at, PMPI_File_iread_at);
-access!(iptr MPI_File_iread, PMPI_File_iread, MPI_File_iread, PMPI_File_iread);
-access!(iptr MPI_File_iread_all, PMPI_File_iread_all, MPI_File_iread, PMPI_File_iread);
-access!(iptr MPI_File_iread_shared, PMPI_File_iread_shared, MPI_File_iread_shared, PMPI_File_iread_shared);
+access!(iat MPI_File_iwrite_at, PMPI_File_iwrite_at, MPI_File_write_at, PMPI_File_write_at);
+access!(iat MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all, MPI_File_write_at, PMPI_File_write_at);
+access!(iptr MPI_File_iwrite, PMPI_File_iwrite, MPI_File_write, PMPI_File_write);
+access!(iptr MPI_File_iwrite_all, PMPI_File_iwrite_all, MPI_File_write, PMPI_File_write);
+access!(iptr MPI_File_iwrite_shared, PMPI_File_iwrite_shared, MPI_File_write_shared, PMPI_File_write_shared);
+access!(iat MPI_File_iread_at, PMPI_File_iread_at, MPI_File_read_at, PMPI_File_read_at);
+access!(iat MPI_File_iread_at_all, PMPI_File_iread_at_all, MPI_File_read_at, PMPI_File_read_at);
+access!(iptr MPI_File_iread, PMPI_File_iread, MPI_File_read, PMPI_File_read);
+access!(iptr MPI_File_iread_all, PMPI_File_iread_all, MPI_File_read, PMPI_File_read);
+access!(iptr MPI_File_iread_shared, PMPI_File_iread_shared, MPI_File_read_shared, PMPI_File_read_shared);
 
 /// `MPI_File_open`: remembers files opened on Tessera paths.
 ///
@@ -332,20 +395,24 @@ unsafe fn file_open(
     rc
 }
 
-/// `MPI_File_close`: forgets the file (its lock handle closes, releasing any lock).
+/// `MPI_File_close`: forgets the file once it is closed (its lock handle closes, releasing
+/// any lock).
 ///
 /// # Safety
 /// As the MPI function.
 unsafe fn file_close(next: unsafe extern "C" fn(*mut Handle) -> c_int, fh: *mut Handle) -> c_int {
     let inside = Inside::enter();
-    if inside.is_some() && !fh.is_null() {
+    // The handle before MPI resets it to MPI_FILE_NULL.
+    // SAFETY: the caller's file handle pointer.
+    let key = (!fh.is_null()).then(|| unsafe { *fh });
+    // SAFETY: forwarding the caller's argument.
+    let rc = unsafe { next(fh) };
+    if let (Some(_), Some(key), 0) = (inside, key, rc) {
         let _b = Busy::enter();
-        // SAFETY: the caller's file handle.
-        let gone = files().remove(unsafe { &*fh });
+        let gone = files().remove(&key);
         drop(gone);
     }
-    // SAFETY: forwarding the caller's argument.
-    unsafe { next(fh) }
+    rc
 }
 
 /// `MPI_File_set_atomicity`: records the mode of Tessera files.
