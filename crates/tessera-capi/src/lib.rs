@@ -399,14 +399,8 @@ pub unsafe extern "C" fn tessera_open(
                 "tessera_open of {p}: O_DIRECTORY and O_PATH do not open files; use tessera_stat"
             )));
         }
-        let mut o = OpenOptions::new();
-        o.read(intent.read)
-            .write(intent.write)
-            .create(intent.create)
-            .exclusive(intent.create && intent.exclusive)
-            .truncate(intent.truncate)
-            .append(intent.append)
-            .mode(mode & 0o7777);
+        let mut o = OpenOptions::from_intent(&intent, mode);
+        o.append(intent.append && intent.write);
         if let Some(m) = model_of(model)? {
             o.model(m);
         }

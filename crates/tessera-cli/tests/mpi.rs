@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Inst, build_c, preload_lib, scratch, under};
+use common::{Inst, build_c, ok_under, preload_lib, scratch};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -21,61 +21,48 @@ static MPIRUN: Mutex<()> = Mutex::new(());
 /// Open MPI's MPI-IO implementations.
 const IMPLS: [&str; 2] = ["ompio", "romio321"];
 
-/// Runs `exe args` as 4 MPI ranks with implementation `io`, through the interposer when
-/// `inst` is given (rank r then belongs to daemon r mod 3). Fails the test with the ranks'
-/// output if the run fails or takes more than two minutes.
-fn mpirun(inst: Option<&Inst>, io: &str, exe: &Path, args: &[&str]) -> Output {
-    let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+/// `mpirun` of 4 ranks (at most two minutes), through the interposer when `inst` is given
+/// (rank r then belongs to daemon r mod 3).
+fn mpirun_cmd(inst: Option<&Inst>) -> Command {
     let mut c = Command::new("timeout");
-    c.args([
-        "120",
-        "mpirun",
-        "--oversubscribe",
-        "-np",
-        "4",
-        "--mca",
-        "io",
-        io,
-    ])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .env_remove("TESSERA_NODE");
+    c.args(["120", "mpirun", "--oversubscribe", "-np", "4"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("TESSERA_NODE");
     if let Some(inst) = inst {
         c.arg("-x")
             .arg(format!("LD_PRELOAD={}", preload_lib().display()))
             .arg("-x")
             .arg(format!("TESSERA_INSTANCE={}", inst.layout.dir.display()));
     }
-    c.arg(exe).args(args);
+    c
+}
+
+/// Runs a prepared `mpirun` (one at a time); fails the test with the ranks' output.
+fn run_ranks(mut c: Command) -> Output {
+    let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
     let out = c
         .output()
         .expect("mpirun is missing: scripts/test.sh installs Open MPI");
     assert!(
         out.status.success(),
-        "mpirun --mca io {io} {} {args:?} failed ({}):\n{}{}",
-        exe.display(),
+        "{c:?} failed ({}):\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Runs `exe args` as 4 MPI ranks with MPI-IO implementation `io`.
+fn mpirun(inst: Option<&Inst>, io: &str, exe: &Path, args: &[&str]) -> Output {
+    let mut c = mpirun_cmd(inst);
+    c.args(["--mca", "io", io]).arg(exe).args(args);
+    run_ranks(c)
 }
 
 fn printed(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Runs a command through the interposer that must succeed.
-fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
-    let out = under(inst, node, prog, args).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{prog} {args:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 #[test]
@@ -118,27 +105,9 @@ fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
 /// A job script per rank: the POSIX programs, launched by mpirun, find their rank in
 /// `OMPI_COMM_WORLD_RANK` (and Tessera its daemon).
 fn ranks_run(inst: &Inst, script: &str) -> Output {
-    let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
-    let out = Command::new("timeout")
-        .args(["120", "mpirun", "--oversubscribe", "-np", "4"])
-        .arg("-x")
-        .arg(format!("LD_PRELOAD={}", preload_lib().display()))
-        .arg("-x")
-        .arg(format!("TESSERA_INSTANCE={}", inst.layout.dir.display()))
-        .args(["sh", "-c", script])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env_remove("TESSERA_NODE")
-        .output()
-        .expect("mpirun");
-    assert!(
-        out.status.success(),
-        "ranks failed ({}):\n{}{}",
-        out.status,
-        printed(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    let mut c = mpirun_cmd(Some(inst));
+    c.args(["sh", "-c", script]);
+    run_ranks(c)
 }
 
 #[test]

@@ -5,19 +5,8 @@
 
 mod common;
 
-use common::{Inst, build_c, scratch, under};
+use common::{Inst, build_c, ok_under as ok, scratch, under};
 use std::process::{Output, Stdio};
-
-fn ok(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Output {
-    let out = under(inst, node, prog, args).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{prog} {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -16,6 +16,7 @@ use crate::client::{Client, Inner, unexpected};
 use crate::read::{Ahead, Pattern, ReadAhead, fill};
 use tessera_core::locks::{HeldLock, LockKind};
 use tessera_core::placement::attach_batches;
+use tessera_core::posix::OpenIntent;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
 use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
 
@@ -75,6 +76,20 @@ impl OpenOptions {
     pub fn model(&mut self, m: Model) -> &mut Self {
         self.model = Some(m);
         self
+    }
+
+    /// Options from decoded `open(2)` flags and a creation mode: access, `O_CREAT`, `O_EXCL`
+    /// (with `O_CREAT`), `O_TRUNC`. `O_APPEND` is left to the caller: a descriptor keeps its
+    /// own position, and Linux accepts it on a read-only open.
+    pub fn from_intent(intent: &OpenIntent, mode: u32) -> Self {
+        let mut o = OpenOptions::new();
+        o.read(intent.read)
+            .write(intent.write)
+            .create(intent.create)
+            .exclusive(intent.create && intent.exclusive)
+            .truncate(intent.truncate)
+            .mode(mode & 0o7777);
+        o
     }
 }
 

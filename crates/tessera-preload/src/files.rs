@@ -37,14 +37,8 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
             FileKind::File => Object::Path,
         }
     } else {
-        let mut o = OpenOptions::new();
-        o.read(intent.read)
-            .write(intent.write)
-            .create(intent.create)
-            .exclusive(intent.create && intent.exclusive)
-            .truncate(intent.truncate)
-            .mode((mode & 0o7777) & !umask())
-            .model(state::model()?);
+        let mut o = OpenOptions::from_intent(&intent, mode & !umask());
+        o.model(state::model()?);
         match c.open(path, &o) {
             Ok(f) => Object::File(Box::new(f)),
             // Opening a directory read-only is how programs list it (opendir, fts).

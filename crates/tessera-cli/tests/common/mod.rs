@@ -260,6 +260,19 @@ pub fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
     c
 }
 
+/// Runs a command through the interposer on daemon `node`; it must succeed.
+pub fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> std::process::Output {
+    let out = under(inst, node, prog, args).output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{prog} {args:?} failed: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A fresh local scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-test-{}-{name}", std::process::id()));
