@@ -599,29 +599,26 @@ file_call!(tessera_sync, sync);
 file_call!(tessera_attach_file, attach_file);
 file_call!(tessera_detach_file, detach_file);
 
-/// See `tessera.h`.
-///
-/// # Safety
-/// `file` as documented in `tessera.h`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tessera_attach(file: *mut CFile, off: u64, len: u64) -> c_int {
-    guard(-1, || {
-        file_mut(file, "tessera_attach")?.file.attach(off, len)?;
-        Ok(0)
-    })
+/// Defines a `fn(file, offset, len) -> int` entry point calling one `File` method.
+macro_rules! range_call {
+    ($name:ident, $method:ident) => {
+        /// See `tessera.h`.
+        ///
+        /// # Safety
+        /// `file` as documented in `tessera.h`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(file: *mut CFile, off: u64, len: u64) -> c_int {
+            guard(-1, || {
+                file_mut(file, stringify!($name))?.file.$method(off, len)?;
+                Ok(0)
+            })
+        }
+    };
 }
 
-/// See `tessera.h`.
-///
-/// # Safety
-/// `file` as documented in `tessera.h`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tessera_detach(file: *mut CFile, off: u64, len: u64) -> c_int {
-    guard(-1, || {
-        file_mut(file, "tessera_detach")?.file.detach(off, len)?;
-        Ok(0)
-    })
-}
+range_call!(tessera_attach, attach);
+range_call!(tessera_detach, detach);
+range_call!(tessera_unlock, unlock);
 
 /// See `tessera.h`.
 ///
@@ -709,18 +706,6 @@ pub unsafe extern "C" fn tessera_lock(
             }
         };
         f.file.lock(off, len, k, wait != 0)?;
-        Ok(0)
-    })
-}
-
-/// See `tessera.h`.
-///
-/// # Safety
-/// `file` as documented in `tessera.h`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tessera_unlock(file: *mut CFile, off: u64, len: u64) -> c_int {
-    guard(-1, || {
-        file_mut(file, "tessera_unlock")?.file.unlock(off, len)?;
         Ok(0)
     })
 }

@@ -268,18 +268,22 @@ impl File {
     /// Re-learns the owners (and the size) if a lock, sync or publication of this process
     /// made this handle's cached view stale (see `FileState::view_epoch`).
     fn catch_up(&mut self, g: &mut Inner) -> FsResult<()> {
-        if self.owners.is_none() {
-            return Ok(());
-        }
-        let epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
-        if epoch != self.view_epoch {
-            let o = query_file(g, self.ino)?;
-            self.learn_size(&o);
-            self.owners = Some(owners_map(&o));
-            self.ahead.clear();
-            self.view_epoch = epoch;
+        let stale = self.owners.is_some()
+            && g.files.get(&self.ino).map_or(0, |f| f.view_epoch) != self.view_epoch;
+        if stale {
+            self.relearn(g)?;
         }
         Ok(())
+    }
+
+    /// Asks who holds the whole file and makes that this handle's view (owners, size, epoch).
+    fn relearn(&mut self, g: &mut Inner) -> FsResult<Owners> {
+        let o = query_file(g, self.ino)?;
+        self.learn_size(&o);
+        self.owners = Some(owners_map(&o));
+        self.ahead.clear();
+        self.view_epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
+        Ok(o)
     }
 
     /// Writes at the current position (or at the end, for append handles) and advances it.
@@ -539,12 +543,7 @@ impl File {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        let o = query_file(&mut g, self.ino)?;
-        self.learn_size(&o);
-        self.owners = Some(owners_map(&o));
-        self.ahead.clear();
-        self.view_epoch = g.files.get(&self.ino).map_or(0, |f| f.view_epoch);
-        Ok(o.extents)
+        Ok(self.relearn(&mut g)?.extents)
     }
 
     /// Gives up this process's ownership of `[offset, offset + len)`, which it must have

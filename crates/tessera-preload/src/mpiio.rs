@@ -289,55 +289,44 @@ macro_rules! access {
     };
     (@blocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
      ($fh:ident $(, $call:ident)*)) => {
-        #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
-        ///
-        /// # Safety
-        /// As the MPI function.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
-            if let Some(_in) = Inside::enter() {
-                let done = atomically($fh, || {
-                    let f = next!($indep: fn($($fty),*) -> c_int);
-                    // SAFETY: forwarding the caller's arguments.
-                    unsafe { f($fh $(, $call)*) }
-                });
-                if let Some(rc) = done {
-                    return rc;
-                }
-            }
-            let f = next!($sym: fn($($fty),*) -> c_int);
+        access!(@wrap $sym, ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*), {
+            let f = next!($indep: fn($($fty),*) -> c_int);
             // SAFETY: forwarding the caller's arguments.
             unsafe { f($fh $(, $call)*) }
-        }
+        });
     };
     (@nonblocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
      ($fh:ident $(, $call:ident)*), $dt:ident, $rq:ident) => {
+        access!(@wrap $sym, ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*, $rq), {
+            // The blocking form, with a status of our own where the request was.
+            let f = next!($indep: fn($($fty),*) -> c_int);
+            let mut status = [0u64; 16];
+            // SAFETY: the caller's arguments and a status larger than any MPI_Status.
+            let rc = unsafe { f($fh $(, $call)*, status.as_mut_ptr().cast()) };
+            if rc != 0 {
+                return rc;
+            }
+            // SAFETY: the caller's datatype and request pointer.
+            unsafe { completed_request($dt, &status, $rq) }
+        });
+    };
+    // The entry point: `$atomic` in atomic mode (under the lock), else the call forwarded.
+    (@wrap $sym:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*), $fh:ident,
+     ($($fwd:ident),*), $atomic:block) => {
         #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
         ///
         /// # Safety
         /// As the MPI function.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
-            if let Some(_in) = Inside::enter() {
-                let done = atomically($fh, || {
-                    // The blocking form, with a status of our own where the request was.
-                    let f = next!($indep: fn($($fty),*) -> c_int);
-                    let mut status = [0u64; 16];
-                    // SAFETY: the caller's arguments and a status larger than any MPI_Status.
-                    let rc = unsafe { f($fh $(, $call)*, status.as_mut_ptr().cast()) };
-                    if rc != 0 {
-                        return rc;
-                    }
-                    // SAFETY: the caller's datatype and request pointer.
-                    unsafe { completed_request($dt, &status, $rq) }
-                });
-                if let Some(rc) = done {
-                    return rc;
-                }
+            if let Some(_in) = Inside::enter()
+                && let Some(rc) = atomically($fh, || $atomic)
+            {
+                return rc;
             }
             let f = next!($sym: fn($($fty),*) -> c_int);
             // SAFETY: forwarding the caller's arguments.
-            unsafe { f($fh $(, $call)*, $rq) }
+            unsafe { f($($fwd),*) }
         }
     };
 }
