@@ -238,3 +238,37 @@ fn hostile_requests_get_errors_not_crashes() {
     r.read_exact_at(&mut buf, 0).unwrap();
     assert_eq!(&buf, b"data");
 }
+
+/// A read naming the daemon's own node as owner for more than one remote piece (2 MiB) is
+/// answered with the bytes, not spun on forever.
+#[test]
+fn large_local_reads_are_answered() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let len: u64 = 5 << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let mut f = c.create("/tessera/big").unwrap();
+    f.write_at(&data, 0).unwrap();
+    f.commit().unwrap();
+    let ino = c.stat("/tessera/big").unwrap().ino;
+    let owner = tessera_core::Owner {
+        node: 0,
+        client: c.identity().1,
+    };
+    let mut raw = common::RawClient::hello(&inst, 0, None).unwrap();
+    // One range larger than a piece, then several ranges that together exceed one.
+    for ranges in [
+        vec![(0, len)],
+        vec![(0, 1 << 20), (1 << 20, 3 << 20), (3 << 20, len)],
+    ] {
+        let (resp, bytes) = raw
+            .call(&Request::Read {
+                ino,
+                parts: vec![(owner, ranges.clone())],
+            })
+            .unwrap_or_else(|e| panic!("read of {ranges:?} from the daemon's own node: {e}"));
+        assert_eq!(resp, Response::Data { len }, "{ranges:?}");
+        assert!(bytes == data, "{ranges:?}: wrong bytes");
+    }
+    alive(&inst);
+}

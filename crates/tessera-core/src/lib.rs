@@ -13,6 +13,7 @@ pub mod path;
 pub mod placement;
 pub mod posix;
 pub mod range_map;
+pub mod read_plan;
 pub mod run;
 
 pub use consistency::Model;

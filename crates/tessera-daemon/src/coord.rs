@@ -205,29 +205,8 @@ impl Node {
             ));
         }
         // Large remote reads are cut into pieces fetched in parallel over separate
-        // connections, so the owner's daemon and this one work on several at once (one 8 MiB
-        // exchange is a serial chain: read, MAC, send, receive, MAC).
-        let mut jobs: Vec<(Owner, Vec<(u64, u64)>)> = Vec::new();
-        for (owner, ranges) in parts {
-            let mut cur: Vec<(u64, u64)> = Vec::new();
-            let mut bytes = 0;
-            for (s, e) in ranges {
-                let mut a = s;
-                while a < e {
-                    let b = e.min(a + (READ_PIECE - bytes));
-                    cur.push((a, b));
-                    bytes += b - a;
-                    a = b;
-                    if bytes >= READ_PIECE && owner.node != self.id {
-                        jobs.push((owner, std::mem::take(&mut cur)));
-                        bytes = 0;
-                    }
-                }
-            }
-            if !cur.is_empty() {
-                jobs.push((owner, cur));
-            }
-        }
+        // connections (see `tessera_core::read_plan`).
+        let jobs = tessera_core::read_plan::split_read(parts, self.id, READ_PIECE);
         let fetches = jobs.into_iter().map(|(owner, ranges)| async move {
             if owner.node == self.id {
                 Ok(Bytes::from(

@@ -304,3 +304,51 @@ pub fn build_c(compiler: &str, name: &str) -> PathBuf {
     );
     exe
 }
+
+/// A hand-driven client connection that sends any request, as a hostile or broken program
+/// of the instance's user could.
+pub struct RawClient {
+    pub stream: std::os::unix::net::UnixStream,
+    pub client: u64,
+}
+
+impl RawClient {
+    /// Connects to daemon `node` and says hello (resuming `resume` if given).
+    pub fn hello(inst: &Inst, node: u32, resume: Option<u64>) -> Result<RawClient, String> {
+        let mut stream = std::os::unix::net::UnixStream::connect(inst.layout.socket(node))
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let hello = tessera_proto::Request::Hello {
+            version: tessera_proto::PROTOCOL_VERSION,
+            pid: std::process::id(),
+            resume,
+        };
+        tessera_proto::frame::write_frame(&mut stream, &tessera_proto::frame::encode(&hello))
+            .map_err(|e| e.to_string())?;
+        let body = tessera_proto::frame::read_frame(&mut stream, 64 << 20)
+            .map_err(|e| format!("no answer to hello: {e}"))?;
+        match tessera_proto::frame::split_message::<tessera_proto::Response>(&body) {
+            Ok((tessera_proto::Response::Hello { client, .. }, _)) => {
+                Ok(RawClient { stream, client })
+            }
+            Ok((other, _)) => Err(format!("{other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Sends `req` and waits (at most 20 s) for the answer and its data trailer.
+    pub fn call(
+        &mut self,
+        req: &tessera_proto::Request,
+    ) -> Result<(tessera_proto::Response, Vec<u8>), String> {
+        tessera_proto::frame::write_frame(&mut self.stream, &tessera_proto::frame::encode(req))
+            .map_err(|e| format!("sending: {e}"))?;
+        let body = tessera_proto::frame::read_frame(&mut self.stream, 64 << 20)
+            .map_err(|e| format!("no answer within 20 s: {e}"))?;
+        let (resp, rest) = tessera_proto::frame::split_message::<tessera_proto::Response>(&body)
+            .map_err(|e| e.to_string())?;
+        Ok((resp, rest.to_vec()))
+    }
+}
