@@ -271,3 +271,42 @@ fn stale_cached_owners_after_truncate_read_as_holes() {
     let err = f.read_exact_at(&mut [0u8; 10], 1000).unwrap_err();
     assert!(err.message.contains("(size 100"), "{err}");
 }
+
+/// Offsets and sizes beyond what Tessera supports are refused up front with EFBIG, as the
+/// kernel does, and the file's valid writes are still published.
+#[test]
+fn sizes_past_the_supported_range_are_efbig() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/huge",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Session),
+        )
+        .unwrap();
+    f.write_at(b"valid", 0).unwrap();
+    for off in [1u64 << 62, u64::MAX - 2, tessera_core::run::MAX_FILE_SIZE] {
+        let err = f
+            .write_at(b"x", off)
+            .expect_err("write past the largest file size");
+        assert_eq!(err.errno, Errno::FBig, "offset {off}: {err}");
+        assert!(err.message.contains("largest file size"), "{err}");
+    }
+    f.commit().expect("the valid write still commits");
+    f.close().expect("and the file still closes");
+    let other = inst.client(1);
+    assert_eq!(other.stat("/tessera/huge").unwrap().size, 5);
+    for size in [u64::MAX, 1u64 << 62] {
+        let err = other.truncate("/tessera/huge", size).unwrap_err();
+        assert_eq!(err.errno, Errno::FBig, "truncate to {size}: {err}");
+    }
+    assert_eq!(other.stat("/tessera/huge").unwrap().size, 5);
+    let mut r = other.open_read("/tessera/huge").unwrap();
+    let mut buf = [0u8; 5];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"valid");
+}

@@ -327,3 +327,32 @@ fn calls_outside_the_prefix_pass_through() {
     );
     let _ = std::fs::remove_dir_all(&local);
 }
+
+/// pwrite and ftruncate past the largest file size fail with EFBIG, as the kernel's do, and
+/// the program's valid writes are published at close.
+#[test]
+fn interposed_sizes_past_the_limit_are_efbig() {
+    let inst = Inst::start(2);
+    let script = r#"
+import errno, os
+fd = os.open("/tessera/big", os.O_CREAT | os.O_RDWR, 0o644)
+os.pwrite(fd, b"valid", 0)
+for off in (2**62, 2**56):
+    try:
+        os.pwrite(fd, b"x", off)
+        print("accepted", off)
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+try:
+    os.ftruncate(fd, 2**62)
+    print("truncate accepted")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+os.close(fd)
+print(os.stat("/tessera/big").st_size)
+"#;
+    let out = ok(&inst, 0, "python3", &["-c", script]);
+    assert_eq!(stdout(&out), "EFBIG\nEFBIG\nEFBIG\n5\n");
+    let cat = ok(&inst, 1, "cat", &["/tessera/big"]);
+    assert_eq!(cat.stdout, b"valid");
+}

@@ -219,6 +219,7 @@ impl Client {
 
     /// Sets the size of a file; bytes beyond it are gone for every process.
     pub fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
+        tessera_core::run::end_within_limit(size, 0, "truncate")?;
         let mut g = self.lock();
         let p = g.resolve(path)?;
         match g.call(&Request::Truncate { path: p, size })? {

@@ -233,12 +233,7 @@ impl File {
         if buf.is_empty() {
             return Ok(0);
         }
-        let end = offset.checked_add(buf.len() as u64).ok_or_else(|| {
-            FsError::new(
-                Errno::Inval,
-                format!("write at offset {offset} would pass the largest file size"),
-            )
-        })?;
+        let end = tessera_core::run::end_within_limit(offset, buf.len() as u64, "write")?;
         g.reserve(buf.len() as u64)?;
         let pos = g.writer(self.ino)?.append(offset, buf).map_err(|e| {
             if e.errno == Errno::NoSpace {

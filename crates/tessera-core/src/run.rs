@@ -14,6 +14,20 @@ use serde::{Deserialize, Serialize};
 /// overflow and bounds what one request can describe.
 pub const MAX_FILE_SIZE: u64 = 1 << 56;
 
+/// The end of `len` bytes at `offset`, or `EFBIG` if they would pass [`MAX_FILE_SIZE`] (as the
+/// kernel refuses a write past its largest file size). `what` names the operation.
+pub fn end_within_limit(offset: u64, len: u64, what: &str) -> crate::FsResult<u64> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_FILE_SIZE => Ok(end),
+        _ => Err(crate::FsError::new(
+            crate::Errno::FBig,
+            format!(
+                "{what} of {len} bytes at offset {offset} would pass the largest file size Tessera supports ({MAX_FILE_SIZE} bytes, 64 PiB)"
+            ),
+        )),
+    }
+}
+
 /// A strided run of logical byte ranges. Pieces are disjoint and ascending: `stride >= len`
 /// whenever `count > 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -88,6 +88,7 @@ impl Node {
             Request::Readdir { path } => Response::Entries(self.readdir(&path).await?),
             Request::Rename { from, to } => self.rename(&from, &to).await?,
             Request::Truncate { path, size } => {
+                tessera_core::run::end_within_limit(size, 0, "truncate")?;
                 let p = path::normalize(&path)?;
                 let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
                 if d.kind == FileKind::Dir {
