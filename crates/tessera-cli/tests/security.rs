@@ -272,3 +272,65 @@ fn large_local_reads_are_answered() {
     }
     alive(&inst);
 }
+
+/// Requests a well-behaved client never sends, crafted by a program of the same user, are
+/// refused with a clear error and break nothing for others.
+#[test]
+fn crafted_requests_are_refused() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c.create("/tessera/shared").unwrap();
+    f.write_at(b"0123456789", 0).unwrap();
+    f.commit().unwrap();
+    let ino = c.stat("/tessera/shared").unwrap().ino;
+    let live = c.identity().1;
+
+    // Resuming the id of a client that is still connected.
+    match common::RawClient::hello(&inst, 0, Some(live)) {
+        Ok(r) => panic!(
+            "hello resuming live client {live} was accepted as {}",
+            r.client
+        ),
+        Err(e) => assert!(e.contains("in use"), "{e}"),
+    }
+
+    let mut raw = common::RawClient::hello(&inst, 0, None).unwrap();
+    let refused = |resp: &Response, errno: Errno, what: &str| match resp {
+        Response::Err(e) => assert_eq!(e.errno, errno, "{what}: {e}"),
+        other => panic!("{what} answered {other:?}"),
+    };
+    // Attaching bytes this client never wrote would send others' reads to a log without them.
+    let (resp, _) = raw
+        .call(&Request::Attach {
+            ino,
+            runs: vec![tessera_core::Run::single(0, 8)],
+        })
+        .unwrap();
+    refused(&resp, Errno::Inval, "attach of never-written bytes");
+    // Inverted ranges.
+    let (resp, _) = raw
+        .call(&Request::Detach {
+            ino,
+            start: 9,
+            end: 3,
+        })
+        .unwrap();
+    refused(&resp, Errno::Inval, "inverted detach");
+    let (resp, _) = raw
+        .call(&Request::Query {
+            ino,
+            start: 9,
+            end: 3,
+        })
+        .unwrap();
+    refused(&resp, Errno::Inval, "inverted query");
+
+    // Others still read the file and flush it.
+    let other = inst.client(1);
+    let mut r = other.open_read("/tessera/shared").unwrap();
+    let mut buf = [0u8; 10];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"0123456789");
+    assert_eq!(other.flush_path("/tessera/shared").unwrap(), 10);
+    alive(&inst);
+}

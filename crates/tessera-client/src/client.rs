@@ -326,7 +326,11 @@ impl Inner {
                     self.client_id = id;
                     return Ok(());
                 }
-                Err(e) if Instant::now() >= deadline || e.errno != Errno::ConnRefused => {
+                // Busy: the daemon is still cleaning up this id's previous connection.
+                Err(e)
+                    if Instant::now() >= deadline
+                        || !matches!(e.errno, Errno::ConnRefused | Errno::Busy) =>
+                {
                     return Err(e);
                 }
                 Err(_) => {

@@ -60,6 +60,8 @@ pub enum Errno {
     NoDev,
     /// A result does not fit the caller's buffer.
     Range,
+    /// The resource is in use (a client id bound to a live connection).
+    Busy,
 }
 
 impl Errno {
@@ -91,6 +93,7 @@ impl Errno {
             Errno::Perm => libc::EPERM,
             Errno::NoDev => libc::ENODEV,
             Errno::Range => libc::ERANGE,
+            Errno::Busy => libc::EBUSY,
         }
     }
 
@@ -122,6 +125,7 @@ impl Errno {
             Errno::Perm => "EPERM",
             Errno::NoDev => "ENODEV",
             Errno::Range => "ERANGE",
+            Errno::Busy => "EBUSY",
         }
     }
 

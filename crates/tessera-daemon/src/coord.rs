@@ -115,6 +115,7 @@ impl Node {
                 Response::Ok
             }
             Request::Detach { ino, start, end } => {
+                check_order(start, end, "detach")?;
                 self.detach(ino, me, start, end).await?;
                 Response::Ok
             }
@@ -126,6 +127,7 @@ impl Node {
                 Response::Ok
             }
             Request::Query { ino, start, end } => {
+                check_order(start, end, "query")?;
                 Response::Owners(self.query(ino, start, end).await?)
             }
             Request::QueryFile { ino } => Response::Owners(self.query_file(ino).await?),
@@ -672,6 +674,8 @@ impl Node {
 
     async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
         let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
+        // Ownership sends every reader of these bytes to this log: it must hold them.
+        self.logs.check_holds(ino, owner.client, &runs)?;
         let Some(end) = runs.iter().map(Run::end).max() else {
             return Ok(());
         };
@@ -918,6 +922,17 @@ impl Node {
         out.sort_by_key(|e| e.start);
         Ok(out)
     }
+}
+
+/// A range from the wire must not be inverted (an empty one is a no-op).
+fn check_order(start: u64, end: u64, what: &str) -> FsResult<()> {
+    if start > end {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("{what} of the inverted range [{start}, {end})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Combines an inode answer and extent answers into one ascending ownership list.

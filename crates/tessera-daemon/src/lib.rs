@@ -9,6 +9,7 @@
 //!
 //! Module map:
 //! * [`namespace`], [`ownership`]: the in-memory shard structures (no I/O);
+//! * [`clients`]: which client ids are bound to live connections;
 //! * [`store`]: redb persistence with group commit;
 //! * [`logs`]: read service and burst-buffer accounting;
 //! * [`shard`]: what this daemon does for a peer request;
@@ -18,6 +19,7 @@
 //! * [`peer`], [`server`]: the two transports.
 
 pub mod cache;
+pub mod clients;
 pub mod coord;
 pub mod flush;
 pub mod locks;
@@ -63,6 +65,8 @@ pub struct Node {
     flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Byte-range locks of this node's inodes, and where this node's clients hold locks.
     pub locks: locks::LockService,
+    /// Which client ids are bound to live connections.
+    pub clients: clients::Clients,
 }
 
 impl Node {
@@ -223,6 +227,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         gid,
         flush_locks: Mutex::new(std::collections::HashMap::new()),
         locks: locks::LockService::default(),
+        clients: clients::Clients::default(),
         callbacks: Mutex::new(cache::Callbacks::new(restarted)),
         stripe_cache: Mutex::new(cache::StripeCache::default()),
     });

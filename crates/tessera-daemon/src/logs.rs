@@ -153,6 +153,40 @@ impl Logs {
         Ok(out)
     }
 
+    /// Checks that the log (ino, client) holds every byte of `runs`, before they are attached:
+    /// an attach of bytes the process never wrote would send readers to a log without them.
+    pub fn check_holds(&self, ino: u64, client: u64, runs: &[tessera_core::Run]) -> FsResult<()> {
+        let never = |s: u64, e: u64, why: &str| {
+            FsError::new(
+                Errno::Inval,
+                format!(
+                    "attach of [{s}, {e}) of inode {ino:#x} by client {client}: {why}; a process attaches only bytes it wrote"
+                ),
+            )
+        };
+        let view = match self.view(ino, client) {
+            Ok(v) => v,
+            Err(_) => {
+                let (s, e) = runs.first().map_or((0, 0), |r| (r.start, r.end()));
+                return Err(never(
+                    s,
+                    e,
+                    &format!("node {} holds no log of it", self.node),
+                ));
+            }
+        };
+        let mut v = view.lock().expect("view lock");
+        v.refresh()?;
+        for r in runs {
+            for (s, e) in r.pieces() {
+                if !v.map().covers(s, e) {
+                    return Err(never(s, e, "its log does not hold these bytes"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `f` with the (refreshed) view of a log; used by flush.
     pub fn with_view<T>(
         &self,

@@ -52,6 +52,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                     }
                     if let Some(c) = client {
                         node.client_gone(c).await;
+                        node.clients.unbind(c);
                     }
                     node.connected.fetch_sub(1, Ordering::Relaxed);
                 });
@@ -89,11 +90,24 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) ->
     let client = match framed.next().await {
         Some(Ok(f)) => match frame::decode::<Request>(&f) {
             Ok(Request::Hello {
-                version, resume, ..
-            }) if version == PROTOCOL_VERSION => match resume {
-                Some(id) if node.issued_client_id(id) => id,
-                _ => node.new_client_id().await?,
-            },
+                version,
+                resume,
+                pid,
+            }) if version == PROTOCOL_VERSION => {
+                let id = match resume {
+                    Some(id) if node.issued_client_id(id) => id,
+                    _ => node.new_client_id().await?,
+                };
+                if let Err(e) = node.clients.bind(id, pid) {
+                    tracing::warn!("refused a hello: {e}");
+                    framed
+                        .send(wire(&Response::Err(e.clone())))
+                        .await
+                        .map_err(io)?;
+                    return Err(e);
+                }
+                id
+            }
             Ok(Request::Hello { version, .. }) => {
                 let e = FsError::new(
                     Errno::Proto,
