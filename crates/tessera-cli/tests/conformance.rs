@@ -345,6 +345,89 @@ fn mpiio_programs_read_the_latest_write() {
     conformance(Model::MpiIo);
 }
 
+/// Readers polling a file that committers keep extending (write, commit, repeat) see, below
+/// the size they are told, only bytes that were committed: never a hole where a commit's bytes
+/// already are. The size and the ownership of an append are published by different shards,
+/// so a query must never return a size that covers bytes whose owners it did not return.
+fn readers_race_appending_committers(model: Model) {
+    const CHUNK: u64 = 4096;
+    const APPENDS: u64 = 240;
+    // Small stripes: appends move from shard to shard, the inode's node is another one.
+    let inst = Inst::start_with(3, &["--stripe-size", "16384"]);
+    let path = format!("/tessera/append-{model}");
+    let open = |r: &mut Rank, create: bool| {
+        r.ok(&Cmd::Open {
+            path: path.clone(),
+            model,
+            read: true,
+            write: true,
+            create,
+        })
+    };
+    let mut writer = inst.rank(1);
+    open(&mut writer, true);
+    let mut readers: Vec<Rank> = vec![inst.rank(0), inst.rank(2), inst.rank(1)];
+    for r in readers.iter_mut() {
+        open(r, false);
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader_threads: Vec<_> = readers
+        .into_iter()
+        .map(|mut r| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let (mut known, mut reads, mut nonempty) = (0u64, 0u64, 0u64);
+                while !done.load(std::sync::atomic::Ordering::Acquire) || reads < 20 {
+                    // A window around the end this reader knows of, where appends land.
+                    let off = known.saturating_sub(CHUNK);
+                    let got = r.read(off, 4 * CHUNK);
+                    reads += 1;
+                    for (k, b) in got.iter().enumerate() {
+                        let o = off + k as u64;
+                        let want = pattern_byte((o / CHUNK + 1) as u32, o);
+                        assert_eq!(
+                            *b, want,
+                            "{model}: node {} read byte {o} as {b:#04x} (want {want:#04x}) after {reads} reads; the size covered it, its commit had not (or its owners were not returned)",
+                            r.node
+                        );
+                    }
+                    nonempty += u64::from(!got.is_empty());
+                    known = known.max(off + got.len() as u64);
+                }
+                (reads, nonempty, known)
+            })
+        })
+        .collect();
+    for i in 0..APPENDS {
+        writer.ok(&Cmd::Write {
+            off: i * CHUNK,
+            len: CHUNK,
+            id: (i + 1) as u32,
+        });
+        if model != Model::Posix {
+            writer.ok(&Cmd::Commit);
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    for t in reader_threads {
+        let (reads, nonempty, known) = t.join().expect("reader");
+        assert!(
+            nonempty > 0 && known > 0,
+            "{model}: a reader never saw the file grow ({reads} reads)"
+        );
+    }
+}
+
+#[test]
+fn commit_readers_race_appending_committers() {
+    readers_race_appending_committers(Model::Commit);
+}
+
+#[test]
+fn posix_readers_race_appending_writers() {
+    readers_race_appending_committers(Model::Posix);
+}
+
 /// The generator's MSC placement follows the table above.
 #[test]
 fn msc_placement_matches_the_models() {

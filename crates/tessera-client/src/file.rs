@@ -185,7 +185,8 @@ impl File {
             writable: o.write,
             append: o.append,
             pos: 0,
-            size: attr.size,
+            // The query's size was read after the open's and before its extents.
+            size: owners.as_ref().and_then(|o| o.size).unwrap_or(attr.size),
             owners: owners.as_ref().map(owners_map),
             view_epoch,
             pattern: Pattern::default(),
@@ -407,7 +408,13 @@ impl File {
         if let Response::Attr(a) = g.call(&Request::Stat {
             path: self.path.clone(),
         })? {
-            self.size = a.size;
+            if a.size > self.size && self.owners.is_some() {
+                // Grown since this handle learned its owners: learn them again, so that
+                // reads below the new size find its bytes instead of a hole.
+                self.relearn(&mut g)?;
+            } else {
+                self.size = a.size;
+            }
         }
         let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
         Ok(self.size.max(local_end))

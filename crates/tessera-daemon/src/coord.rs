@@ -694,14 +694,18 @@ impl Node {
                 )
             })
             .collect();
-        let size = self.call(
-            ino_shard(ino),
-            PeerRequest::InodeSetSize {
-                ino,
-                change: SizeChange::Extend(end),
-            },
-        );
-        let (size, attached) = futures::join!(size, self.call_all(attach_reqs));
+        // Ownership first, then the size: a query reads the size before the extents (see
+        // `query`), so a size that covers these bytes is never seen without their owners.
+        self.call_all(attach_reqs).await?;
+        let size = self
+            .call(
+                ino_shard(ino),
+                PeerRequest::InodeSetSize {
+                    ino,
+                    change: SizeChange::Extend(end),
+                },
+            )
+            .await;
         if let Err(e) = size {
             // The file is gone (unlinked while we wrote): take back what this attach installed
             // so no ownership outlives the inode.
@@ -724,7 +728,7 @@ impl Node {
             let _ = self.call_all(undo).await;
             return Err(e);
         }
-        attached.map(drop)
+        Ok(())
     }
 
     /// Inode numbers from the wire must name a node of this instance.
@@ -783,6 +787,13 @@ impl Node {
         Ok(())
     }
 
+    /// Who holds `[start, end)`, and the size if any byte of the range is unowned.
+    ///
+    /// The size is read before the extents it is returned with. Attach installs ownership
+    /// before it extends the size, so every byte below a size we return that an attach had
+    /// published by then is owned in the answer: a reader never mistakes an appended, committed
+    /// range for a hole. Extents asked for before the size are asked for again where they
+    /// left a gap below it.
     pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
         let ss = self.cfg.stripe_size;
         if start >= end {
@@ -801,28 +812,37 @@ impl Node {
             }
             return Ok(all);
         }
-        let per_stripe = split_by_stripe(start, end, ss)
-            .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
-        let mut owners = Owners {
-            size: None,
-            extents: futures::future::try_join_all(per_stripe)
-                .await?
-                .into_iter()
-                .flatten()
-                .collect(),
-        };
+        let mut extents = self.range_owners(ino, start, end).await?;
         // Only a range with unowned bytes needs the size (zeros below it, end of file above).
-        let mut at = start;
-        for e in &owners.extents {
-            if e.start > at {
-                break;
+        let gaps = uncovered(&extents, start, end);
+        if gaps.is_empty() {
+            return Ok(Owners {
+                size: None,
+                extents,
+            });
+        }
+        let size = self.inode_get(ino).await?.size;
+        for (s, t) in gaps {
+            if s < size {
+                extents.extend(self.range_owners(ino, s, t.min(size)).await?);
             }
-            at = at.max(e.end);
         }
-        if at < end {
-            owners.size = Some(self.inode_get(ino).await?.size);
-        }
-        Ok(owners)
+        extents.sort_by_key(|e| e.start);
+        Ok(Owners {
+            size: Some(size),
+            extents,
+        })
+    }
+
+    /// The owners of `[start, end)`, stripe by stripe, ascending.
+    async fn range_owners(&self, ino: u64, start: u64, end: u64) -> FsResult<Vec<OwnedExtent>> {
+        let per_stripe = split_by_stripe(start, end, self.cfg.stripe_size)
+            .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
+        Ok(futures::future::try_join_all(per_stripe)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     /// The owners of `[s, t)` within one stripe: from this node's shard, from a leased copy of
@@ -899,13 +919,19 @@ impl Node {
         }
     }
 
+    /// Who holds every byte of the file, and its size (read first: see [`Node::query`]).
     pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {
-        let mut reqs: Vec<(u32, PeerRequest)> =
-            vec![(ino_shard(ino), PeerRequest::InodeGet { ino })];
-        reqs.extend(
-            (0..self.cfg.nodes).map(|n| (n, PeerRequest::OwnQueryFile { ino, only: None })),
-        );
-        collect_owners(self.call_all(reqs).await?)
+        let size = self.inode_get(ino).await?.size;
+        let mut owners = collect_owners(
+            self.call_all(
+                (0..self.cfg.nodes)
+                    .map(|n| (n, PeerRequest::OwnQueryFile { ino, only: None }))
+                    .collect(),
+            )
+            .await?,
+        )?;
+        owners.size = Some(size);
+        Ok(owners)
     }
 
     async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedExtent>> {
@@ -922,6 +948,25 @@ impl Node {
         out.sort_by_key(|e| e.start);
         Ok(out)
     }
+}
+
+/// The parts of `[start, end)` that no extent of `extents` (ascending, disjoint) covers.
+fn uncovered(extents: &[OwnedExtent], start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut gaps = Vec::new();
+    let mut at = start;
+    for e in extents {
+        if e.start > at {
+            gaps.push((at, e.start.min(end)));
+        }
+        at = at.max(e.end);
+        if at >= end {
+            break;
+        }
+    }
+    if at < end {
+        gaps.push((at, end));
+    }
+    gaps
 }
 
 /// A range from the wire must not be inverted (an empty one is a no-op).
@@ -947,4 +992,23 @@ fn collect_owners(responses: Vec<PeerResponse>) -> FsResult<Owners> {
     }
     owners.extents.sort_by_key(|e| e.start);
     Ok(owners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncovered_lists_the_gaps_between_ascending_extents() {
+        let o = Owner { node: 0, client: 1 };
+        let e = |start, end| OwnedExtent {
+            start,
+            end,
+            owner: o,
+        };
+        assert_eq!(uncovered(&[], 5, 9), vec![(5, 9)]);
+        assert_eq!(uncovered(&[e(5, 9)], 5, 9), vec![]);
+        assert_eq!(uncovered(&[e(6, 7), e(8, 20)], 5, 10), vec![(5, 6), (7, 8)]);
+        assert_eq!(uncovered(&[e(0, 3)], 2, 6), vec![(3, 6)]);
+    }
 }
