@@ -64,11 +64,12 @@ typedef enum tessera_model {
 /* File kinds in struct tessera_stat. */
 #define TESSERA_KIND_FILE 1
 #define TESSERA_KIND_DIR 2
+#define TESSERA_KIND_SYMLINK 3 /* a symbolic link found in the PFS directory */
 
 /* Attributes of a file or directory. */
 struct tessera_stat {
     uint64_t ino;      /* inode number */
-    uint32_t kind;     /* TESSERA_KIND_FILE or TESSERA_KIND_DIR */
+    uint32_t kind;     /* TESSERA_KIND_FILE, _DIR or _SYMLINK */
     uint32_t mode;     /* permission bits (0644, ...) */
     uint32_t uid;
     uint32_t gid;

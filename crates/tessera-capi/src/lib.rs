@@ -155,6 +155,7 @@ fn stat_of(a: &Attr) -> CStat {
         kind: match a.kind {
             FileKind::File => 1,
             FileKind::Dir => 2,
+            FileKind::Symlink => 3,
         },
         mode: a.mode,
         uid: a.uid,

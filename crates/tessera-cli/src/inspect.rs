@@ -10,14 +10,24 @@ pub fn ls(c: &Client, path: &str, long: bool) -> Result<()> {
         if long {
             let full = format!("{}/{}", path.trim_end_matches('/'), e.name);
             let a = c.stat(&full)?;
-            let kind = if a.kind == FileKind::Dir { 'd' } else { '-' };
-            println!("{kind}{:04o} {:>12} {}", a.mode, a.size, e.name);
+            let kind = match a.kind {
+                FileKind::Dir => 'd',
+                FileKind::File => '-',
+                FileKind::Symlink => 'l',
+            };
+            let link = if a.kind == FileKind::Symlink {
+                format!(" -> {}", c.readlink(&full)?)
+            } else {
+                String::new()
+            };
+            println!("{kind}{:04o} {:>12} {}{link}", a.mode, a.size, e.name);
         } else {
-            println!(
-                "{}{}",
-                e.name,
-                if e.kind == FileKind::Dir { "/" } else { "" }
-            );
+            let mark = match e.kind {
+                FileKind::Dir => "/",
+                FileKind::Symlink => "@",
+                FileKind::File => "",
+            };
+            println!("{}{mark}", e.name);
         }
     }
     Ok(())

@@ -356,3 +356,36 @@ print(os.stat("/tessera/big").st_size)
     let cat = ok(&inst, 1, "cat", &["/tessera/big"]);
     assert_eq!(cat.stdout, b"valid");
 }
+
+/// Links found in the PFS directory, through the interposer: lstat shows a link, readlink
+/// its target, stat and open follow it beneath the PFS root, never out of it.
+#[test]
+fn pfs_links_through_the_interposer() {
+    let inst = Inst::start(2);
+    let pfs = inst.pfs();
+    std::fs::write(pfs.join("data"), b"inside").unwrap();
+    std::os::unix::fs::symlink("data", pfs.join("in")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", pfs.join("out")).unwrap();
+    let script = r#"
+import errno, os, stat
+print(stat.S_ISLNK(os.lstat("/tessera/in").st_mode), os.readlink("/tessera/in"))
+print(os.stat("/tessera/in").st_size, open("/tessera/in").read())
+try:
+    open("/tessera/out").read()
+    print("followed out")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+try:
+    open("/tessera/in", "w").write("x")
+    print("wrote through")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+print(sorted(os.listdir("/tessera")))
+"#;
+    let out = ok(&inst, 0, "python3", &["-c", script]);
+    assert_eq!(
+        stdout(&out),
+        "True data\n6 inside\nEXDEV\nELOOP\n['data', 'in', 'out']\n"
+    );
+    assert_eq!(std::fs::read(pfs.join("data")).unwrap(), b"inside");
+}

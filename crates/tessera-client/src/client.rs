@@ -4,7 +4,6 @@
 use crate::conn::{Conn, is_disconnect};
 use crate::file::{File, OpenOptions};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera_core::index::IndexHeader;
@@ -59,6 +58,8 @@ pub(crate) struct Inner {
     pub query_gen: u64,
     grant: u64,
     pub stats: Stats,
+    /// The PFS directory, opened at the first read of a PFS copy.
+    pfs_root: Option<rustix::fd::OwnedFd>,
     reconnect_for: Duration,
 }
 
@@ -125,6 +126,7 @@ impl Client {
                 query_gen: 0,
                 grant: 0,
                 stats: Stats::default(),
+                pfs_root: None,
                 reconnect_for,
             })),
         })
@@ -180,6 +182,42 @@ impl Client {
                 }
                 Ok(a)
             }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Like [`Client::stat`], but a symbolic link (found in the PFS directory) is followed to
+    /// its target, which must lie beneath the PFS root.
+    pub fn stat_follow(&self, path: &str) -> FsResult<Attr> {
+        let (mut p, pfs) = {
+            let g = self.lock();
+            (g.resolve(path)?, g.cfg.pfs_dir.display().to_string())
+        };
+        for _ in 0..=path::MAX_LINK_HOPS {
+            // Each lock is released before the call that takes it again.
+            let user = self.lock().user_path(&p);
+            let a = self.stat(&user)?;
+            if a.kind != tessera_proto::FileKind::Symlink {
+                return Ok(a);
+            }
+            let target = self.readlink(&user)?;
+            p = path::link_target(&p, &target, &pfs)?;
+        }
+        Err(FsError::new(
+            Errno::Loop,
+            format!(
+                "{path}: more than {} symbolic links in a row",
+                path::MAX_LINK_HOPS
+            ),
+        ))
+    }
+
+    /// The target of a symbolic link found in the PFS directory.
+    pub fn readlink(&self, path: &str) -> FsResult<String> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        match g.call(&Request::ReadLink { path: p })? {
+            Response::Link { target } => Ok(target),
             other => Err(unexpected(other)),
         }
     }
@@ -445,9 +483,60 @@ impl Inner {
         Ok(&entry.0)
     }
 
-    /// PFS location of a file.
-    pub fn pfs_path(&self, p: &str) -> PathBuf {
-        self.cfg.pfs_path(p)
+    /// Opens the PFS copy of the file at internal path `p` for reading, resolved beneath the
+    /// PFS root (a link there is followed only to a target beneath it); `None` if there is no
+    /// such regular file.
+    pub fn open_pfs_copy(&mut self, p: &str) -> FsResult<Option<std::fs::File>> {
+        use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+        let pfs_dir = &self.cfg.pfs_dir;
+        let root = match &self.pfs_root {
+            Some(r) => r,
+            None => {
+                let fd = rustix::fs::open(
+                    pfs_dir,
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| {
+                    FsError::io(
+                        format!("opening the PFS directory {}", pfs_dir.display()),
+                        &e.into(),
+                    )
+                })?;
+                self.pfs_root.insert(fd)
+            }
+        };
+        let rel = match p.trim_start_matches('/') {
+            "" => ".",
+            r => r,
+        };
+        let fd = match rustix::fs::openat2(
+            root,
+            rel,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => fd,
+            Err(
+                rustix::io::Errno::NOENT
+                | rustix::io::Errno::NOTDIR
+                | rustix::io::Errno::XDEV
+                | rustix::io::Errno::LOOP,
+            ) => return Ok(None),
+            Err(e) => {
+                return Err(FsError::io(
+                    format!("opening the PFS copy of {}", self.user_path(p)),
+                    &e.into(),
+                ));
+            }
+        };
+        match rustix::fs::fstat(&fd) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(Some(std::fs::File::from(fd)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Returns unused reserved space (best effort).

@@ -160,12 +160,14 @@ impl File {
                 create: o.create,
                 exclusive: o.exclusive,
                 truncate: o.truncate,
+                write: o.write,
             },
             mode: o.mode,
             want_owners,
         };
-        let (attr, owners) = match g.call(&req)? {
-            Response::Opened { attr, owners } => (attr, owners),
+        // `path` becomes where PFS links led (a read open follows them).
+        let (attr, owners, path) = match g.call(&req)? {
+            Response::Opened { attr, owners, path } => (attr, owners, path),
             other => return Err(unexpected(other)),
         };
         if want_owners {
@@ -205,9 +207,15 @@ impl File {
         self.ino
     }
 
-    /// Path inside the file system (without the mount prefix).
+    /// Path inside the file system (without the mount prefix): the file opened, after any
+    /// PFS link was followed.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The path as the user writes it (with the mount prefix).
+    pub fn user_path(&self) -> String {
+        self.client.lock().user_path(&self.path)
     }
 
     fn check_open(&self) -> FsResult<()> {

@@ -242,11 +242,7 @@ pub(crate) fn fill(
     if gaps.is_empty() {
         return Ok(());
     }
-    let pfs = match std::fs::File::open(g.pfs_path(path)) {
-        Ok(f) => Some(f),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(FsError::io(format!("opening the PFS copy of {path}"), &e)),
-    };
+    let pfs = g.open_pfs_copy(path)?;
     for (s, e) in gaps {
         let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
         dst.fill(0);

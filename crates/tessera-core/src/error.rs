@@ -62,6 +62,8 @@ pub enum Errno {
     Range,
     /// The resource is in use (a client id bound to a live connection).
     Busy,
+    /// A symbolic link where Tessera does not follow one (a change through a PFS link).
+    Loop,
 }
 
 impl Errno {
@@ -94,6 +96,7 @@ impl Errno {
             Errno::NoDev => libc::ENODEV,
             Errno::Range => libc::ERANGE,
             Errno::Busy => libc::EBUSY,
+            Errno::Loop => libc::ELOOP,
         }
     }
 
@@ -126,6 +129,7 @@ impl Errno {
             Errno::NoDev => "ENODEV",
             Errno::Range => "ERANGE",
             Errno::Busy => "EBUSY",
+            Errno::Loop => "ELOOP",
         }
     }
 
@@ -142,6 +146,9 @@ impl Errno {
             Some(libc::EINVAL) => Errno::Inval,
             Some(libc::ECONNREFUSED) => Errno::ConnRefused,
             Some(libc::ENAMETOOLONG) => Errno::NameTooLong,
+            Some(libc::ELOOP) => Errno::Loop,
+            Some(libc::EXDEV) => Errno::XDev,
+            Some(libc::EFBIG) => Errno::FBig,
             _ => Errno::Io,
         }
     }

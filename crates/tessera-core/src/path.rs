@@ -108,9 +108,78 @@ pub fn is_within(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
+/// Most links followed while resolving one path (as the kernel's 40 is for whole paths, 8 is
+/// plenty for the one link at a path's end that Tessera follows).
+pub const MAX_LINK_HOPS: u32 = 8;
+
+/// The internal path a symbolic link of the PFS directory points to, if its target lies beneath
+/// the PFS root: `link` is the link's internal path, `target` what the link holds, `pfs_dir`
+/// the PFS directory (an absolute target inside it is taken relative to it). A target outside
+/// the root (absolute elsewhere, or `..` above the root) is `EXDEV`: Tessera never follows a
+/// link out of the PFS directory.
+pub fn link_target(link: &str, target: &str, pfs_dir: &str) -> FsResult<String> {
+    let outside = || {
+        FsError::new(
+            Errno::XDev,
+            format!(
+                "{link} is a symbolic link to {target}, outside the PFS directory {pfs_dir}; Tessera follows links only to targets beneath it"
+            ),
+        )
+    };
+    if target.is_empty() || target.contains('\0') {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("{link} is a symbolic link with an empty or malformed target"),
+        ));
+    }
+    let (mut parts, rest): (Vec<&str>, &str) = if target.starts_with('/') {
+        let root = pfs_dir.trim_end_matches('/');
+        match target.strip_prefix(root) {
+            Some(r) if r.is_empty() || r.starts_with('/') => (Vec::new(), r),
+            _ => return Err(outside()),
+        }
+    } else {
+        let parent = split(link).map_or("/", |(p, _)| p);
+        (
+            parent.split('/').filter(|c| !c.is_empty()).collect(),
+            target,
+        )
+    };
+    for c in rest.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(outside());
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    normalize(&format!("/{}", parts.join("/")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_targets_stay_beneath_the_root() {
+        let pfs = "/scratch/me/out";
+        assert_eq!(link_target("/a/l", "data", pfs).unwrap(), "/a/data");
+        assert_eq!(link_target("/a/l", "../b/./c", pfs).unwrap(), "/b/c");
+        assert_eq!(link_target("/l", "d/", pfs).unwrap(), "/d");
+        assert_eq!(
+            link_target("/a/l", "/scratch/me/out/x/y", pfs).unwrap(),
+            "/x/y"
+        );
+        for bad in ["../x", "/etc/passwd", "/scratch/me/outside/x", "a/../../x"] {
+            let e = link_target("/l", bad, pfs).unwrap_err();
+            assert_eq!(e.errno, Errno::XDev, "{bad}: {e}");
+            assert!(e.message.contains("outside the PFS directory"), "{e}");
+        }
+        assert_eq!(link_target("/l", "", pfs).unwrap_err().errno, Errno::Inval);
+    }
 
     #[test]
     fn resolves_under_the_mount() {

@@ -91,14 +91,19 @@ impl Node {
                 tessera_core::run::end_within_limit(size, 0, "truncate")?;
                 let p = path::normalize(&path)?;
                 let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
-                if d.kind == FileKind::Dir {
-                    return Err(self.eisdir(&p));
+                match d.kind {
+                    FileKind::Dir => return Err(self.eisdir(&p)),
+                    FileKind::Symlink => return Err(self.no_change_through_link(&p, "truncate")),
+                    FileKind::File => {}
                 }
                 Response::Attr(self.truncate_ino(&p, d.ino, size).await?)
             }
             Request::SetAttr { path, change } => {
                 let p = path::normalize(&path)?;
                 let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+                if d.kind == FileKind::Symlink {
+                    return Err(self.no_change_through_link(&p, "chmod or utimes"));
+                }
                 match self
                     .call(
                         ino_shard(d.ino),
@@ -108,6 +113,19 @@ impl Node {
                 {
                     PeerResponse::Attr(a) => Response::Attr(a),
                     other => return Err(unexpected("setattr", other)),
+                }
+            }
+            Request::ReadLink { path } => {
+                let p = path::normalize(&path)?;
+                let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+                if d.kind != FileKind::Symlink {
+                    return Err(FsError::new(
+                        Errno::Inval,
+                        format!("{} is not a symbolic link", self.user_path(&p)),
+                    ));
+                }
+                Response::Link {
+                    target: self.pfs.read_link(&p)?,
                 }
             }
             Request::Attach { ino, runs } => {
@@ -258,6 +276,17 @@ impl Node {
         )
     }
 
+    /// The error for a change asked of a path whose last component is a PFS link.
+    fn no_change_through_link(&self, p: &str, what: &str) -> FsError {
+        FsError::new(
+            Errno::Loop,
+            format!(
+                "{} is a symbolic link in the PFS directory; Tessera does not {what} through links (name the target instead)",
+                self.user_path(p)
+            ),
+        )
+    }
+
     fn eisdir(&self, p: &str) -> FsError {
         FsError::new(
             Errno::IsDir,
@@ -371,16 +400,37 @@ impl Node {
         mode: u32,
         want_owners: bool,
     ) -> FsResult<Response> {
-        let p = path::normalize(path)?;
+        let mut p = path::normalize(path)?;
         if p == "/" {
             return Err(self.eisdir(&p));
         }
-        let (dentry, mut attr) = if flags.create {
+        let (mut dentry, mut attr) = if flags.create {
             self.create_entry(&p, FileKind::File, mode, flags.exclusive)
                 .await?
         } else {
             self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?
         };
+        // A read follows PFS links, each to a target beneath the PFS root; a change never.
+        let mut hops = 0;
+        while dentry.kind == FileKind::Symlink {
+            if flags.write || flags.truncate {
+                return Err(self.no_change_through_link(&p, "write"));
+            }
+            hops += 1;
+            if hops > path::MAX_LINK_HOPS {
+                return Err(FsError::new(
+                    Errno::Loop,
+                    format!(
+                        "{}: more than {} symbolic links in a row",
+                        self.user_path(path),
+                        path::MAX_LINK_HOPS
+                    ),
+                ));
+            }
+            let target = self.pfs.read_link(&p)?;
+            p = path::link_target(&p, &target, &self.cfg.pfs_dir.display().to_string())?;
+            (dentry, attr) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        }
         if dentry.kind == FileKind::Dir {
             return Err(self.eisdir(&p));
         }
@@ -392,7 +442,11 @@ impl Node {
         } else {
             None
         };
-        Ok(Response::Opened { attr, owners })
+        Ok(Response::Opened {
+            attr,
+            owners,
+            path: p,
+        })
     }
 
     async fn mkdir(&self, path: &str, mode: u32) -> FsResult<Response> {
@@ -424,8 +478,7 @@ impl Node {
             .await?
             .into_iter()
             .any(|r| matches!(r, PeerResponse::Bool(true)));
-        let pfs_any =
-            std::fs::read_dir(self.cfg.pfs_path(dir)).is_ok_and(|mut rd| rd.next().is_some());
+        let pfs_any = self.pfs.has_entries(dir);
         Ok(any || pfs_any)
     }
 
@@ -460,7 +513,9 @@ impl Node {
         .await?;
         self.call(ino_shard(d.ino), PeerRequest::InodeRemove { ino: d.ino })
             .await?;
-        let _ = std::fs::remove_dir(self.cfg.pfs_path(&p));
+        if let Err(e) = self.pfs.remove_dir(&p) {
+            tracing::warn!("rmdir {}: the PFS directory stays: {e}", self.user_path(&p));
+        }
         Ok(Response::Ok)
     }
 
@@ -493,15 +548,7 @@ impl Node {
         )
         .await?;
         self.destroy_file(d.ino).await?;
-        match std::fs::remove_file(self.cfg.pfs_path(&p)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(FsError::io(
-                    format!("removing the PFS copy of {}", self.user_path(&p)),
-                    &e,
-                ));
-            }
-            _ => {}
-        }
+        self.pfs.remove_file(&p)?;
         Ok(Response::Ok)
     }
 
@@ -527,24 +574,19 @@ impl Node {
             }
         }
         // Entries that exist only on the PFS appear too (and are imported on the way).
-        if let Ok(rd) = std::fs::read_dir(self.cfg.pfs_path(&p)) {
-            for e in rd.flatten() {
-                let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                    continue;
-                };
-                if all.contains_key(&name) || name.contains(".tessera-flush.") {
-                    continue;
-                }
-                if let Some((d, _)) = self.lookup(&path::join(&p, &name)).await? {
-                    all.insert(
-                        name.clone(),
-                        DirEntry {
-                            name,
-                            ino: d.ino,
-                            kind: d.kind,
-                        },
-                    );
-                }
+        for (name, _) in self.pfs.list(&p)? {
+            if all.contains_key(&name) {
+                continue;
+            }
+            if let Some((d, _)) = self.lookup(&path::join(&p, &name)).await? {
+                all.insert(
+                    name.clone(),
+                    DirEntry {
+                        name,
+                        ino: d.ino,
+                        kind: d.kind,
+                    },
+                );
             }
         }
         Ok(all.into_values().collect())
@@ -583,10 +625,16 @@ impl Node {
         }
         let (to_parent, _) = path::split(&to).expect("not the root");
         self.require_dir(to_parent).await?;
+        if self.pfs.lstat(&from)?.is_some() {
+            // The PFS copy will move there: fail before the namespace changes if it cannot.
+            tokio::task::block_in_place(|| self.pfs.make_dirs(to_parent))?;
+        }
         if let Some((dst, _)) = self.lookup(&to).await? {
             match (src.kind, dst.kind) {
-                (FileKind::File, FileKind::Dir) => return Err(self.eisdir(&to)),
-                (FileKind::Dir, FileKind::File) => {
+                (FileKind::File | FileKind::Symlink, FileKind::Dir) => {
+                    return Err(self.eisdir(&to));
+                }
+                (FileKind::Dir, FileKind::File | FileKind::Symlink) => {
                     return Err(FsError::new(
                         Errno::NotDir,
                         format!("{} is not a directory", self.user_path(&to)),
@@ -625,18 +673,14 @@ impl Node {
             },
         )
         .await?;
-        // The PFS copy moves with the file; a replaced file's copy goes.
-        let (pf, pt) = (self.cfg.pfs_path(&from), self.cfg.pfs_path(&to));
-        if pf.exists() {
-            if let Some(parent) = pt.parent() {
-                let _ = std::fs::create_dir_all(parent);
+        // The PFS copy moves with the file (a link moves as a link); a replaced file's copy
+        // goes.
+        if !self.pfs.rename(&from, &to)? {
+            match self.pfs.lstat(&to)?.map(|m| m.kind) {
+                Some(FileKind::Dir) => self.pfs.remove_dir(&to)?,
+                Some(_) => self.pfs.remove_file(&to)?,
+                None => {}
             }
-            std::fs::rename(&pf, &pt)
-                .map_err(|e| FsError::io(format!("moving the PFS copy to {}", pt.display()), &e))?;
-        } else if pt.is_file() {
-            let _ = std::fs::remove_file(&pt);
-        } else if pt.is_dir() {
-            let _ = std::fs::remove_dir(&pt);
         }
         Ok(Response::Ok)
     }
@@ -659,16 +703,7 @@ impl Node {
             .map(|n| (n, PeerRequest::OwnTruncate { ino, size }))
             .collect();
         self.call_all(reqs).await?;
-        let pfs = self.cfg.pfs_path(p);
-        if std::fs::metadata(&pfs).is_ok_and(|m| m.is_file() && m.len() > size) {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&pfs)
-                .and_then(|f| f.set_len(size))
-                .map_err(|e| {
-                    FsError::io(format!("truncating the PFS copy {}", pfs.display()), &e)
-                })?;
-        }
+        self.pfs.truncate(p, size)?;
         Ok(attr)
     }
 

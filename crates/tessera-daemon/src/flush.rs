@@ -2,26 +2,27 @@
 //!
 //! A flush is coordinated by the node that holds the file's inode, one flush of a file at a
 //! time (concurrent flushes of ranges of one file would otherwise each start from the old PFS
-//! copy and the last rename would drop the others' bytes). The coordinator builds the new file
-//! under a temporary name next to the target, starting from the current PFS copy (so ranges no
-//! one owns keep their bytes). Every daemon that owns extents writes them from the logs on its
-//! node with large, coalesced writes and syncs them ([`write_part`]). The coordinator then sets
-//! the size, syncs, and renames the temporary file over the target: a reader of the PFS sees
-//! the old file or the new one, never a mix.
+//! copy and the last rename would drop the others' bytes). The coordinator records the name of
+//! a temporary beside the target in its state (so a crash never leaves it behind: it is removed
+//! at the next start), creates it (mode 0600), and fills it with the current PFS copy, holes
+//! kept (so ranges no one owns keep their bytes). Every daemon that owns extents writes them
+//! from the logs on its node with large, coalesced writes and syncs them ([`write_part`]). The
+//! coordinator then sets the size and the file's mode, syncs, and renames the temporary over
+//! the target: a reader of the PFS sees the old file or the new one, never a mix. Every PFS
+//! path goes through [`crate::pfs`], which never follows a link planted there.
 
 use crate::Node;
+use crate::pfs::{Pfs, Temp, copy_sparse};
 use crate::shard::check_extents;
+use crate::store::DbOp;
+use rustix::fs::OFlags;
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
-use std::path::{Component, Path, PathBuf};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{FileKind, OwnedExtent, PeerRequest, PeerResponse};
 
 /// Size of the buffer in which contiguous extents are gathered before one write.
 const COALESCE: usize = 8 << 20;
-/// Prefix of temporary flush files; readdir hides such names.
-pub const TMP_MARKER: &str = ".tessera-flush.";
 
 /// Flushes a file (or one range of it); must run on the node holding the file's inode.
 /// Returns (bytes written, nodes that wrote).
@@ -37,11 +38,23 @@ pub async fn flush(
             format!("{}: no such file", node.user_path(&p)),
         )
     })?;
-    if d.kind == FileKind::Dir {
-        return Err(FsError::new(
-            Errno::IsDir,
-            format!("{} is a directory; flush its files", node.user_path(&p)),
-        ));
+    match d.kind {
+        FileKind::File => {}
+        FileKind::Dir => {
+            return Err(FsError::new(
+                Errno::IsDir,
+                format!("{} is a directory; flush its files", node.user_path(&p)),
+            ));
+        }
+        FileKind::Symlink => {
+            return Err(FsError::new(
+                Errno::Loop,
+                format!(
+                    "{} is a symbolic link in the PFS directory; flush its target",
+                    node.user_path(&p)
+                ),
+            ));
+        }
     }
     let lock = node.flush_lock(d.ino);
     let _serialised = lock.lock().await;
@@ -50,23 +63,62 @@ pub async fn flush(
         Some((s, e)) => node.query(d.ino, s, e).await?,
     };
     let size = owners.size.unwrap_or(0).max(attr.size);
-    let target = node.cfg.pfs_path(&p);
-    let parent = target
-        .parent()
-        .ok_or_else(|| FsError::new(Errno::Inval, "cannot flush the root"))?
-        .to_path_buf();
-    // A short fixed-length temporary name: any file name that fits also fits its temporary.
-    let tmp = parent.join(format!(
-        "{TMP_MARKER}{}.{:016x}",
-        node.id,
-        rand::random::<u64>()
-    ));
 
     let started = std::time::Instant::now();
-    let result = async {
-        tokio::task::block_in_place(|| prepare_tmp(&parent, &target, &tmp))?;
+    // The temporary's name is recorded before it exists: whatever a crash interrupts, the
+    // next start removes what is left of it.
+    let temp_path = Pfs::temp_path(&p, node.id)?;
+    node.store
+        .submit(vec![DbOp::PutFlushTemp(temp_path.clone())])
+        .durable()
+        .await?;
+    let result = match tokio::task::block_in_place(|| node.pfs.create_temp(&temp_path)) {
+        Ok(temp) => write_and_publish(node, &p, d.ino, owners.extents, temp, size, attr.mode).await,
+        Err(e) => Err(e),
+    };
+    let forget = node.store.submit(vec![DbOp::DelFlushTemp(temp_path)]);
+    forget.durable().await?;
+    if let Ok((bytes, nodes)) = &result {
+        tracing::info!(
+            path = %node.user_path(&p),
+            bytes,
+            nodes,
+            ms = started.elapsed().as_millis() as u64,
+            "flushed"
+        );
+    }
+    result
+}
+
+/// Fills the temporary (the current PFS copy, then every node's extents) and publishes it;
+/// removes it on failure.
+async fn write_and_publish(
+    node: &Node,
+    p: &str,
+    ino: u64,
+    extents: Vec<OwnedExtent>,
+    temp: Temp,
+    size: u64,
+    mode: u32,
+) -> FsResult<(u64, u32)> {
+    let filled = async {
+        tokio::task::block_in_place(|| -> FsResult<()> {
+            if let Some(current) = node.pfs.open_regular(p, OFlags::RDONLY)? {
+                copy_sparse(&current, &temp.file).map_err(|e| {
+                    FsError::io(
+                        format!(
+                            "copying {} to {}",
+                            node.pfs.show(p),
+                            node.pfs.show(&temp.path)
+                        ),
+                        &e,
+                    )
+                })?;
+            }
+            Ok(())
+        })?;
         let mut per_node: BTreeMap<u32, Vec<OwnedExtent>> = BTreeMap::new();
-        for e in owners.extents {
+        for e in extents {
             per_node.entry(e.owner.node).or_default().push(e);
         }
         let nodes = per_node.len() as u32;
@@ -76,8 +128,8 @@ pub async fn flush(
                 (
                     n,
                     PeerRequest::FlushPart {
-                        ino: d.ino,
-                        target: tmp.display().to_string(),
+                        ino,
+                        target: temp.path.clone(),
                         extents,
                     },
                 )
@@ -95,59 +147,19 @@ pub async fn flush(
                 }
             }
         }
-        tokio::task::block_in_place(|| publish(&tmp, &target, &parent, size))?;
         Ok((bytes, nodes))
     }
     .await;
-    match &result {
-        Ok((bytes, nodes)) => tracing::info!(
-            path = %node.user_path(&p),
-            bytes,
-            nodes,
-            ms = started.elapsed().as_millis() as u64,
-            "flushed"
-        ),
-        Err(_) => {
-            let _ = std::fs::remove_file(&tmp);
+    match filled {
+        Ok(done) => {
+            tokio::task::block_in_place(|| node.pfs.publish(temp, p, size, mode))?;
+            Ok(done)
+        }
+        Err(e) => {
+            node.pfs.discard(temp);
+            Err(e)
         }
     }
-    result
-}
-
-/// Creates the temporary file as a copy of the current PFS file (or empty).
-fn prepare_tmp(parent: &Path, target: &Path, tmp: &Path) -> FsResult<()> {
-    std::fs::create_dir_all(parent)
-        .map_err(|e| FsError::io(format!("creating {}", parent.display()), &e))?;
-    if target.is_file() {
-        std::fs::copy(target, tmp).map_err(|e| {
-            FsError::io(
-                format!("copying {} to {}", target.display(), tmp.display()),
-                &e,
-            )
-        })?;
-    } else {
-        std::fs::File::create(tmp)
-            .map_err(|e| FsError::io(format!("creating {}", tmp.display()), &e))?;
-    }
-    Ok(())
-}
-
-/// Sets the final size, makes the file durable, and renames it into place.
-fn publish(tmp: &Path, target: &Path, parent: &Path, size: u64) -> FsResult<()> {
-    let f = OpenOptions::new()
-        .write(true)
-        .open(tmp)
-        .map_err(|e| FsError::io(format!("opening {}", tmp.display()), &e))?;
-    f.set_len(size)
-        .map_err(|e| FsError::io(format!("sizing {}", tmp.display()), &e))?;
-    f.sync_all()
-        .map_err(|e| FsError::io(format!("syncing {}", tmp.display()), &e))?;
-    std::fs::rename(tmp, target)
-        .map_err(|e| FsError::io(format!("publishing {}", target.display()), &e))?;
-    if let Ok(d) = std::fs::File::open(parent) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 /// Writes `extents`, held by logs on this node, into `target`; returns the bytes written.
@@ -158,57 +170,33 @@ pub async fn write_part(
     mut extents: Vec<OwnedExtent>,
 ) -> FsResult<u64> {
     check_extents(&mut extents)?;
-    let target = PathBuf::from(target);
-    check_flush_target(&target, &node.cfg.pfs_dir)?;
     if extents.iter().any(|e| e.owner.node != node.id) {
         return Err(FsError::new(
             Errno::Inval,
             "flush part names extents held by another node",
         ));
     }
-    tokio::task::block_in_place(|| write_coalesced(node, ino, &target, &extents))
+    tokio::task::block_in_place(|| {
+        let f = node.pfs.open_temp(&target)?;
+        write_coalesced(node, ino, &f, &target, &extents)
+    })
 }
 
-/// Only temporary flush files directly inside the instance's PFS directory tree may be
-/// written by a peer's request.
-fn check_flush_target(target: &Path, pfs_dir: &Path) -> FsResult<()> {
-    let refuse = || {
-        Err(FsError::new(
-            Errno::Access,
-            format!(
-                "refusing to flush into {}: not a flush file of this instance",
-                target.display()
-            ),
-        ))
-    };
-    let plain = target
-        .components()
-        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    let named = target
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with(TMP_MARKER));
-    if !plain || !named || !target.starts_with(pfs_dir) {
-        return refuse();
-    }
-    // The directory must really be inside the PFS directory (no symlink out of it).
-    match target.parent().map(std::fs::canonicalize) {
-        Some(Ok(dir)) if dir.starts_with(pfs_dir) => Ok(()),
-        _ => refuse(),
-    }
-}
-
-fn write_coalesced(node: &Node, ino: u64, target: &Path, extents: &[OwnedExtent]) -> FsResult<u64> {
-    let f = OpenOptions::new()
-        .write(true)
-        .open(target)
-        .map_err(|e| FsError::io(format!("opening {}", target.display()), &e))?;
+fn write_coalesced(
+    node: &Node,
+    ino: u64,
+    f: &std::fs::File,
+    target: &str,
+    extents: &[OwnedExtent],
+) -> FsResult<u64> {
+    let target = node.pfs.show(target);
     let mut buf: Vec<u8> = Vec::with_capacity(COALESCE);
     let mut buf_start = 0u64;
     let mut written = 0u64;
     let mut emit = |buf: &mut Vec<u8>, at: u64| -> FsResult<()> {
         if !buf.is_empty() {
             f.write_all_at(buf, at)
-                .map_err(|e| FsError::io(format!("writing {}", target.display()), &e))?;
+                .map_err(|e| FsError::io(format!("writing {target}"), &e))?;
             written += buf.len() as u64;
             buf.clear();
         }
@@ -245,35 +233,6 @@ fn write_coalesced(node: &Node, ino: u64, target: &Path, extents: &[OwnedExtent]
     // Durable before the coordinator publishes: on a shared PFS its fsync does not cover
     // the pages this node wrote.
     f.sync_data()
-        .map_err(|e| FsError::io(format!("syncing {}", target.display()), &e))?;
+        .map_err(|e| FsError::io(format!("syncing {target}"), &e))?;
     Ok(written)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flush_targets_must_be_temporaries_inside_the_pfs() {
-        let pfs = tempfile::tempdir().unwrap();
-        let pfs = std::fs::canonicalize(pfs.path()).unwrap();
-        std::fs::create_dir_all(pfs.join("sub")).unwrap();
-        let ok = pfs.join("sub").join(format!("{TMP_MARKER}0.0123"));
-        assert!(check_flush_target(&ok, &pfs).is_ok());
-        let escapes = pfs.join("sub/../../etc").join(format!("{TMP_MARKER}0.1"));
-        assert_eq!(
-            check_flush_target(&escapes, &pfs).unwrap_err().errno,
-            Errno::Access
-        );
-        assert!(
-            check_flush_target(&pfs.join("sub/data"), &pfs).is_err(),
-            "not a temporary name"
-        );
-        assert!(check_flush_target(Path::new("/tmp/.tessera-flush.0.1"), &pfs).is_err());
-        // A symlink pointing out of the PFS directory is refused too.
-        std::os::unix::fs::symlink("/tmp", pfs.join("link")).unwrap();
-        assert!(
-            check_flush_target(&pfs.join("link").join(format!("{TMP_MARKER}0.2")), &pfs).is_err()
-        );
-    }
 }

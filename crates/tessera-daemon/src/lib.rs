@@ -15,6 +15,7 @@
 //! * [`shard`]: what this daemon does for a peer request;
 //! * [`coord`]: what this daemon does for a client request;
 //! * [`flush`]: atomic publication of files into the PFS;
+//! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`locks`]: byte-range locks (fcntl record locks), held on the inode's node;
 //! * [`peer`], [`server`]: the two transports.
 
@@ -27,6 +28,7 @@ pub mod logs;
 pub mod namespace;
 pub mod ownership;
 pub mod peer;
+pub mod pfs;
 pub mod server;
 pub mod shard;
 pub mod store;
@@ -67,6 +69,8 @@ pub struct Node {
     pub locks: locks::LockService,
     /// Which client ids are bound to live connections.
     pub clients: clients::Clients,
+    /// The PFS directory, reached only without following links.
+    pub pfs: pfs::Pfs,
 }
 
 impl Node {
@@ -165,6 +169,29 @@ fn prepare_run_dir(layout: &InstanceLayout, uid: u32) -> FsResult<()> {
         .map_err(|e| FsError::io(format!("chmod 0700 {}", dir.display()), &e))
 }
 
+/// Removes the flush temporaries a crash left in the PFS directory (their names were recorded
+/// before they were created) and forgets them.
+async fn remove_flush_temps(node: &Node, temps: &[String]) -> FsResult<()> {
+    if temps.is_empty() {
+        return Ok(());
+    }
+    for t in temps {
+        match node.pfs.remove_temp(t) {
+            Ok(()) => tracing::info!(
+                "removed the flush temporary {} a crash left",
+                node.pfs.show(t)
+            ),
+            Err(e) => tracing::warn!("could not remove the flush temporary {t}: {e}"),
+        }
+    }
+    let forget = temps
+        .iter()
+        .cloned()
+        .map(store::DbOp::DelFlushTemp)
+        .collect();
+    node.store.submit(forget).durable().await
+}
+
 /// Runs daemon `node` of the instance in `layout` until it is told to stop.
 pub fn run(layout: InstanceLayout, node: u32) -> FsResult<()> {
     // Read buffers of several MiB are allocated per request; above glibc's default mmap
@@ -208,6 +235,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     }
     // State from an earlier run means this daemon restarted: copies of its stripes may exist.
     let restarted = loaded.next_client > 1 || !loaded.owners.is_empty();
+    let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
     let node = Arc::new(Node {
         id,
         ns: Mutex::new(namespace::Namespace::new(id, &loaded)),
@@ -228,12 +256,14 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         flush_locks: Mutex::new(std::collections::HashMap::new()),
         locks: locks::LockService::default(),
         clients: clients::Clients::default(),
+        pfs,
         callbacks: Mutex::new(cache::Callbacks::new(restarted)),
         stripe_cache: Mutex::new(cache::StripeCache::default()),
     });
     for problem in node.logs.scan() {
         tracing::warn!("log check: {problem}");
     }
+    remove_flush_temps(&node, &loaded.flush_temps).await?;
     let (files, extents) = node.own.lock().expect("own").stats();
     tracing::info!(
         node = id,

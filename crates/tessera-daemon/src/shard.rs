@@ -7,9 +7,8 @@ use crate::cache::Change;
 use crate::namespace::{NewNode, now_ns};
 use crate::peer::PeerReply;
 use crate::{Node, flush};
-use std::os::unix::fs::MetadataExt;
 use tessera_core::{Errno, FsError, FsResult, Run, path};
-use tessera_proto::{Attr, Dentry, FileKind, OwnedExtent, PeerRequest, PeerResponse};
+use tessera_proto::{Attr, Dentry, OwnedExtent, PeerRequest, PeerResponse};
 
 impl Node {
     pub async fn handle_peer(&self, req: PeerRequest) -> FsResult<PeerReply> {
@@ -355,22 +354,21 @@ impl Node {
         if found.is_some() {
             return Ok(found);
         }
-        let pfs = self.cfg.pfs_path(p);
-        let meta = match std::fs::symlink_metadata(&pfs) {
-            Ok(m) if m.is_file() || m.is_dir() => m,
-            _ => return Ok(None),
+        // Entries already on the PFS appear in Tessera, links as links; a path through a
+        // link, and the temporaries of flushes, do not exist.
+        if path::split(p).is_some_and(|(_, name)| name.starts_with(crate::pfs::TMP_MARKER)) {
+            return Ok(None);
+        }
+        let Some(meta) = self.pfs.lstat(p)? else {
+            return Ok(None);
         };
         let new = NewNode {
-            kind: if meta.is_dir() {
-                FileKind::Dir
-            } else {
-                FileKind::File
-            },
-            mode: meta.mode() & 0o7777,
-            uid: meta.uid(),
-            gid: meta.gid(),
-            size: if meta.is_dir() { 0 } else { meta.len() },
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            kind: meta.kind,
+            mode: meta.mode,
+            uid: meta.uid,
+            gid: meta.gid,
+            size: meta.size,
+            mtime_ns: meta.mtime_ns,
         };
         let (res, pending) = {
             let mut ns = self.ns.lock().expect("ns");

@@ -36,6 +36,8 @@ const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 /// (ino, stripe, start) -> (end, node, client)
 const OWNERS: TableDefinition<(u64, u64, u64), (u64, u32, u64)> = TableDefinition::new("owners");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Internal paths of flush temporaries being built (removed at start if a crash left them).
+const FLUSH_TEMPS: TableDefinition<&str, ()> = TableDefinition::new("flush_temps");
 
 /// Checkpoint the log into redb after this long without new operations...
 const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
@@ -92,6 +94,10 @@ pub enum DbOp {
         start: u64,
     },
     SetMeta(MetaKey, u64),
+    /// A flush is about to create this temporary in the PFS directory.
+    PutFlushTemp(String),
+    /// The temporary was published or removed.
+    DelFlushTemp(String),
 }
 
 /// Everything the state held at startup.
@@ -102,6 +108,8 @@ pub struct Loaded {
     pub owners: Vec<(u64, u64, u64, u64, Owner)>,
     pub next_ino: u64,
     pub next_client: u64,
+    /// Flush temporaries that were being built when the daemon stopped.
+    pub flush_temps: Vec<String>,
     /// Torn or corrupt log records found (and ignored) at startup.
     pub wal_problems: Vec<String>,
 }
@@ -202,6 +210,8 @@ impl Store {
             txn.open_table(INODES).map_err(|e| db_err("inodes", e))?;
             txn.open_table(OWNERS).map_err(|e| db_err("owners", e))?;
             txn.open_table(META).map_err(|e| db_err("meta", e))?;
+            txn.open_table(FLUSH_TEMPS)
+                .map_err(|e| db_err("flush temporaries", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint.
@@ -284,6 +294,13 @@ fn load(db: &Database) -> FsResult<Loaded> {
     };
     out.next_ino = get(MetaKey::NextIno)?;
     out.next_client = get(MetaKey::NextClient)?;
+    let t = txn
+        .open_table(FLUSH_TEMPS)
+        .map_err(|x| e("flush temporaries")(x.into()))?;
+    for row in t.iter().map_err(|x| e("flush temporaries")(x.into()))? {
+        let (k, _) = row.map_err(|x| e("flush temporaries")(x.into()))?;
+        out.flush_temps.push(k.value().to_string());
+    }
     Ok(out)
 }
 
@@ -363,6 +380,7 @@ fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> FsResult<()>
         let mut inodes = txn.open_table(INODES).map_err(|x| e(x.into()))?;
         let mut owners = txn.open_table(OWNERS).map_err(|x| e(x.into()))?;
         let mut meta = txn.open_table(META).map_err(|x| e(x.into()))?;
+        let mut temps = txn.open_table(FLUSH_TEMPS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -395,6 +413,8 @@ fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> FsResult<()>
                     owners.remove((*ino, *stripe, *start)).map(drop)
                 }
                 DbOp::SetMeta(key, v) => meta.insert(key.name(), *v).map(drop),
+                DbOp::PutFlushTemp(p) => temps.insert(p.as_str(), ()).map(drop),
+                DbOp::DelFlushTemp(p) => temps.remove(p.as_str()).map(drop),
             };
             r.map_err(|x| e(x.into()))?;
         }

@@ -29,6 +29,7 @@ fn stream_of(fd: c_int, path: &str) -> FsResult<*mut libc::DIR> {
         let kind = match e.kind {
             FileKind::File => libc::DT_REG,
             FileKind::Dir => libc::DT_DIR,
+            FileKind::Symlink => libc::DT_LNK,
         };
         let name = CString::new(e.name)
             .map_err(|_| FsError::new(Errno::Io, format!("a name in {path} holds a NUL byte")))?;

@@ -24,23 +24,39 @@ fn umask() -> u32 {
 pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
     let intent = OpenIntent::from_flags(flags)?;
     let c = client()?;
+    let mut opened = path.to_string();
     let obj = if intent.directory || intent.path_only {
-        let a = c.stat(path)?;
+        let a = if flags & libc::O_NOFOLLOW != 0 {
+            c.stat(path)?
+        } else {
+            c.stat_follow(path)?
+        };
         match a.kind {
             FileKind::Dir => Object::Dir,
-            FileKind::File if intent.directory => {
+            FileKind::File | FileKind::Symlink if intent.directory => {
                 return Err(FsError::new(
                     Errno::NotDir,
                     format!("{path} is not a directory"),
                 ));
             }
-            FileKind::File => Object::Path,
+            FileKind::File | FileKind::Symlink => Object::Path,
         }
     } else {
         let mut o = OpenOptions::from_intent(&intent, mode & !umask());
         o.model(state::model()?);
+        if flags & libc::O_NOFOLLOW != 0 && c.stat(path).is_ok_and(|a| a.kind == FileKind::Symlink)
+        {
+            return Err(FsError::new(
+                Errno::Loop,
+                format!("{path} is a symbolic link and O_NOFOLLOW was given"),
+            ));
+        }
         match c.open(path, &o) {
-            Ok(f) => Object::File(Box::new(f)),
+            Ok(f) => {
+                // Where PFS links led: fstat and the *at calls name the file itself.
+                opened = f.user_path();
+                Object::File(Box::new(f))
+            }
             // Opening a directory read-only is how programs list it (opendir, fts).
             Err(e) if e.errno == Errno::IsDir && !intent.write && !intent.create => Object::Dir,
             Err(e) => return Err(e),
@@ -50,7 +66,7 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
     state::install(
         fd,
         Arc::new(Mutex::new(Desc {
-            path: path.to_string(),
+            path: opened,
             obj,
             flags: flags & STATUS_FLAGS,
             pos: 0,

@@ -21,6 +21,7 @@ fn mode_of(a: &Attr) -> u32 {
     let kind = match a.kind {
         FileKind::File => libc::S_IFREG,
         FileKind::Dir => libc::S_IFDIR,
+        FileKind::Symlink => libc::S_IFLNK,
     };
     kind | (a.mode & 0o7777)
 }
@@ -78,6 +79,15 @@ fn fill_statx(a: &Attr, st: *mut libc::statx) {
     }
 }
 
+/// Attributes of `p`, following a link at its end unless `flags` has `AT_SYMLINK_NOFOLLOW`.
+fn stat_at(p: &str, flags: c_int) -> FsResult<Attr> {
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+        client()?.stat(p)
+    } else {
+        client()?.stat_follow(p)
+    }
+}
+
 /// Attributes behind a Tessera descriptor.
 fn fd_attr(fd: c_int) -> FsResult<Attr> {
     let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
@@ -98,7 +108,7 @@ pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> 
     unsafe { fstatat64(libc::AT_FDCWD, path, buf, 0) }
 }
 /// # Safety
-/// As `lstat(2)` (Tessera has no symbolic links).
+/// As `lstat(2)`: a symbolic link found in the PFS directory is shown as a link.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
     unsafe { fstatat(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
@@ -153,7 +163,7 @@ pub unsafe extern "C" fn fstatat64(
     }
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
-            fill_stat(&client()?.stat(&p)?, buf);
+            fill_stat(&stat_at(&p, flags)?, buf);
             Ok(0)
         }),
         None => unsafe { real::fstatat64(dirfd, path, buf, flags) },
@@ -248,7 +258,7 @@ pub unsafe extern "C" fn statx(
     }
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
-            fill_statx(&client()?.stat(&p)?, buf);
+            fill_statx(&stat_at(&p, flags)?, buf);
             Ok(0)
         }),
         None => unsafe { real::statx(dirfd, path, flags, mask, buf) },
@@ -256,7 +266,7 @@ pub unsafe extern "C" fn statx(
 }
 
 fn access_check(p: &str, mode: c_int) -> FsResult<c_int> {
-    let a = client()?.stat(p)?;
+    let a = client()?.stat_follow(p)?;
     // The instance belongs to one user, who owns every file: check the owner bits.
     let bits = (a.mode >> 6) & 7;
     let want = [(libc::R_OK, 4), (libc::W_OK, 2), (libc::X_OK, 1)];
@@ -747,8 +757,8 @@ pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> 
     unsafe { real::flistxattr(fd, list, n) }
 }
 
-/// Tessera has no symbolic links: readlink of a Tessera path fails with EINVAL, as for any
-/// file that is not a link.
+/// The target of a symbolic link found in the PFS directory (Tessera creates none); EINVAL
+/// for any other file, as the kernel says.
 ///
 /// # Safety
 /// As `readlink(2)`.
@@ -767,11 +777,15 @@ pub unsafe extern "C" fn readlinkat(
 ) -> ssize_t {
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
-            client()?.stat(&p)?;
-            Err(FsError::new(
-                Errno::Inval,
-                format!("{p} is not a symbolic link"),
-            ))
+            let target = client()?.readlink(&p)?;
+            let len = target.len().min(n);
+            if len > 0 && buf.is_null() {
+                return Err(FsError::new(Errno::Inval, "readlink into a NULL buffer"));
+            }
+            // SAFETY: the caller's buffer holds `n` bytes; we copy at most that many, and
+            // readlink does not add a NUL.
+            unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), buf.cast::<u8>(), len) };
+            Ok(len as ssize_t)
         }),
         None => unsafe { real::readlinkat(dirfd, path, buf, n) },
     }
@@ -779,7 +793,7 @@ pub unsafe extern "C" fn readlinkat(
 
 /// Enters a Tessera directory: the working directory becomes virtual (the kernel's stays).
 fn enter_dir(p: &str) -> FsResult<c_int> {
-    let a = client()?.stat(p)?;
+    let a = client()?.stat_follow(p)?;
     if a.kind != FileKind::Dir {
         return Err(FsError::new(
             Errno::NotDir,

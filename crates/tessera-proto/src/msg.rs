@@ -9,12 +9,15 @@ use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{FsError, Owner, Run};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {
     File,
     Dir,
+    /// A symbolic link found in the PFS directory (Tessera creates none): shown as a link,
+    /// followed by a read only to a target beneath the PFS root, never by a change.
+    Symlink,
 }
 
 /// Attributes of a file or directory (an inode).
@@ -60,6 +63,8 @@ pub struct OpenFlags {
     pub create: bool,
     pub exclusive: bool,
     pub truncate: bool,
+    /// Opened for writing (a write open never follows a PFS link).
+    pub write: bool,
 }
 
 /// What a daemon reports about itself.
@@ -123,6 +128,10 @@ pub enum Request {
     SetAttr {
         path: String,
         change: AttrChange,
+    },
+    /// The target of a symbolic link (found in the PFS directory).
+    ReadLink {
+        path: String,
     },
     /// Make the caller the owner of these logical runs of `ino` (its log holds them).
     Attach {
@@ -194,9 +203,11 @@ pub enum Response {
         node: u32,
         nodes: u32,
     },
+    /// `path` is the file opened: the path asked for, or where its PFS links led.
     Opened {
         attr: Attr,
         owners: Option<Owners>,
+        path: String,
     },
     Attr(Attr),
     Entries(Vec<DirEntry>),
@@ -215,6 +226,10 @@ pub enum Response {
     /// Answer to `GetLock`: the conflicting lock, or `None` if the lock could be taken.
     Lock(Option<HeldLock>),
     Status(NodeStatus),
+    /// Answer to `ReadLink`.
+    Link {
+        target: String,
+    },
     Err(FsError),
 }
 
@@ -443,6 +458,7 @@ impl Request {
             Request::Rename { .. } => "rename",
             Request::Truncate { .. } => "truncate",
             Request::SetAttr { .. } => "setattr",
+            Request::ReadLink { .. } => "readlink",
             Request::Attach { .. } => "attach",
             Request::Detach { .. } => "detach",
             Request::DetachFile { .. } => "detach_file",
