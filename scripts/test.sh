@@ -12,3 +12,9 @@ say "tests"
 # that preload them or compile C programs against them.
 cargo build --locked -q -p tessera-preload -p tessera-capi
 cargo test --locked --workspace -q
+if [ "$(id -u)" -eq 0 ]; then
+    say "tests that need root (another user's files and processes)"
+    cargo test --locked -q -p tessera-cli --test as_root -- --ignored
+else
+    say "tests that need root are reported as ignored (run as root to include them)"
+fi

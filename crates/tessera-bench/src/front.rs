@@ -95,6 +95,7 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
             bb_capacity: 0,
             model: Model::Session,
             state_durability: Default::default(),
+            set: Vec::new(),
         },
     )?;
     instance::start_all(&layout)?;

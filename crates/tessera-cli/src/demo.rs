@@ -414,6 +414,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             bb_capacity: 0,
             model: Model::Session,
             state_durability: Default::default(),
+            set: Vec::new(),
         },
     )?;
     instance::start_all(&layout)?;

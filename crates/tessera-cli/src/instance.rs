@@ -20,6 +20,39 @@ pub struct CreateOptions {
     pub bb_capacity: u64,
     pub model: Model,
     pub state_durability: tessera_proto::config::StateDurability,
+    /// `NAME=VALUE` settings of instance.toml fields, applied last.
+    pub set: Vec<String>,
+}
+
+/// Applies `NAME=VALUE` settings to a configuration: the value is read as TOML (a number, a
+/// boolean, a quoted string) or else taken as a string; unknown names are refused with the
+/// known ones listed.
+pub fn apply_settings(cfg: &InstanceConfig, settings: &[String]) -> Result<InstanceConfig> {
+    let mut table = toml::Value::try_from(cfg)?;
+    let fields = table.as_table_mut().expect("a struct is a table");
+    for s in settings {
+        let Some((name, value)) = s.split_once('=') else {
+            bail!("--set {s}: expected NAME=VALUE");
+        };
+        let name = name.trim();
+        if !fields.contains_key(name) {
+            let known: Vec<&str> = fields.keys().map(String::as_str).collect();
+            bail!(
+                "--set {s}: instance.toml has no field {name}; the fields are {}",
+                known.join(", ")
+            );
+        }
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        fields.insert(name.to_string(), parsed);
+    }
+    let out: InstanceConfig = table
+        .try_into()
+        .map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+    out.validate()?;
+    Ok(out)
 }
 
 /// Writes instance.toml and a fresh secret; the directory must not hold an instance yet.
@@ -50,6 +83,7 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     cfg.bb_capacity = o.bb_capacity;
     cfg.default_model = o.model;
     cfg.state_durability = o.state_durability;
+    let cfg = apply_settings(&cfg, &o.set)?;
     let secret: [u8; 32] = rand::random();
     let sp = layout.secret_path();
     std::fs::OpenOptions::new()

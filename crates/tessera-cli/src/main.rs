@@ -67,6 +67,17 @@ enum Cmd {
         /// Start only this node (e.g. to restart a daemon that died).
         #[arg(long)]
         node: Option<u32>,
+        /// Set any field of instance.toml for a new instance, e.g.
+        /// `--set state_checkpoint_idle_ms=10000` (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+    },
+    /// Repair a node's damaged state log: keep every intact record, drop the damaged bytes
+    /// (reported), save a copy of the damaged log. The node's daemon must be stopped.
+    Salvage {
+        /// The node whose state log to salvage.
+        #[arg(long)]
+        node: u32,
     },
     /// Stop every daemon of the instance.
     Stop,
@@ -148,6 +159,7 @@ fn run(cli: Cli) -> Result<()> {
             model,
             state_durability,
             node,
+            set,
         } => {
             if !layout.config_path().exists() {
                 if node.is_some() {
@@ -164,6 +176,7 @@ fn run(cli: Cli) -> Result<()> {
                         bb_capacity,
                         model,
                         state_durability: state_durability.into(),
+                        set,
                     },
                 )?;
             }
@@ -172,6 +185,20 @@ fn run(cli: Cli) -> Result<()> {
                 None => instance::start_all(&layout)?,
             }
             instance::print_status(&layout)?;
+        }
+        Cmd::Salvage { node } => {
+            let cfg = layout.load_config()?;
+            if node >= cfg.nodes {
+                bail!(
+                    "node {node} does not exist: the instance has nodes 0..{}",
+                    cfg.nodes
+                );
+            }
+            if instance::is_up(&layout, node) {
+                bail!("the daemon of node {node} is running; stop it first (`tessera stop`)");
+            }
+            let report = tessera_daemon::state_log::salvage(&cfg.bb_dir(node))?;
+            println!("{report}");
         }
         Cmd::Stop => {
             let n = instance::stop_all(&layout)?;

@@ -2,9 +2,7 @@
 
 mod common;
 
-use common::{Inst, TESSERA, is_root};
-use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
+use common::Inst;
 use tessera_client::{Client, Errno, InstanceLayout, Model, OpenOptions};
 
 #[test]
@@ -151,64 +149,6 @@ fn full_burst_buffer_fails_the_write_and_keeps_earlier_data() {
     c.unlink("/tessera/big").unwrap();
     let mut g = c.create("/tessera/again").unwrap();
     g.write_at(&vec![1; 3 << 20], 0).unwrap();
-}
-
-fn run_as_nobody(inst: &Inst, args: &[&str]) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    Command::new(TESSERA)
-        .arg("--instance")
-        .arg(&inst.layout.dir)
-        .args(args)
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .expect("run as nobody")
-}
-
-#[test]
-fn another_user_is_refused() {
-    if !is_root() {
-        eprintln!("skipped: switching to another uid needs root");
-        return;
-    }
-    let inst = Inst::start(1);
-    // The test binary must be reachable by the other user.
-    let exe_dirs_ok = std::path::Path::new(TESSERA).ancestors().skip(1).all(|d| {
-        std::fs::metadata(d)
-            .map(|m| m.permissions().mode() & 0o001 != 0)
-            .unwrap_or(true)
-    });
-    if !exe_dirs_ok {
-        eprintln!("skipped: {TESSERA} is not reachable by uid 65534");
-        return;
-    }
-    // 1. The instance directory is private: the other user cannot even read its config.
-    let out = run_as_nobody(&inst, &["stat", "/tessera"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("EACCES"), "{err}");
-    // 2. Even if the directories are opened up by mistake, the daemon checks the peer's uid.
-    for d in [&inst.root, &inst.layout.dir, &inst.layout.run_dir()] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    std::fs::set_permissions(
-        inst.layout.socket(0),
-        std::fs::Permissions::from_mode(0o777),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        inst.layout.config_path(),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
-    let out = run_as_nobody(&inst, &["stat", "/tessera"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "another uid was served");
-    assert!(
-        err.contains("EACCES") && err.contains("belongs to uid 0"),
-        "{err}"
-    );
-    // The owner is still served.
-    assert!(inst.tessera(&["stat", "/tessera"]).status.success());
 }
 
 #[test]

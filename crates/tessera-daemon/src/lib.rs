@@ -10,7 +10,8 @@
 //! Module map:
 //! * [`namespace`], [`ownership`]: the in-memory shard structures (no I/O);
 //! * [`clients`]: which client ids are bound to live connections;
-//! * [`store`]: redb persistence with group commit;
+//! * [`store`]: redb persistence with group commit; [`state_log`]: its log's replay and
+//!   salvage;
 //! * [`logs`]: read service and burst-buffer accounting;
 //! * [`shard`]: what this daemon does for a peer request;
 //! * [`coord`]: what this daemon does for a client request;
@@ -31,6 +32,7 @@ pub mod peer;
 pub mod pfs;
 pub mod server;
 pub mod shard;
+pub mod state_log;
 pub mod store;
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -227,9 +229,20 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     prepare_run_dir(&layout, uid)?;
     let bb = cfg.bb_dir(id);
-    std::fs::create_dir_all(bb.join("logs"))
-        .map_err(|e| FsError::io(format!("creating {}", bb.display()), &e))?;
-    let (store, loaded) = store::Store::open(&bb, cfg.state_durability)?;
+    // The root may be shared (/dev/shm): created if missing, left as it is. The node's own
+    // directory and everything below it are private, or the daemon does not start.
+    std::fs::create_dir_all(&cfg.bb_root)
+        .map_err(|e| FsError::io(format!("creating {}", cfg.bb_root.display()), &e))?;
+    tessera_logstore::private::private_dir(&bb)?;
+    tessera_logstore::private::private_dir(&bb.join("logs"))?;
+    let (store, loaded) = store::Store::open(
+        &bb,
+        store::StoreOptions {
+            durability: cfg.state_durability,
+            checkpoint_idle: std::time::Duration::from_millis(cfg.state_checkpoint_idle_ms),
+            node: id,
+        },
+    )?;
     for problem in &loaded.wal_problems {
         tracing::warn!("{problem}");
     }

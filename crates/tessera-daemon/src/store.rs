@@ -5,8 +5,9 @@
 //!
 //! Two files, one committer thread:
 //!
-//! * `meta.wal`, a write-ahead log: the committer drains every batch waiting, appends them as
-//!   one checksummed record with a single `write` (and, with `state_durability = "machine"`,
+//! * `meta.wal`, a write-ahead log (framing: `tessera_core::wal`): the committer drains every
+//!   batch waiting, appends them as one checksummed record with a single `write` (and, with
+//!   `state_durability = "machine"`,
 //!   an `fdatasync`), and only then acknowledges them (group commit). A record in the page
 //!   cache survives `kill -9` of the daemon; only "machine" survives a power cut, at the price
 //!   of a device flush per group.
@@ -15,14 +16,14 @@
 //!   immediate durability and empties the log.
 //!
 //! At startup the log is replayed into redb (its operations are absolute puts and deletes, so
-//! replaying one twice is harmless; a torn last record is ignored and reported), then the
-//! tables are loaded. Operations are queued while the caller still holds the lock of the
+//! replaying one twice is harmless; a torn tail is dropped and reported, damage in the middle
+//! stops the daemon: see [`crate::state_log`]), then the tables are loaded. Operations are queued while the caller still holds the lock of the
 //! in-memory structure they came from, so the log holds them in memory order.
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -39,9 +40,8 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Internal paths of flush temporaries being built (removed at start if a crash left them).
 const FLUSH_TEMPS: TableDefinition<&str, ()> = TableDefinition::new("flush_temps");
 
-/// Checkpoint the log into redb after this long without new operations...
-const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
-/// ...or after this many logged operations, or this long, whichever comes first. A checkpoint
+/// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
+/// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
 /// (thousands of B-tree inserts and an fsync on the burst-buffer device) competes with the
 /// application for CPU and disk; checkpointing every 2 s made a 4-rank checkpoint write phase
 /// 8% slower on the 2-core development machine. It only bounds the log's size and the replay
@@ -145,65 +145,30 @@ fn db_err(what: &str, e: impl Into<redb::Error>) -> FsError {
     FsError::new(Errno::Io, format!("state database: {what}: {}", e.into()))
 }
 
-/// Encodes a log record: length, CRC32C of the payload, payload (little-endian).
+/// Encodes a batch of operations as one state-log record.
 fn encode_record(ops: &[&DbOp]) -> Vec<u8> {
-    let payload = postcard::to_stdvec(ops).expect("plain data serializes");
-    let mut rec = Vec::with_capacity(8 + payload.len());
-    rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    rec.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    rec.extend_from_slice(&payload);
-    rec
+    tessera_core::wal::encode_record(&postcard::to_stdvec(ops).expect("plain data serializes"))
 }
 
-/// Decodes the records of a log; stops at the first torn or corrupt one and says so.
-fn decode_records(bytes: &[u8]) -> (Vec<DbOp>, Option<String>) {
-    let mut ops = Vec::new();
-    let mut at = 0usize;
-    while at < bytes.len() {
-        let problem = |what: &str| {
-            Some(format!(
-                "state log: {what} at byte {at} of {}; ignored",
-                bytes.len()
-            ))
-        };
-        if bytes.len() - at < 8 {
-            return (ops, problem("torn record header"));
-        }
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4"));
-        let Some(payload) = bytes.get(at + 8..at + 8 + len) else {
-            return (ops, problem("torn record"));
-        };
-        if crc32c::crc32c(payload) != crc {
-            return (ops, problem("record with a bad checksum"));
-        }
-        match postcard::from_bytes::<Vec<DbOp>>(payload) {
-            Ok(v) => ops.extend(v),
-            Err(_) => return (ops, problem("undecodable record")),
-        }
-        at += 8 + len;
-    }
-    (ops, None)
+/// How a store runs.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreOptions {
+    pub durability: StateDurability,
+    /// Checkpoint the log into the database after this long without new operations: a
+    /// checkpoint competes with the application for CPU and disk, and only bounds the log's
+    /// size and the replay at start.
+    pub checkpoint_idle: Duration,
+    /// The node, for messages.
+    pub node: u32,
 }
 
 impl Store {
     /// Opens (or creates) the state in `dir`, replays its log, loads it, and starts the
     /// committer thread.
-    pub fn open(dir: &Path, durability: StateDurability) -> FsResult<(Store, Loaded)> {
-        let db_path = dir.join("meta.redb");
-        let wal_path = dir.join("meta.wal");
-        let db = Database::create(&db_path).map_err(|e| {
-            let hint = if e.to_string().contains("already open") {
-                " (is another daemon for this node running?)"
-            } else {
-                ""
-            };
-            FsError::new(
-                Errno::Io,
-                format!("opening state database {}: {e}{hint}", db_path.display()),
-            )
-        })?;
+    pub fn open(dir: &Path, opts: StoreOptions) -> FsResult<(Store, Loaded)> {
+        let files = crate::state_log::open(dir)?;
         {
+            let db = &files.db;
             let txn = db.begin_write().map_err(|e| db_err("begin", e))?;
             txn.open_table(DENTRIES)
                 .map_err(|e| db_err("dentries", e))?;
@@ -214,29 +179,18 @@ impl Store {
                 .map_err(|e| db_err("flush temporaries", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
-        // Replay what the log holds beyond the last checkpoint.
-        let logged = match std::fs::read(&wal_path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(FsError::io(format!("reading {}", wal_path.display()), &e)),
-        };
-        let (ops, problem) = decode_records(&logged);
+        // Replay what the log holds beyond the last checkpoint, then empty it.
+        let (ops, problems) = crate::state_log::replay(&files, opts.node)?;
         if !ops.is_empty() {
-            apply(&db, ops.iter())?;
+            apply(&files.db, ops.iter())?;
         }
-        let wal = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&wal_path)
-            .map_err(|e| FsError::io(format!("opening {}", wal_path.display()), &e))?;
-        wal.set_len(0)
-            .map_err(|e| FsError::io("emptying the state log", &e))?;
-        let mut loaded = load(&db)?;
-        loaded.wal_problems.extend(problem);
+        crate::state_log::empty(&files)?;
+        let mut loaded = load(&files.db)?;
+        loaded.wal_problems.extend(problems);
         let (tx, rx) = mpsc::channel::<Batch>();
         std::thread::Builder::new()
             .name("tessera-committer".into())
-            .spawn(move || committer(db, wal, durability, rx))
+            .spawn(move || committer(files.db, files.wal, opts, rx))
             .map_err(|e| FsError::io("starting the committer thread", &e))?;
         Ok((Store { tx }, loaded))
     }
@@ -314,32 +268,35 @@ fn die(what: &str, e: &FsError) -> ! {
     std::process::exit(70)
 }
 
-fn committer(db: Database, mut wal: File, durability: StateDurability, rx: mpsc::Receiver<Batch>) {
+fn committer(db: Database, wal: File, opts: StoreOptions, rx: mpsc::Receiver<Batch>) {
+    let header = tessera_core::wal::HEADER_LEN as u64;
+    let mut wal_len = header;
     let mut logged: Vec<DbOp> = Vec::new();
     let mut last_checkpoint = Instant::now();
-    let checkpoint = |logged: &mut Vec<DbOp>, wal: &mut File, last: &mut Instant| {
+    let checkpoint = |logged: &mut Vec<DbOp>, wal_len: &mut u64, last: &mut Instant| {
         if logged.is_empty() {
             return;
         }
         if let Err(e) = apply(&db, logged.iter()) {
             die("checkpoint of the state log", &e);
         }
-        // The operations are durable in redb: the log can be emptied.
-        if let Err(e) = wal.set_len(0) {
+        // The operations are durable in redb: the log can be emptied (its header stays).
+        if let Err(e) = wal.set_len(header) {
             die("emptying the state log", &FsError::io("truncate", &e));
         }
+        *wal_len = header;
         logged.clear();
         *last = Instant::now();
     };
     loop {
-        let first = match rx.recv_timeout(CHECKPOINT_IDLE) {
+        let first = match rx.recv_timeout(opts.checkpoint_idle) {
             Ok(b) => b,
             Err(RecvTimeoutError::Timeout) => {
-                checkpoint(&mut logged, &mut wal, &mut last_checkpoint);
+                checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => {
-                checkpoint(&mut logged, &mut wal, &mut last_checkpoint);
+                checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
                 return;
             }
         };
@@ -349,9 +306,10 @@ fn committer(db: Database, mut wal: File, durability: StateDurability, rx: mpsc:
         }
         let record = encode_record(&batches.iter().flat_map(|b| &b.ops).collect::<Vec<_>>());
         let mut result = wal
-            .write_all(&record)
+            .write_all_at(&record, wal_len)
             .map_err(|e| FsError::io("appending to the state log", &e));
-        if result.is_ok() && durability == StateDurability::Machine {
+        wal_len += record.len() as u64;
+        if result.is_ok() && opts.durability == StateDurability::Machine {
             result = wal
                 .sync_data()
                 .map_err(|e| FsError::io("syncing the state log", &e));
@@ -365,12 +323,13 @@ fn committer(db: Database, mut wal: File, durability: StateDurability, rx: mpsc:
             die("appending to the state log", e);
         }
         if logged.len() >= CHECKPOINT_OPS || last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-            checkpoint(&mut logged, &mut wal, &mut last_checkpoint);
+            checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
         }
     }
 }
 
-fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> FsResult<()> {
+/// Applies operations to the database in one durable transaction.
+pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> FsResult<()> {
     let e = |x: redb::Error| FsError::new(Errno::Io, format!("state commit: {x}"));
     let mut txn = db.begin_write().map_err(|x| e(x.into()))?;
     txn.set_durability(Durability::Immediate)
@@ -470,11 +429,19 @@ mod tests {
         assert_eq!(loaded.next_ino, 10);
     }
 
+    fn opts(durability: StateDurability) -> StoreOptions {
+        StoreOptions {
+            durability,
+            checkpoint_idle: Duration::from_secs(2),
+            node: 3,
+        }
+    }
+
     #[tokio::test]
     async fn acknowledged_ops_survive_a_crash_before_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let (store, loaded) = Store::open(dir.path(), StateDurability::Process).unwrap();
+            let (store, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
             assert!(loaded.dentries.is_empty());
             let mut all = ops();
             let last = all.pop().unwrap();
@@ -482,14 +449,17 @@ mod tests {
             store.submit(vec![last]).durable().await.unwrap();
             // Simulate kill -9: the log holds the ops, the database may not.
             let wal = std::fs::read(dir.path().join("meta.wal")).unwrap();
-            assert!(!wal.is_empty(), "acknowledged before being logged");
+            assert!(
+                wal.len() > tessera_core::wal::HEADER_LEN,
+                "acknowledged before being logged"
+            );
             std::fs::copy(dir.path().join("meta.wal"), dir.path().join("saved.wal")).unwrap();
             std::mem::forget(store);
         }
         // A fresh database with only the log: everything comes back from the log.
         let fresh = tempfile::tempdir().unwrap();
         std::fs::copy(dir.path().join("saved.wal"), fresh.path().join("meta.wal")).unwrap();
-        let (_s, loaded) = Store::open(fresh.path(), StateDurability::Process).unwrap();
+        let (_s, loaded) = Store::open(fresh.path(), opts(StateDurability::Process)).unwrap();
         check(&loaded);
         assert!(loaded.wal_problems.is_empty());
     }
@@ -497,38 +467,102 @@ mod tests {
     #[tokio::test]
     async fn checkpoint_moves_the_log_into_the_database() {
         let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("meta.wal");
         {
-            let (store, _) = Store::open(dir.path(), StateDurability::Machine).unwrap();
+            let (store, _) = Store::open(dir.path(), opts(StateDurability::Machine)).unwrap();
             store.submit(ops()).durable().await.unwrap();
             drop(store); // the committer checkpoints and exits when the channel closes
-            std::thread::sleep(Duration::from_millis(400));
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::fs::metadata(&wal).unwrap().len() > tessera_core::wal::HEADER_LEN as u64 {
+                assert!(Instant::now() < deadline, "the log was never checkpointed");
+                std::thread::yield_now();
+            }
         }
-        assert_eq!(
-            std::fs::metadata(dir.path().join("meta.wal"))
-                .unwrap()
-                .len(),
-            0
-        );
-        let (_s, loaded) = Store::open(dir.path(), StateDurability::Process).unwrap();
+        // The committer has released the database once the log is empty; opening again may
+        // race its exit by a moment.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let loaded = loop {
+            match Store::open(dir.path(), opts(StateDurability::Process)) {
+                Ok((_s, loaded)) => break loaded,
+                Err(e) if Instant::now() < deadline && e.message.contains("already open") => {
+                    std::thread::yield_now()
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         check(&loaded);
     }
 
+    /// A log of one record per operation, each op its own group commit.
+    fn log_of(ops: &[DbOp]) -> (Vec<u8>, Vec<usize>) {
+        let mut b = tessera_core::wal::header().to_vec();
+        let mut starts = Vec::new();
+        for op in ops {
+            starts.push(b.len());
+            b.extend_from_slice(&encode_record(&[op]));
+        }
+        (b, starts)
+    }
+
     #[test]
-    fn torn_log_tail_is_ignored_and_reported() {
-        let refs: Vec<DbOp> = ops();
-        let mut log = encode_record(&refs.iter().collect::<Vec<_>>());
-        let good = log.len();
-        log.extend_from_slice(&encode_record(&[&DbOp::DelInode(5)])[..6]);
-        let (decoded, problem) = decode_records(&log);
-        assert_eq!(decoded, refs);
+    fn a_torn_tail_is_dropped_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = ops();
+        let (mut b, _) = log_of(&all);
+        b.extend_from_slice(&encode_record(&[&DbOp::DelInode(5)])[..6]);
+        std::fs::write(dir.path().join("meta.wal"), &b).unwrap();
+        let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        check(&loaded);
+        assert_eq!(loaded.wal_problems.len(), 1);
         assert!(
-            problem
-                .unwrap()
-                .contains(&format!("torn record header at byte {good}"))
+            loaded.wal_problems[0].contains("torn tail of 6 bytes"),
+            "{:?}",
+            loaded.wal_problems
         );
-        let mut bad = log[..good].to_vec();
-        bad[10] ^= 1;
-        let (decoded, problem) = decode_records(&bad);
-        assert!(decoded.is_empty() && problem.unwrap().contains("bad checksum"));
+    }
+
+    #[test]
+    fn damage_in_the_middle_stops_the_start_and_salvage_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = ops();
+        let (mut b, starts) = log_of(&all);
+        // Damage the first record (the dentry): everything after it was acknowledged.
+        b[starts[0] + 14] ^= 0xff;
+        let wal = dir.path().join("meta.wal");
+        std::fs::write(&wal, &b).unwrap();
+        let e = Store::open(dir.path(), opts(StateDurability::Process))
+            .err()
+            .expect("started on a damaged log");
+        assert_eq!(e.errno, Errno::Io);
+        assert!(
+            e.message
+                .contains(&format!("damaged at byte {}", starts[0])),
+            "{e}"
+        );
+        assert!(e.message.contains("4 intact records after it"), "{e}");
+        assert!(e.message.contains("tessera salvage --node 3"), "{e}");
+        assert_eq!(
+            std::fs::read(&wal).unwrap(),
+            b,
+            "the damaged log was changed"
+        );
+        let report = crate::state_log::salvage(dir.path()).unwrap();
+        assert_eq!((report.kept_records, report.dropped.len()), (4, 1));
+        let saved = report.saved.clone().unwrap();
+        assert_eq!(std::fs::read(saved).unwrap(), b, "the damaged log is saved");
+        assert!(
+            report.to_string().contains("dropped damaged bytes"),
+            "{report}"
+        );
+        let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        assert!(
+            loaded.dentries.is_empty(),
+            "the damaged record's change is gone"
+        );
+        assert_eq!(
+            loaded.owners,
+            vec![(9, 0, 20, 30, Owner { node: 1, client: 2 })]
+        );
+        assert_eq!(loaded.next_ino, 10);
     }
 }

@@ -10,10 +10,13 @@
 //!   use it for logs of their node; clients use it for logs of other processes on their own
 //!   node, without a round trip.
 //!
-//! Blocking `std::fs` I/O only; no threads.
+//! Blocking `std::fs` I/O only; no threads. Every file is created and opened as [`private`]
+//! says, so a link or a file another user planted on a shared burst buffer is refused.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+pub mod private;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use tessera_core::index::{self, IndexBuilder, IndexHeader, Tail};
 use tessera_core::{Errno, FsError, FsResult, RangeMap};
@@ -35,24 +38,14 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Creates the logs, or continues existing ones (a process that reconnected keeps its id).
+    /// The directory of the logs (`<node>/logs/<ino>`) is made private; the directories
+    /// above it are the node's daemon's, which made them private when it started.
     pub fn open(data_path: &Path, index_path: &Path, header: IndexHeader) -> FsResult<Self> {
         if let Some(dir) = data_path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                FsError::io(format!("creating log directory {}", dir.display()), &e)
-            })?;
+            private::private_dir(dir)?;
         }
-        let open = |p: &Path| {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(p)
-                .map_err(|e| FsError::io(format!("opening log {}", p.display()), &e))
-        };
-        let data = open(data_path)?;
-        let index = open(index_path)?;
+        let data = private::create_or_open(data_path)?.0;
+        let index = private::create_or_open(index_path)?.0;
         let data_len = len_of(&data, data_path)?;
         let mut index_len = len_of(&index, index_path)?;
         if index_len < index::HEADER_SIZE as u64 {
@@ -198,9 +191,7 @@ pub struct LogView {
 impl LogView {
     /// Opens the logs; `ENOENT` if the process never wrote this file on this node.
     pub fn open(data_path: &Path, index_path: &Path) -> FsResult<Self> {
-        let open = |p: &Path| {
-            File::open(p).map_err(|e| FsError::io(format!("opening log {}", p.display()), &e))
-        };
+        let open = |p: &Path| private::open_existing(p, false);
         let mut v = LogView {
             data: open(data_path)?,
             index: open(index_path)?,
@@ -317,7 +308,7 @@ mod tests {
         w.sync_index().unwrap();
         drop(w);
         // A crash mid-append leaves half a record.
-        let f = OpenOptions::new().append(true).open(&i).unwrap();
+        let f = std::fs::OpenOptions::new().append(true).open(&i).unwrap();
         f.write_all_at(&[1, 2, 3], len_of(&f, &i).unwrap()).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         assert!(matches!(v.tail(), Tail::Torn { bytes: 3, .. }));

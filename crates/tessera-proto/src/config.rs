@@ -52,6 +52,15 @@ pub struct InstanceConfig {
     /// group of changes, about 0.2-1 ms each on common disks).
     #[serde(default)]
     pub state_durability: StateDurability,
+    /// Milliseconds without state changes after which a daemon checkpoints its state log
+    /// into its database: shorter keeps the log (and the replay at a restart) small, longer
+    /// keeps the checkpoint's CPU and disk work away from a busy application.
+    #[serde(default = "default_checkpoint_idle_ms")]
+    pub state_checkpoint_idle_ms: u64,
+}
+
+fn default_checkpoint_idle_ms() -> u64 {
+    2000
 }
 
 /// See [`InstanceConfig::state_durability`].
@@ -76,6 +85,7 @@ impl InstanceConfig {
             listen_host: "127.0.0.1".to_string(),
             bb_capacity: 0,
             state_durability: StateDurability::Process,
+            state_checkpoint_idle_ms: default_checkpoint_idle_ms(),
         }
     }
 
@@ -228,10 +238,21 @@ pub fn default_instance_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/tessera-{uid}"))
 }
 
-/// Writes a file so readers see either the old or the new contents.
+/// Writes a file so readers see either the old or the new contents. The file is private
+/// (0600), and its temporary is created `O_EXCL | O_NOFOLLOW`, never through a planted link.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes)
+    // A temporary of an earlier process with our pid (or a planted name) goes first.
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| FsError::io(format!("writing {}", tmp.display()), &e))?;
     std::fs::rename(&tmp, path)
         .map_err(|e| FsError::io(format!("renaming {} into place", tmp.display()), &e))

@@ -1,0 +1,150 @@
+//! What another user can do to an instance, tried as another user: these tests need root
+//! (to switch uid and to give files to another owner), so they are ignored otherwise, and
+//! `scripts/test.sh` runs them when it runs as root.
+
+mod common;
+
+use common::{Inst, TESSERA, scratch};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NOBODY: u32 = 65534;
+
+fn chown(p: &Path, uid: u32) {
+    std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+}
+
+/// A copy of the `tessera` binary that another user can execute (the build directory may not
+/// be reachable by them).
+fn reachable_tessera(dir: &Path) -> PathBuf {
+    let exe = dir.join("tessera");
+    std::fs::copy(TESSERA, &exe).unwrap();
+    for d in [dir, &exe] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    exe
+}
+
+fn run_as_nobody(exe: &Path, inst: &Inst, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    Command::new(exe)
+        .arg("--instance")
+        .arg(&inst.layout.dir)
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run as nobody")
+}
+
+#[test]
+#[ignore = "needs root: switches to another uid"]
+fn another_user_is_refused() {
+    let inst = Inst::start(1);
+    let exe = reachable_tessera(&scratch("as-root-exe"));
+    // 1. The instance directory is private: the other user cannot even read its config.
+    let out = run_as_nobody(&exe, &inst, &["stat", "/tessera"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("EACCES"), "{err}");
+    // 2. Even if the directories are opened up by mistake, the daemon checks the peer's uid.
+    for d in [&inst.root, &inst.layout.dir, &inst.layout.run_dir()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        inst.layout.socket(0),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        inst.layout.config_path(),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = run_as_nobody(&exe, &inst, &["stat", "/tessera"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "another uid was served");
+    assert!(
+        err.contains("EACCES") && err.contains("belongs to uid 0"),
+        "{err}"
+    );
+    // The owner is still served.
+    assert!(inst.tessera(&["stat", "/tessera"]).status.success());
+}
+
+/// Another user who can write in a shared burst-buffer root plants the node directory, with
+/// a state log that links to a file of the victim's: the daemon refuses to start and touches
+/// nothing.
+#[test]
+#[ignore = "needs root: gives a directory to another uid"]
+fn a_node_directory_planted_by_another_user_is_refused() {
+    let shared = scratch("shared-bb");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = scratch("precious").join("file");
+    std::fs::write(&precious, b"precious bytes").unwrap();
+    let planted = shared.join("node-0");
+    std::fs::create_dir(&planted).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    symlink(&precious, planted.join("meta.wal")).unwrap();
+    chown(&planted.join("meta.wal"), NOBODY);
+    chown(&planted, NOBODY);
+
+    let root = tessera_cli::instance::temp_dir("tessera-test").unwrap();
+    let out = Command::new(TESSERA)
+        .arg("start")
+        .arg("--instance")
+        .arg(root.join("inst"))
+        .args(["--daemons", "1", "--pfs"])
+        .arg(root.join("pfs"))
+        .arg("--bb-root")
+        .arg(&shared)
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(root.join("inst/logs/node-0.log")).unwrap_or_default();
+    let said = format!("{}{log}", String::from_utf8_lossy(&out.stderr));
+    let _ = Command::new(TESSERA)
+        .arg("--instance")
+        .arg(root.join("inst"))
+        .arg("stop")
+        .output();
+    assert!(
+        !out.status.success(),
+        "started on a planted node directory: {said}"
+    );
+    assert!(
+        said.contains("node-0") && said.contains(&format!("belongs to uid {NOBODY}")),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&precious).unwrap(), b"precious bytes");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A log file that belongs to another user is not read (it could have been planted to feed
+/// readers forged bytes).
+#[test]
+#[ignore = "needs root: gives a file to another uid"]
+fn logs_of_another_user_are_not_read() {
+    let inst = Inst::start(2);
+    let c = inst.client(0);
+    let mut f = c.create("/tessera/f").unwrap();
+    f.write_at(b"genuine", 0).unwrap();
+    f.close().unwrap();
+    let dir = inst.root.join(format!(
+        "bb/node-0/logs/{:016x}",
+        c.stat("/tessera/f").unwrap().ino
+    ));
+    let client = c.identity().1;
+    for ext in ["data", "index"] {
+        chown(&dir.join(format!("{client}.{ext}")), NOBODY);
+    }
+    // After a restart the daemon of node 0 opens the logs again, for a reader on node 1.
+    inst.kill9(0);
+    inst.restart(0);
+    let mut r = inst.client(1).open_read("/tessera/f").unwrap();
+    let mut buf = [0u8; 7];
+    let e = r.read_exact_at(&mut buf, 0).unwrap_err();
+    assert!(
+        e.message.contains(&format!("belongs to uid {NOBODY}")),
+        "{e}"
+    );
+}
