@@ -100,3 +100,84 @@ fn a_torn_state_log_tail_is_dropped_and_reported() {
         Errno::NoEnt
     );
 }
+
+/// One process's logs of one file on node 0, and a reader on node 1 (remote reads) and on
+/// node 0 (its own daemon's read of another process's logs happens in the reader itself).
+fn written_file(inst: &Inst, pieces: u64, piece: u64) -> (std::path::PathBuf, Vec<u8>) {
+    let c = inst.client(0);
+    let mut f = c.create("/tessera/logged").unwrap();
+    let mut all = Vec::new();
+    // Scattered (not one run) so the index holds several records.
+    for i in 0..pieces {
+        let off = (pieces - 1 - i) * piece;
+        let data: Vec<u8> = (0..piece).map(|k| ((off + k) % 251) as u8 + 1).collect();
+        f.write_at(&data, off).unwrap();
+        f.commit().unwrap();
+    }
+    f.close().unwrap();
+    for off in 0..pieces * piece {
+        all.push((off % 251) as u8 + 1);
+    }
+    let dir = inst.root.join(format!(
+        "bb/node-0/logs/{:016x}",
+        c.stat("/tessera/logged").unwrap().ino
+    ));
+    (dir.join(format!("{}", c.identity().1)), all)
+}
+
+fn read_back(inst: &Inst, node: u32, len: usize) -> Result<Vec<u8>, tessera_client::FsError> {
+    let mut r = inst.client(node).open_read("/tessera/logged")?;
+    let mut buf = vec![0u8; len];
+    r.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
+}
+
+#[test]
+fn a_flipped_data_byte_is_an_error_naming_file_and_offset() {
+    let inst = Inst::start(2);
+    let (base, all) = written_file(&inst, 8, 50_000);
+    let data = base.with_extension("data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[123_456] ^= 0x01;
+    std::fs::write(&data, &bytes).unwrap();
+    for node in [1, 0] {
+        match read_back(&inst, node, all.len()) {
+            Ok(got) => {
+                let bad = got.iter().zip(&all).position(|(a, b)| a != b);
+                panic!("node {node}: read returned without an error (first wrong byte: {bad:?})");
+            }
+            Err(e) => {
+                assert_eq!(e.errno, Errno::Io, "{e}");
+                assert!(
+                    e.message.contains(".data") && e.message.contains("corrupt"),
+                    "{e}"
+                );
+            }
+        }
+    }
+    // The other pieces, outside the damaged block, still read.
+    let mut r = inst.client(1).open_read("/tessera/logged").unwrap();
+    let mut piece = vec![0u8; 50_000];
+    r.read_exact_at(&mut piece, 0).unwrap();
+    assert!(piece[..] == all[..50_000]);
+}
+
+#[test]
+fn a_corrupt_index_record_loses_only_what_it_described() {
+    let inst = Inst::start(2);
+    let (base, all) = written_file(&inst, 8, 50_000);
+    let index = base.with_extension("index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let records = (bytes.len() - 32) / 48;
+    assert!(records >= 8, "{records} records");
+    // A record in the middle, and the last one.
+    for at in [32 + 48 * (records / 2) + 5, bytes.len() - 48 + 7] {
+        bytes[at] ^= 0x10;
+    }
+    std::fs::write(&index, &bytes).unwrap();
+    for node in [1, 0] {
+        let got = read_back(&inst, node, all.len())
+            .unwrap_or_else(|e| panic!("node {node}: a damaged index record made reads fail: {e}"));
+        assert!(got == all, "node {node}: wrong bytes after index damage");
+    }
+}

@@ -184,10 +184,12 @@ fn hostile_requests_get_errors_not_crashes() {
                 stride: 1 << 40,
                 count: 1 << 23,
             }],
+            upto: None,
         },
         Request::Attach {
             ino,
             runs: vec![Run::single(0, 1 << 55)],
+            upto: None,
         },
         Request::Attach {
             ino,
@@ -197,10 +199,12 @@ fn hostile_requests_get_errors_not_crashes() {
                 stride: 2,
                 count: 1 << 25,
             }],
+            upto: None,
         },
         Request::Attach {
             ino: u64::MAX,
             runs: vec![Run::single(0, 1)],
+            upto: None,
         },
         Request::Read {
             ino,
@@ -304,6 +308,7 @@ fn crafted_requests_are_refused() {
         .call(&Request::Attach {
             ino,
             runs: vec![tessera_core::Run::single(0, 8)],
+            upto: None,
         })
         .unwrap();
     refused(&resp, Errno::Inval, "attach of never-written bytes");

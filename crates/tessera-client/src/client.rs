@@ -138,6 +138,17 @@ impl Client {
         g
     }
 
+    /// Like `lock`, unless another thread holds the client (then `None`).
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner>> {
+        let mut g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        g.after_fork();
+        Some(g)
+    }
+
     /// The instance configuration.
     pub fn config(&self) -> InstanceConfig {
         self.lock().cfg.clone()
@@ -261,10 +272,7 @@ impl Client {
         let mut g = self.lock();
         let p = g.resolve(path)?;
         match g.call(&Request::Truncate { path: p, size })? {
-            Response::Attr(a) => {
-                g.truncate_local(a.ino, size);
-                Ok(())
-            }
+            Response::Attr(a) => g.truncate_local(a.ino, size),
             other => Err(unexpected(other)),
         }
     }
@@ -455,12 +463,18 @@ impl Inner {
         Ok(fs.writer.as_mut().expect("created above"))
     }
 
-    pub fn truncate_local(&mut self, ino: u64, size: u64) {
+    /// Cuts this process's view of `ino` at `size` after a truncate, and records it in the
+    /// index log (so its daemon never publishes the cut bytes for it).
+    pub fn truncate_local(&mut self, ino: u64, size: u64) -> FsResult<()> {
         if let Some(fs) = self.files.get_mut(&ino) {
             fs.local.truncate(size);
             fs.dirty.truncate(size);
             fs.attached.truncate(size);
+            if let Some(w) = fs.writer.as_mut() {
+                w.mark(tessera_core::index::Entry::Truncated { size, at: 0 })?;
+            }
         }
+        Ok(())
     }
 
     /// The log of another process on this node, refreshed if a query happened since.

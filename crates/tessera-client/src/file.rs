@@ -175,7 +175,7 @@ impl File {
             g.query_gen += 1;
         }
         if o.truncate {
-            g.truncate_local(attr.ino, 0);
+            g.truncate_local(attr.ino, 0)?;
         }
         let view_epoch = g.files.entry(attr.ino).or_default().view_epoch;
         Ok(File {
@@ -493,16 +493,45 @@ impl File {
         ranges: &[(u64, u64)],
         all_dirty: bool,
     ) -> FsResult<()> {
-        g.writer(self.ino)?.sync_index()?;
+        let writer = g.writer(self.ino)?;
+        writer.sync_index()?;
+        let logged = writer.data_len();
+        // Whether this attach leaves nothing unpublished (close, commit, and the attach of a
+        // POSIX write are): then it publishes everything stored below `logged`.
+        let everything = all_dirty
+            || g.files.get(&self.ino).is_some_and(|fs| {
+                let mut left = fs.dirty.clone();
+                for (s, e) in ranges {
+                    left.remove(*s, *e);
+                }
+                left.is_empty()
+            });
         let runs: Vec<Run> = compress(ranges.iter().copied());
         // A run encodes in at most ~40 bytes; stay well inside the frame.
         let max_runs = (g.cfg.max_frame as usize / 64).max(1);
-        for batch in attach_batches(runs, g.cfg.stripe_size, max_runs) {
+        let batches = attach_batches(runs, g.cfg.stripe_size, max_runs);
+        let last = batches.len().saturating_sub(1);
+        for (i, batch) in batches.into_iter().enumerate() {
             g.stats.attaches += 1;
             g.call(&Request::Attach {
                 ino: self.ino,
                 runs: batch,
+                upto: (everything && i == last).then_some(logged),
             })?;
+        }
+        // Recorded in the index log too (for a daemon that restarts before the process
+        // ends): one lazy marker for a full publication, an immediate one for a part.
+        let writer = g.writer(self.ino)?;
+        if everything {
+            writer.published();
+        } else {
+            for (s, e) in ranges {
+                writer.mark(tessera_core::index::Entry::PublishedRange {
+                    start: *s,
+                    end: *e,
+                    at: 0,
+                })?;
+            }
         }
         let me = Owner {
             node: g.node,
@@ -779,6 +808,22 @@ impl File {
     pub fn sync(&mut self) -> FsResult<()> {
         self.attach_file()?;
         self.query_file().map(drop)
+    }
+
+    /// Publishes this process's unattached writes of the file, for a process that is ending
+    /// without closing it. Never waits for another thread inside the client (it may never
+    /// return): then nothing is done here, and the daemon publishes the writes from the index
+    /// log when the process's connection ends. Returns whether it published.
+    pub fn publish_at_exit(&mut self) -> FsResult<bool> {
+        if self.closed || !self.writable {
+            return Ok(false);
+        }
+        let client = self.client.clone();
+        let Some(mut g) = client.try_lock() else {
+            return Ok(false);
+        };
+        self.attach_dirty(&mut g)?;
+        Ok(true)
     }
 
     /// Closes the handle, publishing this process's unattached writes (every model does, so

@@ -152,15 +152,15 @@ pub(crate) fn fill(
     todo.add(offset, end);
 
     // 1. Own unattached writes.
-    if let Some(fs) = g.files.get(&ino) {
-        for d in fs.dirty.overlapping(offset, end) {
-            for ext in fs.local.overlapping(d.start, d.end) {
-                let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
-                fs.writer
-                    .as_ref()
-                    .expect("dirty bytes have a writer")
-                    .read_at(dst, ext.value)?;
-                todo.remove(ext.start, ext.end);
+    if let Some(fs) = g.files.get_mut(&ino) {
+        let writer = fs.writer.as_mut();
+        if let Some(w) = writer {
+            for d in fs.dirty.overlapping(offset, end) {
+                for ext in fs.local.overlapping(d.start, d.end) {
+                    let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
+                    w.read_at(dst, ext.value)?;
+                    todo.remove(ext.start, ext.end);
+                }
             }
         }
     }
@@ -178,25 +178,28 @@ pub(crate) fn fill(
             if o.value == me {
                 // Our own bytes, from our log. A cached owner list can be older than our own
                 // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.
-                let Some(fs) = g.files.get(&ino) else {
+                let Some(fs) = g.files.get_mut(&ino) else {
+                    continue;
+                };
+                let Some(w) = fs.writer.as_mut() else {
                     continue;
                 };
                 for ext in fs.local.overlapping(s, e) {
                     let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
-                    fs.writer
-                        .as_ref()
-                        .expect("bytes in the local map have a writer")
-                        .read_at(d, ext.value)?;
+                    w.read_at(d, ext.value)?;
                     todo.remove(ext.start, ext.end);
                 }
                 continue;
             } else if o.value.node == g.node {
                 let view = g.foreign_view(ino, o.value.client)?;
                 if let Some((a, b)) = view.read(s, dst)?.first() {
+                    let note = view
+                        .damage_note()
+                        .map_or(String::new(), |n| format!("; {n}"));
                     return Err(FsError::new(
                         Errno::Io,
                         format!(
-                            "{path}: the log of client {} lacks attached bytes [{a},{b})",
+                            "{path}: the log of client {} lacks attached bytes [{a},{b}){note}",
                             o.value.client
                         ),
                     ));

@@ -15,6 +15,7 @@ pub mod posix;
 pub mod range_map;
 pub mod read_plan;
 pub mod run;
+pub mod sums;
 pub mod wal;
 
 pub use consistency::Model;

@@ -1,8 +1,12 @@
-//! The clients of this node: which client ids are bound to a live connection.
+//! The clients of this node: which client ids are bound to a live connection, and how far
+//! each has published its writes.
 //!
 //! A client id names a process's logs on this node, so two connections must never act under
 //! one id: a hello that resumes an id (after a daemon restart) is accepted only while no live
-//! connection holds it.
+//! connection holds it. When a connection ends without the process having published all it
+//! wrote (it was killed, or exited without closing), the daemon publishes the rest from its
+//! index logs (`Node::publish_leftovers`); the positions recorded here say where the
+//! unpublished part starts.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,6 +16,8 @@ use tessera_core::{Errno, FsError, FsResult};
 pub struct Clients {
     /// Client id -> pid of the process whose connection holds it.
     live: Mutex<HashMap<u64, u32>>,
+    /// (client, ino) -> data-log position below which the client published every write.
+    published: Mutex<HashMap<(u64, u64), u64>>,
 }
 
 impl Clients {
@@ -38,6 +44,31 @@ impl Clients {
     /// Whether a live connection holds `id`.
     pub fn is_live(&self, id: u64) -> bool {
         self.live.lock().expect("clients").contains_key(&id)
+    }
+
+    /// Records that `client` published every write of `ino` stored below `pos`.
+    pub fn note_published(&self, client: u64, ino: u64, pos: u64) {
+        let mut p = self.published.lock().expect("clients");
+        let at = p.entry((client, ino)).or_insert(0);
+        *at = (*at).max(pos);
+    }
+
+    /// Where `client`'s unpublished writes of `ino` start, as far as this daemon saw.
+    pub fn published(&self, client: u64, ino: u64) -> u64 {
+        self.published
+            .lock()
+            .expect("clients")
+            .get(&(client, ino))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Forgets what `client` published (its connection is gone and its leftovers handled).
+    pub fn forget(&self, client: u64) {
+        self.published
+            .lock()
+            .expect("clients")
+            .retain(|(c, _), _| *c != client);
     }
 
     /// Number of live client connections.

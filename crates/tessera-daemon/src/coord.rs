@@ -128,8 +128,11 @@ impl Node {
                     target: self.pfs.read_link(&p)?,
                 }
             }
-            Request::Attach { ino, runs } => {
+            Request::Attach { ino, runs, upto } => {
                 self.attach(ino, me, runs).await?;
+                if let Some(pos) = upto {
+                    self.clients.note_published(client, ino, pos);
+                }
                 Response::Ok
             }
             Request::Detach { ino, start, end } => {
@@ -707,7 +710,7 @@ impl Node {
         Ok(attr)
     }
 
-    async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
+    pub(crate) async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
         let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
         // Ownership sends every reader of these bytes to this log: it must hold them.
         self.logs.check_holds(ino, owner.client, &runs)?;

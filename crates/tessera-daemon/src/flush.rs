@@ -214,14 +214,15 @@ fn write_coalesced(
             let take = (e.end - at).min((COALESCE - buf.len()) as u64) as usize;
             let old = buf.len();
             buf.resize(old + take, 0);
-            let missing = node
-                .logs
-                .with_view(ino, e.owner.client, |v| v.read(at, &mut buf[old..]))?;
+            let (missing, note) = node.logs.with_view(ino, e.owner.client, |v| {
+                Ok((v.read(at, &mut buf[old..])?, v.damage_note()))
+            })?;
             if let Some((ms, me)) = missing.first() {
+                let note = note.map_or(String::new(), |n| format!("; {n}"));
                 return Err(FsError::new(
                     Errno::Io,
                     format!(
-                        "log of client {} lacks attached bytes [{ms},{me}) of inode {ino:#x}",
+                        "log of client {} lacks attached bytes [{ms},{me}) of inode {ino:#x}{note}",
                         e.owner.client
                     ),
                 ));

@@ -9,7 +9,8 @@
 //!
 //! Module map:
 //! * [`namespace`], [`ownership`]: the in-memory shard structures (no I/O);
-//! * [`clients`]: which client ids are bound to live connections;
+//! * [`clients`]: which client ids are bound to live connections, and how far they published;
+//! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`store`]: redb persistence with group commit; [`state_log`]: its log's replay and
 //!   salvage;
 //! * [`logs`]: read service and burst-buffer accounting;
@@ -24,6 +25,7 @@ pub mod cache;
 pub mod clients;
 pub mod coord;
 pub mod flush;
+pub mod leftovers;
 pub mod locks;
 pub mod logs;
 pub mod namespace;

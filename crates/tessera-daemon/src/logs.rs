@@ -96,9 +96,24 @@ impl Logs {
                     Ok(v) => {
                         if let tessera_core::index::Tail::Torn { offset, bytes } = v.tail() {
                             problems.push(format!(
-                                "{}: torn tail of {bytes} bytes at offset {offset} (an interrupted append; not used)",
+                                "{}: torn tail of {bytes} bytes at offset {offset} (an append cut by a crash, never published; not used)",
                                 index.display()
                             ));
+                        }
+                        for d in v.damage() {
+                            problems.push(if d.repaired {
+                                format!(
+                                    "{}: the record at byte {} is damaged; its copy is intact and used",
+                                    index.display(),
+                                    d.offset
+                                )
+                            } else {
+                                format!(
+                                    "{}: both copies of the record at byte {} are damaged: the bytes it described read as EIO",
+                                    index.display(),
+                                    d.offset
+                                )
+                            });
                         }
                     }
                     Err(err) => problems.push(err.message),
@@ -140,10 +155,11 @@ impl Logs {
             let len = (e - s) as usize;
             let missing = v.read(*s, &mut out[at..at + len])?;
             if let Some((ms, me)) = missing.first() {
+                let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
                 return Err(FsError::new(
                     Errno::Io,
                     format!(
-                        "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for",
+                        "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for{note}",
                         self.node
                     ),
                 ));

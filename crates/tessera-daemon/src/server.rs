@@ -51,6 +51,9 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                         tracing::debug!("client connection ended: {e}");
                     }
                     if let Some(c) = client {
+                        // Its writes first, then its locks: the next holder of a lock sees
+                        // what was written under it.
+                        node.publish_leftovers(c).await;
                         node.client_gone(c).await;
                         node.clients.unbind(c);
                     }

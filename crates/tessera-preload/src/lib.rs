@@ -11,7 +11,7 @@
 //! Module map: [`state`] (descriptor table, connection), [`real`] (libc's definitions),
 //! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
 //! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
-//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode).
+//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -40,6 +40,7 @@ macro_rules! alias {
 
 pub mod aio;
 pub mod dirs;
+pub mod exit;
 pub mod files;
 pub mod locks;
 pub mod meta;

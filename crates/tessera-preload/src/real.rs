@@ -125,3 +125,15 @@ real_fns! {
     fn aio_cancel(fd: c_int, cb: *mut libc::aiocb) -> c_int;
     fn lio_listio(mode: c_int, list: *const *mut libc::aiocb, n: c_int, ev: *mut libc::sigevent) -> c_int;
 }
+
+/// Calls libc's `_exit`.
+///
+/// # Safety
+/// As `_exit(2)`.
+pub unsafe fn _exit(status: c_int) -> ! {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = lookup(&SLOT, b"_exit\0");
+    // SAFETY: the symbol has this C signature.
+    let f: unsafe extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(p) };
+    unsafe { f(status) }
+}

@@ -101,6 +101,15 @@ pub fn table() -> MutexGuard<'static, Table> {
     TABLE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The table, unless another thread holds it (for paths that must never wait: exit).
+pub fn try_table() -> Option<MutexGuard<'static, Table>> {
+    match TABLE.try_lock() {
+        Ok(t) => Some(t),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 fn mark(fd: i32, on: bool) {
     if (0..65536).contains(&fd) {
         let bit = 1u64 << (fd % 64);

@@ -133,10 +133,13 @@ pub enum Request {
     ReadLink {
         path: String,
     },
-    /// Make the caller the owner of these logical runs of `ino` (its log holds them).
+    /// Make the caller the owner of these logical runs of `ino` (its log holds them). With
+    /// `upto`, this attach publishes every write stored below that data-log position: what
+    /// the daemon publishes for the process if it dies starts there.
     Attach {
         ino: u64,
         runs: Vec<Run>,
+        upto: Option<u64>,
     },
     /// Drop the caller's ownership of `[start, end)`; others' ownership stays.
     Detach {

@@ -1,0 +1,125 @@
+//! A process that ends without closing its files loses nothing it wrote: returning from main,
+//! `exit` and `_exit` publish as close would (the interposer), stdio streams are flushed
+//! first, forked children publish their own writes, and when a process is killed its daemon
+//! publishes what its index log holds (every write that returned) once its connection ends.
+
+mod common;
+
+use common::{Inst, Rank, build_c, ok_under, under};
+use std::time::{Duration, Instant};
+use tessera_cli::script::{Cmd, pattern_byte};
+use tessera_client::Model;
+
+fn lines(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| format!("line {i:04}\n").into_bytes())
+        .collect()
+}
+
+/// Reads the whole file through the interposer on another node, until it has `want` or the
+/// deadline passes (a killed writer is published when its daemon sees the connection end).
+fn wait_for(inst: &Inst, path: &str, want: &[u8], deadline: Duration) -> Vec<u8> {
+    let end = Instant::now() + deadline;
+    loop {
+        let got = ok_under(inst, 1, "cat", &[path]).stdout;
+        if got == want || Instant::now() > end {
+            return got;
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn interposed_programs_that_end_without_close_publish() {
+    let inst = Inst::start(2);
+    let exe = build_c("cc", "exit");
+    let exe = exe.display().to_string();
+    for mode in ["return", "exit", "_exit", "stdio", "fork", "kill"] {
+        for model in ["session", "commit", "mpiio"] {
+            let path = format!("/tessera/{mode}-{model}");
+            let status = under(&inst, 0, &exe, &[&path, mode])
+                .env("TESSERA_MODEL", model)
+                .status()
+                .unwrap();
+            if mode == "kill" {
+                assert_eq!(
+                    std::os::unix::process::ExitStatusExt::signal(&status),
+                    Some(9)
+                );
+            } else {
+                assert!(status.success(), "{mode} {model}: {status}");
+            }
+            let want = lines(if mode == "fork" { 200 } else { 100 });
+            // Published before the process was gone, except a killed one: its daemon does it.
+            let wait = if mode == "kill" { 20 } else { 0 };
+            let got = wait_for(&inst, &path, &want, Duration::from_secs(wait));
+            assert!(
+                got == want,
+                "{mode} under {model}: {} of {} bytes visible ({} lines)",
+                got.len(),
+                want.len(),
+                got.split(|b| *b == b'\n')
+                    .filter(|l| l.starts_with(b"line"))
+                    .count()
+            );
+        }
+    }
+}
+
+/// A killed process loses none of its writes that returned, though it never synchronised
+/// and sat idle before it was killed: every write reaches its index log at once (the open run
+/// rewritten in place), and its daemon publishes what the index log holds.
+#[test]
+fn a_killed_process_loses_no_write_that_returned() {
+    let inst = Inst::start(2);
+    let mut w = Rank::spawn(&inst.layout, 0);
+    w.ok(&Cmd::Open {
+        path: "/tessera/run".into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create: true,
+    });
+    // A strided pattern, then a scattered write, never synchronised.
+    const PIECE: u64 = 4096;
+    const PIECES: u64 = 50;
+    for i in 0..PIECES {
+        w.ok(&Cmd::Write {
+            off: i * 2 * PIECE,
+            len: PIECE,
+            id: (i + 1) as u32,
+        });
+    }
+    let last = PIECES * 2 * PIECE + 12345;
+    w.ok(&Cmd::Write {
+        off: last,
+        len: 100,
+        id: 999,
+    });
+    w.kill9();
+    let c = inst.client(1);
+    let end = Instant::now() + Duration::from_secs(20);
+    while c.stat("/tessera/run").unwrap().size < last + 100 {
+        assert!(
+            Instant::now() < end,
+            "the killed writer's writes were not published"
+        );
+        std::thread::yield_now();
+    }
+    let mut r = c.open_read("/tessera/run").unwrap();
+    for i in 0..PIECES {
+        let mut buf = vec![0u8; PIECE as usize];
+        r.read_exact_at(&mut buf, i * 2 * PIECE).unwrap();
+        let want: Vec<u8> = (0..PIECE)
+            .map(|k| pattern_byte((i + 1) as u32, i * 2 * PIECE + k))
+            .collect();
+        assert!(buf == want, "piece {i}");
+    }
+    let mut buf = vec![0u8; 100];
+    r.read_exact_at(&mut buf, last).unwrap();
+    assert!(
+        buf.iter()
+            .enumerate()
+            .all(|(k, b)| *b == pattern_byte(999, last + k as u64))
+    );
+}

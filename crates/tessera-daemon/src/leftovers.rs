@@ -1,0 +1,112 @@
+//! Publishing what a process wrote and did not publish, when its connection ends.
+//!
+//! A process that is killed, or ends without closing a file, leaves writes that no one else
+//! can see. Its daemon knows: the process's journals on this node hold every write that
+//! returned (see `tessera_logstore`), and say what it already published (markers), as does
+//! what the process attached through this daemon (`Clients::published`). The rest is
+//! attached for it, as its close would have done.
+
+use crate::Node;
+use tessera_core::index::{self, Entry};
+use tessera_core::{Owner, Run};
+
+/// One file's unpublished writes of one client.
+struct Leftover {
+    ino: u64,
+    runs: Vec<Run>,
+    lost: usize,
+}
+
+impl Node {
+    /// Publishes the unpublished writes `client` left in its logs on this node.
+    pub async fn publish_leftovers(&self, client: u64) {
+        let found = tokio::task::block_in_place(|| self.find_leftovers(client));
+        let owner = Owner {
+            node: self.id,
+            client,
+        };
+        for l in found {
+            if l.lost > 0 {
+                tracing::warn!(
+                    client,
+                    ino = format_args!("{:#x}", l.ino),
+                    "{} damaged journal records: their writes cannot be published",
+                    l.lost
+                );
+            }
+            if l.runs.is_empty() {
+                continue;
+            }
+            let bytes: u64 = l.runs.iter().map(Run::bytes).sum();
+            match self.attach(l.ino, owner, l.runs).await {
+                Ok(()) => tracing::info!(
+                    client,
+                    ino = format_args!("{:#x}", l.ino),
+                    bytes,
+                    "published the writes of a process that ended without publishing them"
+                ),
+                // The file is gone, or the writes are no longer whole: nothing to publish.
+                Err(e) => tracing::warn!(
+                    client,
+                    ino = format_args!("{:#x}", l.ino),
+                    "could not publish the writes of a process that ended: {e}"
+                ),
+            }
+        }
+        self.clients.forget(client);
+    }
+
+    /// Every file with a journal of `client` on this node, and what it left unpublished.
+    fn find_leftovers(&self, client: u64) -> Vec<Leftover> {
+        let mut out = Vec::new();
+        let logs = self.cfg.bb_dir(self.id).join("logs");
+        let Ok(dirs) = std::fs::read_dir(&logs) else {
+            return out;
+        };
+        let name = format!("{client}.journal");
+        for d in dirs.flatten() {
+            let Some(ino) = d
+                .file_name()
+                .to_str()
+                .and_then(|n| u64::from_str_radix(n, 16).ok())
+            else {
+                continue;
+            };
+            let path = d.path().join(&name);
+            if !path.exists() {
+                continue;
+            }
+            let (header, parsed) = match tessera_logstore::read_entries(&path) {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!("reading {}: {e}", path.display());
+                    continue;
+                }
+            };
+            if header.ino != ino || header.client != client || header.node != self.id {
+                tracing::warn!("{} names another log ({header:?}); skipped", path.display());
+                continue;
+            }
+            // The process may have died before it synced its last writes.
+            if let Err(e) = tessera_logstore::seal_logs(
+                &path.with_extension("data"),
+                &path.with_extension("index"),
+            ) {
+                tracing::warn!("sealing the logs of {}: {e}", path.display());
+                continue;
+            }
+            let lost = parsed
+                .entries
+                .iter()
+                .filter(|e| matches!(e, Entry::Lost { .. }))
+                .count();
+            let floor = self.clients.published(client, ino);
+            out.push(Leftover {
+                ino,
+                runs: index::unpublished(&parsed.entries, floor),
+                lost,
+            });
+        }
+        out
+    }
+}
