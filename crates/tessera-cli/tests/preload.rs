@@ -389,3 +389,54 @@ print(sorted(os.listdir("/tessera")))
     );
     assert_eq!(std::fs::read(pfs.join("data")).unwrap(), b"inside");
 }
+
+/// A name that is not UTF-8, under the prefix or relative to a Tessera working directory, is
+/// refused with a clear error, never passed on to the kernel (which would create it in the
+/// process's real working directory).
+#[test]
+fn non_utf8_names_are_refused_not_passed_through() {
+    let inst = Inst::start(2);
+    let cwd = scratch("non-utf8-cwd");
+    ok(&inst, 0, "mkdir", &["/tessera/d"]);
+    let script = r#"
+import errno, os
+os.chdir("/tessera/d")
+for name in (b"rel\xff", b"/tessera/d/abs\xfe"):
+    try:
+        fd = os.open(name, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"x")
+        os.close(fd)
+        print("created")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+try:
+    os.mkdir(b"dir\xff")
+    print("created")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"#;
+    let out = under(&inst, 0, "python3", &["-c", script])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout(&out), "EILSEQ\nEILSEQ\nEILSEQ\n");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not UTF-8"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let leaked: Vec<_> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "created in the real working directory: {leaked:?}"
+    );
+}

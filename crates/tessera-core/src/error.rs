@@ -64,6 +64,8 @@ pub enum Errno {
     Busy,
     /// A symbolic link where Tessera does not follow one (a change through a PFS link).
     Loop,
+    /// A name is not a valid character sequence (not UTF-8).
+    IlSeq,
 }
 
 impl Errno {
@@ -97,6 +99,7 @@ impl Errno {
             Errno::Range => libc::ERANGE,
             Errno::Busy => libc::EBUSY,
             Errno::Loop => libc::ELOOP,
+            Errno::IlSeq => libc::EILSEQ,
         }
     }
 
@@ -130,6 +133,7 @@ impl Errno {
             Errno::Range => "ERANGE",
             Errno::Busy => "EBUSY",
             Errno::Loop => "ELOOP",
+            Errno::IlSeq => "EILSEQ",
         }
     }
 

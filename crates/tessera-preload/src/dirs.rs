@@ -67,7 +67,10 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => {
             let _b = Busy::enter();
-            let r = open_path(&p, libc::O_RDONLY | libc::O_DIRECTORY, 0).and_then(|fd| {
+            let r = p.and_then(|p| {
+                open_path(&p, libc::O_RDONLY | libc::O_DIRECTORY, 0).map(|fd| (fd, p))
+            });
+            let r = r.and_then(|(fd, p)| {
                 stream_of(fd, &p).inspect_err(|_| {
                     if let Some(d) = state::lookup(fd) {
                         let _ = close_tessera(fd, d);

@@ -80,7 +80,10 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
 pub unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| open_path(&p, flags, mode)),
+        Some(p) => run(|| {
+            let p = p?;
+            open_path(&p, flags, mode)
+        }),
         // SAFETY: libc's openat with the caller's arguments.
         None => unsafe { real::openat(dirfd, path, flags, mode) },
     }

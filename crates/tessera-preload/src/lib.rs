@@ -110,11 +110,12 @@ pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
 /// The Tessera path named by `(dirfd, path)`, normalised, or `None` when the call belongs to
 /// libc: the path lies outside the prefix, or the thread is inside the interposer. Relative
 /// paths resolve against a Tessera directory descriptor or the virtual working directory
-/// (after `chdir` into Tessera).
+/// (after `chdir` into Tessera). A name that would be Tessera's but is not UTF-8 is an error
+/// (`EILSEQ`), never handed to the kernel: it would land in the process's real directory.
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> {
+pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult<String>> {
     if path.is_null() {
         return None;
     }
@@ -133,9 +134,18 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> 
             return None;
         }
         // SAFETY: as above.
-        let s = std::str::from_utf8(unsafe { CStr::from_ptr(path) }.to_bytes()).ok()?;
-        let n = lexical_normalize(s);
-        return under_prefix(&n, prefix()).then_some(n);
+        let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+        return match std::str::from_utf8(bytes) {
+            Ok(s) => {
+                let n = lexical_normalize(s);
+                under_prefix(&n, prefix()).then_some(Ok(n))
+            }
+            Err(_) => {
+                // Under the prefix by its bytes: Tessera's, and refused.
+                let lossy = String::from_utf8_lossy(bytes);
+                under_prefix(&lexical_normalize(&lossy), prefix()).then(|| Err(not_utf8(&lossy)))
+            }
+        };
     }
     // SAFETY: as above.
     if unsafe { *path } == 0 {
@@ -158,10 +168,23 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<String> 
         state::lock_desc(&d).path.clone()
     };
     // SAFETY: NUL-terminated by the caller's contract.
-    let s = std::str::from_utf8(unsafe { CStr::from_ptr(path) }.to_bytes()).ok()?;
-    let n = lexical_normalize(&join_user(&base, s));
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let (s, utf8) = match std::str::from_utf8(bytes) {
+        Ok(s) => (std::borrow::Cow::Borrowed(s), true),
+        Err(_) => (String::from_utf8_lossy(bytes), false),
+    };
+    let n = lexical_normalize(&join_user(&base, &s));
     // A descriptor's directory is Tessera's; the virtual cwd may be left by "..".
-    (dirfd != libc::AT_FDCWD || under_prefix(&n, prefix())).then_some(n)
+    let ours = dirfd != libc::AT_FDCWD || under_prefix(&n, prefix());
+    ours.then(|| if utf8 { Ok(n) } else { Err(not_utf8(&n)) })
+}
+
+/// The error for a Tessera name that is not UTF-8 (shown with replacement characters).
+fn not_utf8(shown: &str) -> FsError {
+    FsError::new(
+        Errno::IlSeq,
+        format!("{shown}: the name is not UTF-8, and Tessera names are; use a UTF-8 name"),
+    )
 }
 
 /// A path argument as text, for messages.

@@ -163,6 +163,7 @@ pub unsafe extern "C" fn fstatat64(
     }
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
+            let p = p?;
             fill_stat(&stat_at(&p, flags)?, buf);
             Ok(0)
         }),
@@ -258,6 +259,7 @@ pub unsafe extern "C" fn statx(
     }
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
+            let p = p?;
             fill_statx(&stat_at(&p, flags)?, buf);
             Ok(0)
         }),
@@ -297,7 +299,10 @@ pub unsafe extern "C" fn faccessat(
     flags: c_int,
 ) -> c_int {
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| access_check(&p, mode)),
+        Some(p) => run(|| {
+            let p = p?;
+            access_check(&p, mode)
+        }),
         None => unsafe { real::faccessat(dirfd, path, mode, flags) },
     }
 }
@@ -327,6 +332,7 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
+            let p = p?;
             let c = client()?;
             if flags & libc::AT_REMOVEDIR != 0 {
                 c.rmdir(&p)?;
@@ -349,7 +355,10 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| client()?.mkdir(&p, mode & 0o7777).map(|()| 0)),
+        Some(p) => run(|| {
+            let p = p?;
+            client()?.mkdir(&p, mode & 0o7777).map(|()| 0)
+        }),
         None => unsafe { real::mkdirat(dirfd, path, mode) },
     }
 }
@@ -388,7 +397,9 @@ pub unsafe extern "C" fn renameat2(
     let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
     match (from, to) {
         (None, None) => unsafe { real::renameat2(od, old, nd, new, flags) },
+        (Some(Err(e)), _) | (_, Some(Err(e))) => run(|| Err::<c_int, _>(e)),
         (Some(a), Some(b)) => run(|| {
+            let (a, b) = (a?, b?);
             let c = client()?;
             if flags & libc::RENAME_EXCHANGE != 0 {
                 return Err(FsError::new(
@@ -420,6 +431,7 @@ pub unsafe extern "C" fn renameat2(
 pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
+            let p = p?;
             let len = u64::try_from(len)
                 .map_err(|_| FsError::new(Errno::Inval, format!("truncate to {len}")))?;
             client()?.truncate(&p, len).map(|()| 0)
@@ -483,6 +495,7 @@ fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> {
 pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
+            let p = p?;
             client()?.stat(&p)?;
             fill_statfs(buf)
         }),
@@ -506,6 +519,7 @@ alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
 pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
+            let p = p?;
             client()?.stat(&p)?;
             fill_statvfs(buf)
         }),
@@ -571,7 +585,10 @@ pub unsafe extern "C" fn fchmodat(
     flags: c_int,
 ) -> c_int {
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| chmod_path(&p, mode)),
+        Some(p) => run(|| {
+            let p = p?;
+            chmod_path(&p, mode)
+        }),
         None => unsafe { real::fchmodat(dirfd, path, mode, flags) },
     }
 }
@@ -607,7 +624,10 @@ pub unsafe extern "C" fn fchownat(
     flags: c_int,
 ) -> c_int {
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| same_or_refuse(&client()?.stat(&p)?, (uid, gid), &format!("chown {p}"))),
+        Some(p) => run(|| {
+            let p = p?;
+            same_or_refuse(&client()?.stat(&p)?, (uid, gid), &format!("chown {p}"))
+        }),
         None => unsafe { real::fchownat(dirfd, path, uid, gid, flags) },
     }
 }
@@ -664,7 +684,10 @@ pub unsafe extern "C" fn utimensat(
         return unsafe { futimens(dirfd, times) };
     }
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| set_times(&p, times)),
+        Some(p) => run(|| {
+            let p = p?;
+            set_times(&p, times)
+        }),
         None => unsafe { real::utimensat(dirfd, path, times, flags) },
     }
 }
@@ -695,7 +718,10 @@ pub unsafe extern "C" fn getxattr(
     n: size_t,
 ) -> ssize_t {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| Err(no_xattr(&p))),
+        Some(p) => run(|| {
+            let p = p?;
+            Err(no_xattr(&p))
+        }),
         None => unsafe { real::getxattr(path, name, v, n) },
     }
 }
@@ -709,7 +735,10 @@ pub unsafe extern "C" fn lgetxattr(
     n: size_t,
 ) -> ssize_t {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| Err(no_xattr(&p))),
+        Some(p) => run(|| {
+            let p = p?;
+            Err(no_xattr(&p))
+        }),
         None => unsafe { real::lgetxattr(path, name, v, n) },
     }
 }
@@ -734,7 +763,10 @@ pub unsafe extern "C" fn fgetxattr(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| client()?.stat(&p).map(|_| 0)),
+        Some(p) => run(|| {
+            let p = p?;
+            client()?.stat(&p).map(|_| 0)
+        }),
         None => unsafe { real::listxattr(path, list, n) },
     }
 }
@@ -743,7 +775,10 @@ pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: si
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| client()?.stat(&p).map(|_| 0)),
+        Some(p) => run(|| {
+            let p = p?;
+            client()?.stat(&p).map(|_| 0)
+        }),
         None => unsafe { real::llistxattr(path, list, n) },
     }
 }
@@ -777,6 +812,7 @@ pub unsafe extern "C" fn readlinkat(
 ) -> ssize_t {
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
+            let p = p?;
             let target = client()?.readlink(&p)?;
             let len = target.len().min(n);
             if len > 0 && buf.is_null() {
@@ -812,7 +848,10 @@ fn enter_dir(p: &str) -> FsResult<c_int> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| enter_dir(&p)),
+        Some(p) => run(|| {
+            let p = p?;
+            enter_dir(&p)
+        }),
         None => {
             let r = unsafe { real::chdir(path) };
             if r == 0 {

@@ -125,7 +125,8 @@ unsafe fn tessera_file(name: *const c_char) -> Option<String> {
     };
     let c = CString::new(bare).ok()?;
     // SAFETY: a NUL-terminated string.
-    unsafe { tessera_path(libc::AT_FDCWD, c.as_ptr()) }
+    // A name Tessera refuses is left to the open that follows, which says why.
+    unsafe { tessera_path(libc::AT_FDCWD, c.as_ptr()) }.and_then(Result::ok)
 }
 
 /// Calls the next definition of an MPI function by name.

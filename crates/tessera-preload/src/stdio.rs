@@ -82,7 +82,7 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
                     .to_string_lossy()
                     .into_owned()
             };
-            let fd = fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666));
+            let fd = p.and_then(|p| fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666)));
             match fd {
                 Ok(fd) => {
                     let f = unsafe { stream(fd, mode) };
