@@ -8,7 +8,10 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use tessera_client::Errno;
-use tessera_proto::frame::{self, Authenticator, Challenge, Direction};
+use tessera_proto::frame;
+use tessera_proto::peer_auth::{
+    Authenticator, Challenge, Direction, Hello, Welcome, read_sealed, write_sealed,
+};
 use tessera_proto::{PeerRequest, PeerResponse, Request, Response};
 
 fn alive(inst: &Inst) {
@@ -87,57 +90,62 @@ fn closed(s: &mut TcpStream) -> bool {
     matches!(s.read(&mut b), Ok(0) | Err(_))
 }
 
+/// The connector's side of the handshake, proving with `secret` as node 0; the daemon's
+/// welcome is checked.
+fn handshake(addr: &str, secret: &[u8]) -> Option<(TcpStream, Authenticator)> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let ch = challenge(&mut s);
+    let nonce: [u8; 32] = rand::random();
+    let auth = Authenticator::new(secret, &ch, 0, nonce);
+    let hello = Hello {
+        version: tessera_proto::PROTOCOL_VERSION,
+        from: 0,
+        nonce,
+        proof: auth.connector_proof(),
+    };
+    frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
+    let welcome: Welcome = frame::decode(&frame::read_frame(&mut s, 1 << 10).ok()?).ok()?;
+    auth.check_proof(auth.acceptor_proof(), welcome.proof, "the daemon")
+        .expect("a genuine daemon proves itself");
+    Some((s, auth))
+}
+
 #[test]
 fn unauthenticated_peer_frames_are_refused() {
     let inst = Inst::start(2);
     let addr = peer_addr(&inst, 1);
     let ping = frame::encode(&PeerRequest::Ping);
-
-    // A sealed frame: seal (sequence, MAC) then body.
-    let sealed = |auth: &Authenticator, seq: u64, body: &[u8]| {
-        let mut f = auth.seal(Direction::ToAcceptor, seq, &[body]).to_vec();
-        f.extend_from_slice(body);
-        f
-    };
-
-    // Wrong secret.
-    let mut s = TcpStream::connect(&addr).unwrap();
-    let ch = challenge(&mut s);
-    let forged = sealed(
-        &Authenticator::new(b"not the instance secret", ch.nonce),
-        0,
-        &ping,
-    );
-    frame::write_frame(&mut s, &forged).unwrap();
-    assert!(closed(&mut s), "a frame with a forged MAC was answered");
-
-    // Right secret, replayed on a new connection (different nonce).
     let secret = inst.layout.load_secret().unwrap();
-    let mut s = TcpStream::connect(&addr).unwrap();
-    let ch = challenge(&mut s);
-    let auth = Authenticator::new(&secret, ch.nonce);
-    let good = sealed(&auth, 0, &ping);
-    frame::write_frame(&mut s, &good).unwrap();
-    let reply = frame::read_frame(&mut s, 1 << 20).unwrap();
-    let body = auth
-        .open(Direction::ToConnector, 0, &reply)
-        .expect("a genuine answer");
+
+    // Wrong secret: no welcome, the connection is closed.
+    assert!(
+        handshake(&addr, b"not the instance secret").is_none(),
+        "a connector with a forged proof was welcomed"
+    );
+
+    // Right secret: a genuine answer.
+    let (mut s, auth) = handshake(&addr, &secret).expect("welcomed");
+    let mut recorded = Vec::new();
+    write_sealed(&mut recorded, &auth, Direction::ToAcceptor, 0, &ping).unwrap();
+    s.write_all(&recorded).unwrap();
+    let body =
+        read_sealed(&mut s, &auth, Direction::ToConnector, 0, 1 << 20).expect("a genuine answer");
     assert_eq!(
-        frame::decode::<PeerResponse>(body).unwrap(),
+        frame::decode::<PeerResponse>(&body).unwrap(),
         PeerResponse::Pong { node: 1 }
     );
     // The same frame again on this connection is out of sequence.
-    frame::write_frame(&mut s, &good).unwrap();
+    s.write_all(&recorded).unwrap();
     assert!(closed(&mut s), "a replayed frame was answered");
-    let mut s2 = TcpStream::connect(&addr).unwrap();
-    let _ = challenge(&mut s2);
-    frame::write_frame(&mut s2, &good).unwrap();
+    // Replayed on another authenticated connection (other nonces): refused.
+    let (mut s2, _) = handshake(&addr, &secret).expect("welcomed");
+    s2.write_all(&recorded).unwrap();
     assert!(
         closed(&mut s2),
         "a frame replayed on another connection was answered"
     );
 
-    // Garbage and an oversized length.
+    // Garbage instead of a hello, and an oversized length.
     let mut s = TcpStream::connect(&addr).unwrap();
     let _ = challenge(&mut s);
     frame::write_frame(&mut s, b"definitely not postcard").unwrap();

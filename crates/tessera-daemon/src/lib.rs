@@ -256,7 +256,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         ns: Mutex::new(namespace::Namespace::new(id, &loaded)),
         own: Mutex::new(ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
-        peers: peer::Peers::new(layout.clone(), secret.clone(), cfg.max_frame, cfg.nodes),
+        peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),
         next_client: Mutex::new(loaded.next_client.max(1)),
         cfg,
         layout: layout.clone(),

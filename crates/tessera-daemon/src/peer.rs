@@ -1,25 +1,36 @@
 //! Daemon-to-daemon transport: authenticated request/response over TCP.
 //!
-//! The accepting daemon opens each connection with a [`Challenge`] carrying a fresh nonce;
-//! from then on every frame is sealed: its MAC covers the nonce, direction and sequence number
-//! (see `tessera_proto::frame`). A frame that is oversized, malformed, out of
-//! sequence or unauthenticated closes the connection and is logged; the daemon carries on.
+//! Every connection starts with the mutual handshake of `tessera_proto::peer_auth`: the
+//! accepting daemon closes a connection that has not proved it holds the secret within
+//! `peer_handshake_timeout_ms`, and keeps at most `peer_max_handshakes` connections in their
+//! handshake (more are closed at once), so unauthenticated connections tie up nothing; the
+//! connecting daemon sends no request before the acceptor has proved itself, so a program on
+//! a dead daemon's port learns nothing and is left within the handshake deadline. From then on
+//! every frame is sealed ([`SealedCodec`]): its header is authenticated before its body is
+//! read. A frame that is oversized, malformed, out of sequence or unauthenticated closes the
+//! connection and is logged; the daemon carries on.
 //!
-//! Callers keep a small pool of idle connections per peer. A peer's address is read from its
-//! `run/node-K.addr` file when connecting, so a restarted daemon (new port) is found again.
+//! Callers keep a small pool of idle connections per peer; a pooled connection is checked
+//! before each use and dropped (with the rest of that peer's pool) if the peer has closed it,
+//! so a restarted peer never sees a request on a dead connection. A peer's address is read
+//! from its `run/node-K.addr` file when connecting, so a restarted daemon (new port) is found
+//! again.
 
 use crate::Node;
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use std::io::IoSlice;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::frame::{self, Authenticator, Challenge, Direction, SEAL_LEN};
+use tessera_proto::frame;
+use tessera_proto::peer_auth::{
+    Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN, Welcome,
+};
 use tessera_proto::{InstanceLayout, PROTOCOL_VERSION, PeerRequest, PeerResponse};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::codec::{Decoder, Framed, LengthDelimitedCodec};
 
 /// Longest a single peer request may take before the peer is considered unreachable.
 const PEER_TIMEOUT: Duration = Duration::from_secs(300);
@@ -60,10 +71,15 @@ pub async fn write_frame_parts<W: AsyncWrite + Unpin>(
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let len = u32::try_from(len).map_err(|_| std::io::Error::other("frame larger than 4 GiB"))?;
     let header = len.to_be_bytes();
-    let mut slices: Vec<&[u8]> = std::iter::once(&header[..])
+    let all: Vec<&[u8]> = std::iter::once(&header[..])
         .chain(parts.iter().copied())
-        .filter(|p| !p.is_empty())
         .collect();
+    write_all_parts(w, &all).await
+}
+
+/// Writes `parts` back to back with vectored writes, without copying them.
+async fn write_all_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
     let mut first = 0usize;
     while first < slices.len() {
         let iov: Vec<IoSlice<'_>> = slices[first..].iter().map(|s| IoSlice::new(s)).collect();
@@ -122,27 +138,132 @@ pub fn codec(max_frame: u32) -> LengthDelimitedCodec {
         .new_codec()
 }
 
+/// Reads sealed frames: the header first, checked; then, only if it is genuine, the body.
+pub struct SealedCodec {
+    auth: Authenticator,
+    /// The direction of the frames read.
+    dir: Direction,
+    /// The sequence number of the next frame read.
+    seq: u64,
+    max: usize,
+    /// The body length of a frame whose header was checked.
+    pending: Option<usize>,
+}
+
+impl SealedCodec {
+    pub fn new(auth: Authenticator, dir: Direction, max: usize) -> Self {
+        SealedCodec {
+            auth,
+            dir,
+            seq: 0,
+            max,
+            pending: None,
+        }
+    }
+}
+
+impl Decoder for SealedCodec {
+    type Item = Bytes;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, std::io::Error> {
+        let refuse = |e: FsError| std::io::Error::other(e.to_string());
+        let len = match self.pending {
+            Some(len) => len,
+            None => {
+                if src.len() < HEADER_LEN {
+                    src.reserve(HEADER_LEN - src.len());
+                    return Ok(None);
+                }
+                let len = self
+                    .auth
+                    .open_header(self.dir, self.seq, &src[..HEADER_LEN], self.max)
+                    .map_err(refuse)?;
+                src.advance(HEADER_LEN);
+                self.pending = Some(len);
+                len
+            }
+        };
+        if src.len() < len + MAC_LEN {
+            src.reserve(len + MAC_LEN - src.len());
+            return Ok(None);
+        }
+        let body = src.split_to(len).freeze();
+        let mac = src.split_to(MAC_LEN);
+        self.auth
+            .check_body(self.dir, self.seq, &body, &mac)
+            .map_err(refuse)?;
+        self.seq += 1;
+        self.pending = None;
+        Ok(Some(body))
+    }
+}
+
+/// Writes one sealed frame whose body is the concatenation of `parts`.
+async fn write_sealed<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    auth: &Authenticator,
+    dir: Direction,
+    seq: u64,
+    parts: &[&[u8]],
+) -> std::io::Result<()> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let len = u32::try_from(len).map_err(|_| std::io::Error::other("frame larger than 4 GiB"))?;
+    let header = auth.seal_header(dir, seq, len);
+    let mac = auth.body_mac(dir, seq, parts);
+    let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
+    all.push(&header);
+    all.extend_from_slice(parts);
+    all.push(&mac);
+    write_all_parts(w, &all).await
+}
+
 struct PeerConn {
-    framed: Framed<TcpStream, LengthDelimitedCodec>,
+    framed: Framed<TcpStream, SealedCodec>,
     auth: Authenticator,
     seq: u64,
+}
+
+impl PeerConn {
+    /// Whether the peer still holds the connection open and has sent nothing unasked (a
+    /// restarted peer's old connections read as closed).
+    fn alive(&self) -> bool {
+        if !self.framed.read_buffer().is_empty() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        matches!(
+            self.framed.get_ref().try_read(&mut b),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
+    }
 }
 
 /// Outgoing connections to the other daemons.
 pub struct Peers {
     layout: InstanceLayout,
     secret: Vec<u8>,
+    /// This daemon's node.
+    me: u32,
     max_frame: u32,
+    handshake: Duration,
     idle: Vec<Mutex<Vec<PeerConn>>>,
 }
 
 impl Peers {
-    pub fn new(layout: InstanceLayout, secret: Vec<u8>, max_frame: u32, nodes: u32) -> Self {
+    pub fn new(
+        layout: InstanceLayout,
+        secret: Vec<u8>,
+        me: u32,
+        cfg: &tessera_proto::InstanceConfig,
+    ) -> Self {
         Peers {
             layout,
             secret,
-            max_frame,
-            idle: (0..nodes).map(|_| Mutex::new(Vec::new())).collect(),
+            me,
+            max_frame: cfg.max_frame,
+            handshake: Duration::from_millis(cfg.peer_handshake_timeout_ms),
+            idle: (0..cfg.nodes).map(|_| Mutex::new(Vec::new())).collect(),
         }
     }
 
@@ -161,18 +282,41 @@ impl Peers {
         let addr = std::fs::read_to_string(&addr_file).map_err(|e| {
             self.unreachable(node, format!("no address in {}: {e}", addr_file.display()))
         })?;
-        let addr = addr.trim();
+        let addr = addr.trim().to_string();
+        match tokio::time::timeout(self.handshake, self.handshake(node, &addr)).await {
+            Ok(r) => r,
+            Err(_) => Err(self.unreachable(
+                node,
+                format!(
+                    "{addr} did not complete the handshake within {:?} (is another program on that port?)",
+                    self.handshake
+                ),
+            )),
+        }
+    }
+
+    async fn handshake_frame(
+        &self,
+        node: u32,
+        addr: &str,
+        framed: &mut Framed<TcpStream, LengthDelimitedCodec>,
+    ) -> FsResult<BytesMut> {
+        framed
+            .next()
+            .await
+            .ok_or_else(|| self.unreachable(node, format!("{addr} closed the handshake")))?
+            .map_err(|e| self.unreachable(node, format!("{addr}: {e}")))
+    }
+
+    /// Connects to `addr` and runs the connector's side of the handshake: nothing but the
+    /// handshake is sent before the peer has proved it holds the secret.
+    async fn handshake(&self, node: u32, addr: &str) -> FsResult<PeerConn> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| self.unreachable(node, format!("connecting to {addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
-        let mut framed = Framed::new(stream, codec(self.max_frame));
-        let first = framed
-            .next()
-            .await
-            .ok_or_else(|| self.unreachable(node, "closed before its challenge"))?
-            .map_err(|e| self.unreachable(node, e))?;
-        let ch: Challenge = frame::decode(&first)?;
+        let mut framed = Framed::new(stream, codec(HANDSHAKE_MAX as u32));
+        let ch: Challenge = frame::decode(&self.handshake_frame(node, addr, &mut framed).await?)?;
         if ch.version != PROTOCOL_VERSION || ch.node != node {
             return Err(FsError::new(
                 Errno::Proto,
@@ -182,9 +326,37 @@ impl Peers {
                 ),
             ));
         }
+        let nonce: [u8; 32] = rand::random();
+        let auth = Authenticator::new(&self.secret, &ch, self.me, nonce);
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            from: self.me,
+            nonce,
+            proof: auth.connector_proof(),
+        };
+        framed
+            .send(wire(&hello))
+            .await
+            .map_err(|e| self.unreachable(node, format!("{addr}: {e}")))?;
+        let welcome: Welcome =
+            frame::decode(&self.handshake_frame(node, addr, &mut framed).await?)?;
+        auth.check_proof(
+            auth.acceptor_proof(),
+            welcome.proof,
+            &format!("{addr} (node {node})"),
+        )
+        .map_err(|e| self.unreachable(node, e.message))?;
+        let stream = framed.into_inner();
         Ok(PeerConn {
-            framed,
-            auth: Authenticator::new(&self.secret, ch.nonce),
+            framed: Framed::new(
+                stream,
+                SealedCodec::new(
+                    auth.clone(),
+                    Direction::ToConnector,
+                    self.max_frame as usize,
+                ),
+            ),
+            auth,
             seq: 0,
         })
     }
@@ -196,20 +368,23 @@ impl Peers {
         req: &PeerRequest,
     ) -> FsResult<PeerReply> {
         let body = frame::encode(req);
-        let seal = conn.auth.seal(Direction::ToAcceptor, conn.seq, &[&body]);
-        write_frame_parts(conn.framed.get_mut(), &[&seal, &body])
-            .await
-            .map_err(|e| self.unreachable(node, format!("sending: {e}")))?;
+        write_sealed(
+            conn.framed.get_mut(),
+            &conn.auth,
+            Direction::ToAcceptor,
+            conn.seq,
+            &[&body],
+        )
+        .await
+        .map_err(|e| self.unreachable(node, format!("sending: {e}")))?;
         let reply = conn
             .framed
             .next()
             .await
             .ok_or_else(|| self.unreachable(node, "connection closed"))?
-            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?
-            .freeze();
-        let body = conn.auth.open(Direction::ToConnector, conn.seq, &reply)?;
+            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?;
         conn.seq += 1;
-        reply_of(&reply, body)
+        reply_of(&reply, &reply)
     }
 
     /// Sends `req` to `node` and waits for its response. A pooled connection found dead (the
@@ -220,6 +395,15 @@ impl Peers {
         })?;
         for _ in 0..2 {
             let pooled = slot.lock().expect("pool lock").pop();
+            // A pooled connection the peer has closed (it restarted) is found before a
+            // request goes out on it; the others of that peer went with it.
+            let pooled = match pooled {
+                Some(c) if !c.alive() => {
+                    slot.lock().expect("pool lock").clear();
+                    None
+                }
+                other => other,
+            };
             let was_pooled = pooled.is_some();
             let mut conn = match pooled {
                 Some(c) => c,
@@ -250,14 +434,23 @@ impl Peers {
     }
 }
 
-/// Accepts peer connections until the listener fails.
+/// Accepts peer connections until the listener fails. At most `peer_max_handshakes` may be
+/// in their handshake at once; more are closed at once.
 pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(
+        node.cfg.peer_max_handshakes as usize,
+    ));
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
+                let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                    tracing::debug!(%addr, "peer connection refused: too many handshakes in progress");
+                    drop(stream);
+                    continue;
+                };
                 let node = node.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = serve_conn(node, stream).await {
+                    if let Err(e) = serve_conn(node, stream, permit).await {
                         tracing::warn!(%addr, "peer connection closed: {e}");
                     }
                 });
@@ -270,39 +463,100 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
     }
 }
 
-async fn serve_conn(node: Arc<Node>, stream: TcpStream) -> FsResult<()> {
+/// The acceptor's side of the handshake: challenge, check the connector's proof, prove.
+async fn accept_handshake(
+    node: &Node,
+    stream: TcpStream,
+) -> FsResult<(TcpStream, Authenticator, u32)> {
     let _ = stream.set_nodelay(true);
-    let max = node.cfg.max_frame as usize;
-    let mut framed = Framed::new(stream, codec(node.cfg.max_frame));
-    let nonce: [u8; 32] = rand::random();
+    let mut framed = Framed::new(stream, codec(HANDSHAKE_MAX as u32));
+    let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
     let ch = Challenge {
         version: PROTOCOL_VERSION,
         node: node.id,
-        nonce,
+        nonce: rand::random(),
     };
-    let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
     framed.send(wire(&ch)).await.map_err(io)?;
-    let auth = Authenticator::new(&node.secret, nonce);
+    let f = framed
+        .next()
+        .await
+        .ok_or_else(|| FsError::new(Errno::Proto, "closed during the handshake"))?
+        .map_err(io)?;
+    let hello: Hello = frame::decode(&f)?;
+    if hello.version != PROTOCOL_VERSION || hello.from >= node.cfg.nodes {
+        return Err(FsError::new(
+            Errno::Proto,
+            format!(
+                "a peer says it is node {} speaking protocol {} (this instance: nodes 0..{}, protocol {PROTOCOL_VERSION})",
+                hello.from, hello.version, node.cfg.nodes
+            ),
+        ));
+    }
+    let auth = Authenticator::new(&node.secret, &ch, hello.from, hello.nonce);
+    auth.check_proof(auth.connector_proof(), hello.proof, "a connecting peer")?;
+    framed
+        .send(wire(&Welcome {
+            proof: auth.acceptor_proof(),
+        }))
+        .await
+        .map_err(io)?;
+    if !framed.read_buffer().is_empty() {
+        return Err(FsError::new(
+            Errno::Proto,
+            "a peer sent before the handshake was over",
+        ));
+    }
+    Ok((framed.into_inner(), auth, hello.from))
+}
+
+async fn serve_conn(
+    node: Arc<Node>,
+    stream: TcpStream,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> FsResult<()> {
+    let deadline = Duration::from_millis(node.cfg.peer_handshake_timeout_ms);
+    let (stream, auth, from) =
+        match tokio::time::timeout(deadline, accept_handshake(&node, stream)).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(FsError::new(
+                    Errno::Access,
+                    format!("no proof of the secret within {deadline:?}"),
+                ));
+            }
+        };
+    drop(permit);
+    tracing::debug!(peer = from, "peer connection authenticated");
+    let max = node.cfg.max_frame as usize;
+    let mut framed = Framed::new(
+        stream,
+        SealedCodec::new(auth.clone(), Direction::ToAcceptor, max),
+    );
+    let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
     let mut seq = 0u64;
     while let Some(f) = framed.next().await {
-        let f = f.map_err(io)?;
-        let body = auth.open(Direction::ToAcceptor, seq, &f)?;
-        let req: PeerRequest = frame::decode(body)?;
+        let body = f.map_err(io)?;
+        let req: PeerRequest = frame::decode(&body)?;
         let mut reply = node
             .handle_peer(req)
             .await
             .unwrap_or_else(|e| PeerReply::msg(PeerResponse::Err(e)));
         let mut msg = frame::encode(&reply.resp);
-        if SEAL_LEN + msg.len() + reply.data.len() > max {
+        if msg.len() + reply.data.len() > max {
             let size = msg.len() + reply.data.len();
             reply = PeerReply::msg(PeerResponse::Err(too_large(size, node.cfg.max_frame)));
             msg = frame::encode(&reply.resp);
         }
-        let seal = auth.seal(Direction::ToConnector, seq, &[&msg, &reply.data]);
+        write_sealed(
+            framed.get_mut(),
+            &auth,
+            Direction::ToConnector,
+            seq,
+            &[&msg, &reply.data],
+        )
+        .await
+        .map_err(io)?;
         seq += 1;
-        write_frame_parts(framed.get_mut(), &[&seal, &msg, &reply.data])
-            .await
-            .map_err(io)?;
     }
     Ok(())
 }

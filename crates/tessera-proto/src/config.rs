@@ -57,6 +57,23 @@ pub struct InstanceConfig {
     /// keeps the checkpoint's CPU and disk work away from a busy application.
     #[serde(default = "default_checkpoint_idle_ms")]
     pub state_checkpoint_idle_ms: u64,
+    /// Milliseconds a daemon waits for a new peer connection to prove it holds the secret
+    /// (and a connecting daemon for the peer's proof): shorter drops idle or hostile
+    /// connections sooner, longer tolerates slower networks.
+    #[serde(default = "default_handshake_ms")]
+    pub peer_handshake_timeout_ms: u64,
+    /// Peer connections that may be in their handshake at once; more are closed at once.
+    /// Bounds what unauthenticated connections can tie up.
+    #[serde(default = "default_max_handshakes")]
+    pub peer_max_handshakes: u32,
+}
+
+fn default_handshake_ms() -> u64 {
+    5000
+}
+
+fn default_max_handshakes() -> u32 {
+    64
 }
 
 fn default_checkpoint_idle_ms() -> u64 {
@@ -86,6 +103,8 @@ impl InstanceConfig {
             bb_capacity: 0,
             state_durability: StateDurability::Process,
             state_checkpoint_idle_ms: default_checkpoint_idle_ms(),
+            peer_handshake_timeout_ms: default_handshake_ms(),
+            peer_max_handshakes: default_max_handshakes(),
         }
     }
 
@@ -108,6 +127,12 @@ impl InstanceConfig {
             return bad(format!(
                 "instance.toml: max_frame = {} must be at least 1 MiB",
                 self.max_frame
+            ));
+        }
+        if self.peer_max_handshakes == 0 || self.peer_handshake_timeout_ms == 0 {
+            return bad(format!(
+                "instance.toml: peer_max_handshakes = {} and peer_handshake_timeout_ms = {} must be at least 1",
+                self.peer_max_handshakes, self.peer_handshake_timeout_ms
             ));
         }
         if !self.mount.starts_with('/') {

@@ -2,8 +2,9 @@
 //!
 //! * [`msg`]: requests and responses between a client and its node's daemon (Unix socket) and
 //!   between daemons (TCP), as serde types encoded with postcard;
-//! * [`frame`]: length-prefixed framing with a maximum size, and the MAC (keyed BLAKE3) that authenticates
-//!   every daemon-to-daemon frame with the instance secret;
+//! * [`frame`]: length-prefixed framing with a maximum size;
+//! * [`peer_auth`]: the mutual handshake of daemons and the sealed frames between them (keyed
+//!   BLAKE3 with the instance secret);
 //! * [`config`]: the instance description (`instance.toml`) and the layout of an instance
 //!   directory.
 //!
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod frame;
 pub mod msg;
+pub mod peer_auth;
 
 pub use config::{InstanceConfig, InstanceLayout};
 pub use msg::*;

@@ -9,7 +9,7 @@ use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{FsError, Owner, Run};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {

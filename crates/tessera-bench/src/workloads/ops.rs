@@ -160,15 +160,17 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 std::hint::black_box(&dst);
             }),
         );
-        let auth = tessera_proto::frame::Authenticator::new(b"bench", [1; 32]);
+        use tessera_proto::peer_auth::{Authenticator, Challenge, Direction};
+        let challenge = Challenge {
+            version: 0,
+            node: 0,
+            nonce: [1; 32],
+        };
+        let auth = Authenticator::new(b"bench", &challenge, 1, [2; 32]);
         m.insert(
             "mac_mibs".into(),
             rate(src.len(), || {
-                std::hint::black_box(auth.seal(
-                    tessera_proto::frame::Direction::ToAcceptor,
-                    0,
-                    &[&src],
-                ));
+                std::hint::black_box(auth.body_mac(Direction::ToAcceptor, 0, &[&src]));
             }),
         );
         let mut attach = Vec::with_capacity(samples as usize);
