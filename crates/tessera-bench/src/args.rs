@@ -80,11 +80,11 @@ pub struct Params {
     /// Repetitions; every metric is reported as the median over them.
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
-    /// checkpoint: bytes per write.
-    #[arg(long, default_value_t = 47_001)]
+    /// checkpoint: bytes per write (units allowed: 47001, 1MiB).
+    #[arg(long, default_value = "47001", value_parser = tessera_cli::size::parse_size)]
     pub xfer: u64,
-    /// checkpoint: bytes per rank (rounded up to whole writes).
-    #[arg(long, default_value_t = 64 << 20)]
+    /// checkpoint: bytes per rank, rounded up to whole writes (units allowed: 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = tessera_cli::size::parse_size)]
     pub per_rank: u64,
     /// checkpoint: fsync (direct) / fsync = commit + durable logs (Tessera) before close.
     #[arg(long)]
@@ -92,8 +92,8 @@ pub struct Params {
     /// consistency: access pattern.
     #[arg(long, value_enum, default_value = "CS-R")]
     pub pattern: Pattern,
-    /// consistency: bytes per access (the paper: 8 KiB and 8 MiB).
-    #[arg(long, default_value_t = 8 << 10)]
+    /// consistency: bytes per access (the paper: 8k and 8m).
+    #[arg(long, default_value = "8k", value_parser = tessera_cli::size::parse_size)]
     pub size: u64,
     /// consistency: writes per writing rank (the paper: 10; more so a run lasts long enough to measure).
     #[arg(long, default_value_t = 2000)]

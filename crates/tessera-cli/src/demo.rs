@@ -32,11 +32,11 @@ pub struct DemoArgs {
     /// Daemons to start.
     #[arg(long, default_value_t = 3)]
     pub daemons: u32,
-    /// Bytes per write.
-    #[arg(long, default_value_t = 47_001)]
+    /// Bytes per write (units allowed: 47001, 1MiB).
+    #[arg(long, default_value = "47001", value_parser = crate::size::parse_size)]
     pub xfer: u64,
-    /// Bytes each rank writes (rounded up to whole writes).
-    #[arg(long, default_value_t = 64 << 20)]
+    /// Bytes each rank writes, rounded up to whole writes (units allowed: 64MiB, 1g).
+    #[arg(long, default_value = "64MiB", value_parser = crate::size::parse_size)]
     pub per_rank: u64,
     /// Keep the directory afterwards.
     #[arg(long)]

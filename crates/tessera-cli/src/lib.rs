@@ -3,9 +3,11 @@
 //! * [`instance`]: create an instance, start, stop and report its daemons;
 //! * [`inspect`]: ls, stat, where, flush;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
-//! * [`script`]: a rank driven by JSON-line commands, for multi-process tests.
+//! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
+//! * [`size`]: sizes with units on the command line.
 
 pub mod demo;
 pub mod inspect;
 pub mod instance;
 pub mod script;
+pub mod size;

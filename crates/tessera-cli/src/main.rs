@@ -51,11 +51,12 @@ enum Cmd {
         /// Root of the node-local burst buffers (new instance; default <instance>/bb).
         #[arg(long)]
         bb_root: Option<PathBuf>,
-        /// Stripe size in bytes for ownership placement (new instance).
-        #[arg(long)]
+        /// Stripe size for ownership placement, e.g. 64MiB (new instance).
+        #[arg(long, value_parser = tessera_cli::size::parse_size)]
         stripe_size: Option<u64>,
-        /// Burst-buffer bytes per node, 0 = until the device is full (new instance).
-        #[arg(long, default_value_t = 0)]
+        /// Burst-buffer space per node, e.g. 100GiB; 0 = until the device is full (new
+        /// instance).
+        #[arg(long, default_value = "0", value_parser = tessera_cli::size::parse_size)]
         bb_capacity: u64,
         /// Default consistency model: posix, commit, session or mpiio (new instance).
         #[arg(long, default_value = "session")]

@@ -185,10 +185,10 @@ impl Node {
                     .await?
             }
             Request::Reserve { bytes } => Response::Granted {
-                bytes: self.logs.reserve(bytes)?,
+                bytes: tokio::task::block_in_place(|| self.logs.reserve(client, bytes))?,
             },
             Request::Release { bytes } => {
-                self.logs.release(bytes);
+                self.logs.release(client, bytes)?;
                 Response::Ok
             }
             Request::Status => Response::Status(self.status()),
@@ -258,13 +258,18 @@ impl Node {
 
     pub fn status(&self) -> NodeStatus {
         let (files_owned, extents_owned) = self.own.lock().expect("own").stats();
+        let space = tokio::task::block_in_place(|| self.logs.space());
+        let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
         NodeStatus {
             node: self.id,
             pid: std::process::id(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
             bb_dir: self.cfg.bb_dir(self.id).display().to_string(),
-            bb_used: self.logs.used(),
+            bb_used: space.used,
+            bb_reserved: space.reserved,
             bb_capacity: self.logs.capacity(),
+            bb_device_total: device.as_ref().map_or(0, |d| d.f_blocks * d.f_frsize),
+            bb_device_free: device.as_ref().map_or(0, |d| d.f_bavail * d.f_frsize),
             clients: self.connected.load(std::sync::atomic::Ordering::Relaxed),
             files_owned,
             extents_owned,

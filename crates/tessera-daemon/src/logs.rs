@@ -1,12 +1,16 @@
 //! The read service and the burst-buffer accounting of one node.
 //!
 //! Logs on this node are read through cached [`LogView`]s (the index is parsed once and then
-//! only its new tail), for remote readers and for flush. Capacity is accounted in grants:
-//! a client reserves space before appending, so a full burst buffer fails the write that
-//! would overflow it with ENOSPC while everything already written stays intact.
+//! only its new tail), for remote readers and for flush.
+//!
+//! Capacity is accounted from what the logs really hold (their sizes on disk), plus the part
+//! of each live client's reservations it has not written yet: a client reserves space in
+//! grants before appending, so a full burst buffer fails the write that would overflow it with
+//! ENOSPC while everything already written stays intact. A client's reservation goes with its
+//! connection, and a client cannot release more than it was granted, so neither a process that
+//! dies nor a crafted request moves the count away from the truth.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::LogView;
@@ -20,32 +24,88 @@ pub struct Logs {
     cfg: InstanceConfig,
     views: Mutex<Views>,
     capacity: u64,
-    used: Mutex<u64>,
+    /// Per live client: bytes granted (less what it released), and bytes of its logs that
+    /// were deleted since (written under those grants, gone from the disk).
+    granted: Mutex<HashMap<u64, Grant>>,
 }
 
-/// Total size of the regular files below `dir`.
-fn du(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => du(&e.path()),
-            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
-            Err(_) => 0,
-        })
-        .sum()
+#[derive(Clone, Copy, Debug, Default)]
+struct Grant {
+    granted: u64,
+    retired: u64,
+}
+
+/// What the logs of this node hold on disk, in all and per client.
+#[derive(Default)]
+struct Usage {
+    total: u64,
+    per_client: HashMap<u64, u64>,
+}
+
+/// The burst buffer's numbers, as reported by status and statfs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Space {
+    /// Bytes the logs hold on disk.
+    pub used: u64,
+    /// Bytes reserved by live clients and not written yet.
+    pub reserved: u64,
 }
 
 impl Logs {
     pub fn new(node: u32, cfg: &InstanceConfig) -> Self {
-        let logs_dir = cfg.bb_dir(node).join("logs");
         Logs {
             node,
             cfg: cfg.clone(),
             views: Mutex::new(HashMap::new()),
             capacity: cfg.bb_capacity,
-            used: Mutex::new(du(&logs_dir)),
+            granted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The sizes of the log files on this node (`logs/<ino>/<client>.<kind>`).
+    fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        let Ok(dirs) = std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs")) else {
+            return u;
+        };
+        for d in dirs.flatten() {
+            let Ok(files) = std::fs::read_dir(d.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let len = f.metadata().map_or(0, |m| m.len());
+                u.total += len;
+                let client = f
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.split('.').next()?.parse::<u64>().ok());
+                if let Some(c) = client {
+                    *u.per_client.entry(c).or_default() += len;
+                }
+            }
+        }
+        u
+    }
+
+    /// Reserved bytes not written yet, over every live client: what it was granted less
+    /// what its logs hold and held before they were deleted.
+    fn outstanding(granted: &HashMap<u64, Grant>, usage: &Usage) -> u64 {
+        granted
+            .iter()
+            .map(|(c, g)| {
+                let written = usage.per_client.get(c).copied().unwrap_or(0) + g.retired;
+                g.granted.saturating_sub(written)
+            })
+            .sum()
+    }
+
+    /// What the burst buffer holds and what is reserved.
+    pub fn space(&self) -> Space {
+        let usage = self.usage();
+        let granted = self.granted.lock().expect("granted lock");
+        Space {
+            used: usage.total,
+            reserved: Self::outstanding(&granted, &usage),
         }
     }
 
@@ -216,56 +276,78 @@ impl Logs {
         f(&v)
     }
 
-    /// Deletes every log of `ino` on this node and releases its space.
+    /// Deletes every log of `ino` on this node (its space is free at once: usage is what the
+    /// logs hold).
     pub fn drop_file(&self, ino: u64) -> FsResult<()> {
         self.views
             .lock()
             .expect("views lock")
             .retain(|(i, _), _| *i != ino);
         let dir = self.cfg.log_dir(self.node, ino);
-        let bytes = du(&dir);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(FsError::io(format!("removing logs {}", dir.display()), &e)),
+        // Bytes written under live clients' grants leave the disk: remember they were written.
+        if let Ok(files) = std::fs::read_dir(&dir) {
+            let mut granted = self.granted.lock().expect("granted lock");
+            for f in files.flatten() {
+                let client = f
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.split('.').next()?.parse::<u64>().ok());
+                if let Some(g) = client.and_then(|c| granted.get_mut(&c)) {
+                    g.retired += f.metadata().map_or(0, |m| m.len());
+                }
+            }
         }
-        let mut used = self.used.lock().expect("used lock");
-        *used = used.saturating_sub(bytes);
-        Ok(())
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(FsError::io(format!("removing logs {}", dir.display()), &e)),
+        }
     }
 
-    /// Grants `bytes` of burst-buffer space, or ENOSPC naming the numbers.
-    pub fn reserve(&self, bytes: u64) -> FsResult<u64> {
-        let mut used = self.used.lock().expect("used lock");
-        let wanted = used
-            .checked_add(bytes)
-            .filter(|w| *w <= tessera_core::run::MAX_FILE_SIZE);
-        let Some(wanted) = wanted else {
+    /// Grants `client` `bytes` of burst-buffer space, or ENOSPC naming the numbers.
+    pub fn reserve(&self, client: u64, bytes: u64) -> FsResult<u64> {
+        if bytes > tessera_core::run::MAX_FILE_SIZE {
             return Err(FsError::new(
                 Errno::Inval,
                 format!("reservation of {bytes} bytes is out of range"),
             ));
-        };
-        if self.capacity > 0 && wanted > self.capacity {
+        }
+        let usage = self.usage();
+        let mut granted = self.granted.lock().expect("granted lock");
+        let reserved = Self::outstanding(&granted, &usage);
+        if self.capacity > 0 && usage.total + reserved + bytes > self.capacity {
             return Err(FsError::new(
                 Errno::NoSpace,
                 format!(
-                    "burst buffer of node {} is full: {} of {} bytes in use, {bytes} more requested; flush and remove files, or start the instance with a larger --bb-capacity",
-                    self.node, *used, self.capacity
+                    "burst buffer of node {} is full: its logs hold {} bytes and {reserved} more are reserved, of {}; {bytes} more requested; flush and remove files, or start the instance with a larger --bb-capacity",
+                    self.node, usage.total, self.capacity
                 ),
             ));
         }
-        *used = wanted;
+        granted.entry(client).or_default().granted += bytes;
         Ok(bytes)
     }
 
-    pub fn release(&self, bytes: u64) {
-        let mut used = self.used.lock().expect("used lock");
-        *used = used.saturating_sub(bytes);
+    /// Takes back `bytes` of what `client` was granted; more than it was granted is refused.
+    pub fn release(&self, client: u64, bytes: u64) -> FsResult<()> {
+        let mut granted = self.granted.lock().expect("granted lock");
+        let g = granted.entry(client).or_default();
+        if bytes > g.granted {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "release of {bytes} bytes by client {client}, which holds {} bytes granted",
+                    g.granted
+                ),
+            ));
+        }
+        g.granted -= bytes;
+        Ok(())
     }
 
-    pub fn used(&self) -> u64 {
-        *self.used.lock().expect("used lock")
+    /// Forgets a client's reservations (its connection ended; what it wrote stays counted).
+    pub fn client_gone(&self, client: u64) {
+        self.granted.lock().expect("granted lock").remove(&client);
     }
 
     pub fn capacity(&self) -> u64 {

@@ -55,6 +55,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                         // what was written under it.
                         node.publish_leftovers(c).await;
                         node.client_gone(c).await;
+                        node.logs.client_gone(c);
                         node.clients.unbind(c);
                     }
                     node.connected.fetch_sub(1, Ordering::Relaxed);

@@ -441,13 +441,21 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
 }
 alias!(truncate64 => truncate(path: *const c_char, len: off_t) -> c_int);
 
-/// Sizes reported by statfs: the burst buffer of this process's node.
+/// Sizes reported by statfs, in 4 KiB blocks: the burst buffer of this process's node, its
+/// configured capacity (or its device's size), less what the logs hold and what is reserved.
 fn fs_numbers() -> FsResult<(u64, u64)> {
     let s = client()?.status()?;
     let bsize = 4096u64;
-    let total = s.bb_capacity / bsize;
-    let free = s.bb_capacity.saturating_sub(s.bb_used) / bsize;
-    Ok((total, free))
+    let (total, free) = if s.bb_capacity > 0 {
+        let taken = s.bb_used + s.bb_reserved;
+        (s.bb_capacity, s.bb_capacity.saturating_sub(taken))
+    } else {
+        (
+            s.bb_device_total,
+            s.bb_device_free.saturating_sub(s.bb_reserved),
+        )
+    };
+    Ok((total / bsize, free / bsize))
 }
 
 fn fill_statfs(buf: *mut libc::statfs64) -> FsResult<c_int> {

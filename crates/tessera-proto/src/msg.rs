@@ -74,8 +74,15 @@ pub struct NodeStatus {
     pub pid: u32,
     pub uptime_ms: u64,
     pub bb_dir: String,
+    /// Bytes the logs of this node hold on disk.
     pub bb_used: u64,
+    /// Bytes reserved by live clients and not written yet.
+    pub bb_reserved: u64,
+    /// The configured capacity (0: until the device is full).
     pub bb_capacity: u64,
+    /// Size and free space of the burst buffer's device.
+    pub bb_device_total: u64,
+    pub bb_device_free: u64,
     pub clients: u64,
     pub files_owned: u64,
     pub extents_owned: u64,
