@@ -1,6 +1,23 @@
 #!/usr/bin/env bash
 # Quick start, part 2: the test suite (this is what CI runs).
+#
+#   bash scripts/test.sh          the representative tier (CI): format, lint, every test
+#   bash scripts/test.sh --full   the full tier: 5x the conformance programs, 4x the property
+#                                 cases (run it before resolving an issue)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+full=0
+for arg in "$@"; do
+    case "$arg" in
+        --full) full=1 ;;
+        -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+        *) echo "scripts/test.sh: unknown option '$arg' (use --full, or nothing)" >&2; exit 2 ;;
+    esac
+done
+if [ "$full" -eq 1 ]; then
+    export TESSERA_CONFORMANCE_PROGRAMS="${TESSERA_CONFORMANCE_PROGRAMS:-1000}"
+    export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
+    say "full tier: $TESSERA_CONFORMANCE_PROGRAMS conformance programs per model, $PROPTEST_CASES property cases"
+fi
 ensure_build_deps
 ensure_test_deps
 say "format"
