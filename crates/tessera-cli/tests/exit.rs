@@ -123,3 +123,44 @@ fn a_killed_process_loses_no_write_that_returned() {
             .all(|(k, b)| *b == pattern_byte(999, last + k as u64))
     );
 }
+
+/// A process that wrote before and after its daemon restarted, then was killed: the restarted
+/// daemon learned again which files it writes (at its reconnect), and publishes all of it.
+#[test]
+fn a_killed_process_whose_daemon_restarted_is_published() {
+    let inst = Inst::start(2);
+    let mut w = Rank::spawn(&inst.layout, 0);
+    w.ok(&Cmd::Open {
+        path: "/tessera/restarted".into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create: true,
+    });
+    w.ok(&Cmd::Write {
+        off: 0,
+        len: 4096,
+        id: 1,
+    });
+    inst.kill9(0);
+    inst.restart(0);
+    w.ok(&Cmd::Write {
+        off: 4096,
+        len: 4096,
+        id: 2,
+    });
+    w.kill9();
+    let c = inst.client(1);
+    let end = Instant::now() + Duration::from_secs(20);
+    while c.stat("/tessera/restarted").unwrap().size < 8192 {
+        assert!(Instant::now() < end, "the writes were not published");
+        std::thread::yield_now();
+    }
+    let mut r = c.open_read("/tessera/restarted").unwrap();
+    let mut buf = vec![0u8; 8192];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    for (k, b) in buf.iter().enumerate() {
+        let id = if k < 4096 { 1 } else { 2 };
+        assert_eq!(*b, pattern_byte(id, k as u64), "byte {k}");
+    }
+}

@@ -367,7 +367,15 @@ impl Inner {
                 self.cfg.max_frame as usize,
                 resume,
             ) {
-                Ok((conn, id, _)) => {
+                Ok((mut conn, id, _)) => {
+                    if resume == Some(id) {
+                        // A restarted daemon learns again which files this process writes.
+                        for (ino, fs) in &self.files {
+                            if fs.writer.is_some() {
+                                conn.call(&Request::Writing { ino: *ino })?;
+                            }
+                        }
+                    }
                     self.conn = Some(conn);
                     self.client_id = id;
                     return Ok(());
@@ -451,9 +459,13 @@ impl Inner {
         Ok(())
     }
 
-    /// The writer of this process's logs for `ino`, created on first use.
+    /// The writer of this process's logs for `ino`, created on first use (after telling the
+    /// daemon, which publishes what the process leaves unpublished if it dies).
     pub fn writer(&mut self, ino: u64) -> FsResult<&mut LogWriter> {
         let client = self.client_id()?;
+        if self.files.get(&ino).is_none_or(|fs| fs.writer.is_none()) {
+            self.call(&Request::Writing { ino })?;
+        }
         let (node, cfg) = (self.node, &self.cfg);
         let fs = self.files.entry(ino).or_default();
         if fs.writer.is_none() {

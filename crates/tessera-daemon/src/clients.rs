@@ -8,7 +8,7 @@
 //! index logs (`Node::publish_leftovers`); the positions recorded here say where the
 //! unpublished part starts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tessera_core::{Errno, FsError, FsResult};
 
@@ -18,6 +18,11 @@ pub struct Clients {
     live: Mutex<HashMap<u64, u32>>,
     /// (client, ino) -> data-log position below which the client published every write.
     published: Mutex<HashMap<(u64, u64), u64>>,
+    /// The files each client keeps logs of on this node.
+    writing: Mutex<HashMap<u64, HashSet<u64>>>,
+    /// Clients that were connected when this daemon last stopped and have not come back:
+    /// id -> (pid, process start time).
+    absent: Mutex<HashMap<u64, (u32, u64)>>,
 }
 
 impl Clients {
@@ -33,7 +38,35 @@ impl Clients {
             ));
         }
         live.insert(id, pid);
+        self.absent.lock().expect("clients").remove(&id);
         Ok(())
+    }
+
+    /// Records the clients that were connected when the daemon last stopped.
+    pub fn expect_back(&self, clients: &[(u64, u32, u64)]) {
+        let mut absent = self.absent.lock().expect("clients");
+        for (id, pid, start) in clients {
+            absent.insert(*id, (*pid, *start));
+        }
+    }
+
+    /// Takes the absent clients whose processes have ended (they will never come back).
+    pub fn take_ended(&self) -> Vec<u64> {
+        let mut absent = self.absent.lock().expect("clients");
+        let ended: Vec<u64> = absent
+            .iter()
+            .filter(|(_, (pid, start))| process_start(*pid) != Some(*start))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ended {
+            absent.remove(id);
+        }
+        ended
+    }
+
+    /// Whether clients are still expected back.
+    pub fn any_absent(&self) -> bool {
+        !self.absent.lock().expect("clients").is_empty()
     }
 
     /// Frees `id` once its connection has ended and its state is cleaned up.
@@ -63,12 +96,34 @@ impl Clients {
             .unwrap_or(0)
     }
 
-    /// Forgets what `client` published (its connection is gone and its leftovers handled).
+    /// Records that `client` keeps logs of `ino` on this node.
+    pub fn note_writing(&self, client: u64, ino: u64) {
+        self.writing
+            .lock()
+            .expect("clients")
+            .entry(client)
+            .or_default()
+            .insert(ino);
+    }
+
+    /// The files `client` keeps logs of on this node.
+    pub fn writing(&self, client: u64) -> Vec<u64> {
+        self.writing
+            .lock()
+            .expect("clients")
+            .get(&client)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets what `client` wrote and published (its connection is gone and its leftovers
+    /// handled).
     pub fn forget(&self, client: u64) {
         self.published
             .lock()
             .expect("clients")
             .retain(|(c, _), _| *c != client);
+        self.writing.lock().expect("clients").remove(&client);
     }
 
     /// Number of live client connections.
@@ -77,9 +132,31 @@ impl Clients {
     }
 }
 
+/// When process `pid` started (clock ticks since boot, from `/proc/<pid>/stat`), if it runs:
+/// with the pid, it names one process for good (a pid alone may be reused).
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // State is field 3 (index 0 here); a zombie has ended. Start time is field 22.
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_are_named_by_pid_and_start() {
+        let me = std::process::id();
+        let start = process_start(me).expect("this process runs");
+        assert_eq!(process_start(me), Some(start), "stable");
+        assert_eq!(process_start(u32::MAX), None);
+    }
 
     #[test]
     fn an_id_binds_once_until_freed() {

@@ -191,6 +191,11 @@ impl Node {
                 self.logs.release(client, bytes)?;
                 Response::Ok
             }
+            Request::Writing { ino } => {
+                self.check_ino(ino)?;
+                self.clients.note_writing(client, ino);
+                Response::Ok
+            }
             Request::Status => Response::Status(self.status()),
             Request::Shutdown => {
                 self.shutdown.notify_one();

@@ -10,6 +10,10 @@ use crate::Node;
 use tessera_core::index::{self, Entry};
 use tessera_core::{Owner, Run};
 
+/// How often the clients that were connected when the daemon stopped are checked: a process
+/// that ended while its daemon was away never connects again, so nothing else tells.
+const ABSENT_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// One file's unpublished writes of one client.
 struct Leftover {
     ino: u64,
@@ -18,6 +22,43 @@ struct Leftover {
 }
 
 impl Node {
+    /// Until every client that was connected when the daemon last stopped has come back or
+    /// ended: publishes what the ended ones left (found by scanning this node's logs, since
+    /// the daemon no longer knows which files they wrote).
+    pub async fn watch_absent_clients(self: std::sync::Arc<Self>) {
+        while self.clients.any_absent() {
+            for client in self.clients.take_ended() {
+                tokio::task::block_in_place(|| self.scan_writing(client));
+                self.publish_leftovers(client).await;
+                let _ = self
+                    .store
+                    .submit(vec![crate::store::DbOp::DelClient(client)])
+                    .durable()
+                    .await;
+            }
+            tokio::time::sleep(ABSENT_CHECK).await;
+        }
+    }
+
+    /// Records every file of which `client` has a journal on this node.
+    fn scan_writing(&self, client: u64) {
+        let Ok(dirs) = std::fs::read_dir(self.cfg.bb_dir(self.id).join("logs")) else {
+            return;
+        };
+        let name = format!("{client}.journal");
+        for d in dirs.flatten() {
+            let ino = d
+                .file_name()
+                .to_str()
+                .and_then(|n| u64::from_str_radix(n, 16).ok());
+            if let Some(ino) = ino
+                && d.path().join(&name).exists()
+            {
+                self.clients.note_writing(client, ino);
+            }
+        }
+    }
+
     /// Publishes the unpublished writes `client` left in its logs on this node.
     pub async fn publish_leftovers(&self, client: u64) {
         let found = tokio::task::block_in_place(|| self.find_leftovers(client));
@@ -56,23 +97,12 @@ impl Node {
         self.clients.forget(client);
     }
 
-    /// Every file with a journal of `client` on this node, and what it left unpublished.
+    /// Every file `client` said it keeps logs of on this node, and what it left unpublished.
     fn find_leftovers(&self, client: u64) -> Vec<Leftover> {
         let mut out = Vec::new();
-        let logs = self.cfg.bb_dir(self.id).join("logs");
-        let Ok(dirs) = std::fs::read_dir(&logs) else {
-            return out;
-        };
-        let name = format!("{client}.journal");
-        for d in dirs.flatten() {
-            let Some(ino) = d
-                .file_name()
-                .to_str()
-                .and_then(|n| u64::from_str_radix(n, 16).ok())
-            else {
-                continue;
-            };
-            let path = d.path().join(&name);
+        for ino in self.clients.writing(client) {
+            let (data, _) = self.cfg.log_paths(self.id, ino, client);
+            let path = tessera_logstore::journal_path(&data);
             if !path.exists() {
                 continue;
             }

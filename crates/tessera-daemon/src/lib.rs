@@ -279,6 +279,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         tracing::warn!("log check: {problem}");
     }
     remove_flush_temps(&node, &loaded.flush_temps).await?;
+    node.clients.expect_back(&loaded.clients);
     let (files, extents) = node.own.lock().expect("own").stats();
     tracing::info!(
         node = id,
@@ -304,6 +305,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
 
     tokio::spawn(peer::serve(node.clone(), tcp));
     tokio::spawn(server::serve(node.clone(), unix));
+    tokio::spawn(node.clone().watch_absent_clients());
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;

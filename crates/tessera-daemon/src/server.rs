@@ -57,6 +57,11 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                         node.client_gone(c).await;
                         node.logs.client_gone(c);
                         node.clients.unbind(c);
+                        let _ = node
+                            .store
+                            .submit(vec![crate::store::DbOp::DelClient(c)])
+                            .durable()
+                            .await;
                     }
                     node.connected.fetch_sub(1, Ordering::Relaxed);
                 });
@@ -109,6 +114,16 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) ->
                         .await
                         .map_err(io)?;
                     return Err(e);
+                }
+                // Remembered across a restart of this daemon: if the process ends while the
+                // daemon is away, the daemon still publishes what it left.
+                if let Some(pid) = cred.pid().and_then(|p| u32::try_from(p).ok())
+                    && let Some(start) = crate::clients::process_start(pid)
+                {
+                    node.store
+                        .submit(vec![crate::store::DbOp::PutClient { id, pid, start }])
+                        .durable()
+                        .await?;
                 }
                 id
             }

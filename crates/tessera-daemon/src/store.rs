@@ -39,6 +39,9 @@ const OWNERS: TableDefinition<(u64, u64, u64), (u64, u32, u64)> = TableDefinitio
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Internal paths of flush temporaries being built (removed at start if a crash left them).
 const FLUSH_TEMPS: TableDefinition<&str, ()> = TableDefinition::new("flush_temps");
+/// Clients of this node whose connection has not been dealt with: client id -> (pid, process
+/// start time), so that after a restart the daemon can tell which of them have ended.
+const CLIENTS: TableDefinition<u64, (u32, u64)> = TableDefinition::new("clients");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -98,6 +101,14 @@ pub enum DbOp {
     PutFlushTemp(String),
     /// The temporary was published or removed.
     DelFlushTemp(String),
+    /// A client connected: its process.
+    PutClient {
+        id: u64,
+        pid: u32,
+        start: u64,
+    },
+    /// A client's connection ended and what it left was published.
+    DelClient(u64),
 }
 
 /// Everything the state held at startup.
@@ -110,6 +121,8 @@ pub struct Loaded {
     pub next_client: u64,
     /// Flush temporaries that were being built when the daemon stopped.
     pub flush_temps: Vec<String>,
+    /// Clients that were connected when the daemon stopped: (id, pid, process start time).
+    pub clients: Vec<(u64, u32, u64)>,
     /// Torn or corrupt log records found (and ignored) at startup.
     pub wal_problems: Vec<String>,
 }
@@ -177,6 +190,7 @@ impl Store {
             txn.open_table(META).map_err(|e| db_err("meta", e))?;
             txn.open_table(FLUSH_TEMPS)
                 .map_err(|e| db_err("flush temporaries", e))?;
+            txn.open_table(CLIENTS).map_err(|e| db_err("clients", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint, then empty it.
@@ -254,6 +268,14 @@ fn load(db: &Database) -> FsResult<Loaded> {
     for row in t.iter().map_err(|x| e("flush temporaries")(x.into()))? {
         let (k, _) = row.map_err(|x| e("flush temporaries")(x.into()))?;
         out.flush_temps.push(k.value().to_string());
+    }
+    let t = txn
+        .open_table(CLIENTS)
+        .map_err(|x| e("clients")(x.into()))?;
+    for row in t.iter().map_err(|x| e("clients")(x.into()))? {
+        let (k, v) = row.map_err(|x| e("clients")(x.into()))?;
+        let (pid, start) = v.value();
+        out.clients.push((k.value(), pid, start));
     }
     Ok(out)
 }
@@ -340,6 +362,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut owners = txn.open_table(OWNERS).map_err(|x| e(x.into()))?;
         let mut meta = txn.open_table(META).map_err(|x| e(x.into()))?;
         let mut temps = txn.open_table(FLUSH_TEMPS).map_err(|x| e(x.into()))?;
+        let mut clients = txn.open_table(CLIENTS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -374,6 +397,8 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::SetMeta(key, v) => meta.insert(key.name(), *v).map(drop),
                 DbOp::PutFlushTemp(p) => temps.insert(p.as_str(), ()).map(drop),
                 DbOp::DelFlushTemp(p) => temps.remove(p.as_str()).map(drop),
+                DbOp::PutClient { id, pid, start } => clients.insert(*id, (*pid, *start)).map(drop),
+                DbOp::DelClient(id) => clients.remove(*id).map(drop),
             };
             r.map_err(|x| e(x.into()))?;
         }

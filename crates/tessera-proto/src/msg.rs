@@ -201,6 +201,11 @@ pub enum Request {
     Release {
         bytes: u64,
     },
+    /// This client keeps logs of `ino` on this node (sent before its first write of the file,
+    /// and again after a reconnect): where to look for what it leaves unpublished.
+    Writing {
+        ino: u64,
+    },
     Status,
     Shutdown,
 }
@@ -480,6 +485,7 @@ impl Request {
             Request::GetLock { .. } => "getlock",
             Request::Reserve { .. } => "reserve",
             Request::Release { .. } => "release",
+            Request::Writing { .. } => "writing",
             Request::Status => "status",
             Request::Shutdown => "shutdown",
         }
