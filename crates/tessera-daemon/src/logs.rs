@@ -51,6 +51,11 @@ pub struct Space {
     pub reserved: u64,
 }
 
+/// The client whose log a file is (`<client>.<kind>`).
+fn client_of(name: &std::ffi::OsStr) -> Option<u64> {
+    name.to_str()?.split('.').next()?.parse().ok()
+}
+
 impl Logs {
     pub fn new(node: u32, cfg: &InstanceConfig) -> Self {
         Logs {
@@ -75,11 +80,7 @@ impl Logs {
             for f in files.flatten() {
                 let len = f.metadata().map_or(0, |m| m.len());
                 u.total += len;
-                let client = f
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| n.split('.').next()?.parse::<u64>().ok());
-                if let Some(c) = client {
+                if let Some(c) = client_of(&f.file_name()) {
                     *u.per_client.entry(c).or_default() += len;
                 }
             }
@@ -288,11 +289,7 @@ impl Logs {
         if let Ok(files) = std::fs::read_dir(&dir) {
             let mut granted = self.granted.lock().expect("granted lock");
             for f in files.flatten() {
-                let client = f
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| n.split('.').next()?.parse::<u64>().ok());
-                if let Some(g) = client.and_then(|c| granted.get_mut(&c)) {
+                if let Some(g) = client_of(&f.file_name()).and_then(|c| granted.get_mut(&c)) {
                     g.retired += f.metadata().map_or(0, |m| m.len());
                 }
             }

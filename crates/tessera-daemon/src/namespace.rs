@@ -23,8 +23,8 @@ pub struct Namespace {
     inodes: HashMap<u64, Attr>,
 }
 
-/// Attributes of a new file or directory.
-#[derive(Clone, Copy, Debug)]
+/// Attributes of a new file or directory (or of one found on the PFS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NewNode {
     pub kind: FileKind,
     pub mode: u32,

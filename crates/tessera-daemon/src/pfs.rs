@@ -14,6 +14,7 @@
 //! its holes ([`copy_sparse`]), and publishes it with the file's mode by renaming it over the
 //! target ([`Pfs::publish`]).
 
+use crate::namespace::NewNode;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, SeekFrom};
 use std::fs::File;
@@ -23,17 +24,6 @@ use tessera_proto::FileKind;
 
 /// Prefix of temporary flush files; readdir hides such names and lookups ignore them.
 pub const TMP_MARKER: &str = ".tessera-flush.";
-
-/// What `lstat` says of a PFS entry Tessera can show.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Meta {
-    pub kind: FileKind,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    pub mtime_ns: i64,
-}
 
 /// A temporary file being built by a flush: its directory, name, internal path and handle.
 pub struct Temp {
@@ -122,9 +112,9 @@ impl Pfs {
         Ok((self.dir_fd(parent)?, name))
     }
 
-    /// The entry at `p` without following a link at its end; `None` if it does not exist
-    /// beneath the root (or is not a file, directory or link).
-    pub fn lstat(&self, p: &str) -> FsResult<Option<Meta>> {
+    /// The attributes of the entry at `p`, without following a link at its end; `None` if it
+    /// does not exist beneath the root (or is not a file, directory or link).
+    pub fn lstat(&self, p: &str) -> FsResult<Option<NewNode>> {
         if p == "/" {
             return Ok(None);
         }
@@ -141,7 +131,7 @@ impl Pfs {
         let Some(kind) = kind_of(FileType::from_raw_mode(st.st_mode)) else {
             return Ok(None);
         };
-        Ok(Some(Meta {
+        Ok(Some(NewNode {
             kind,
             mode: st.st_mode & 0o7777,
             uid: st.st_uid,

@@ -359,16 +359,8 @@ impl Node {
         if path::split(p).is_some_and(|(_, name)| name.starts_with(crate::pfs::TMP_MARKER)) {
             return Ok(None);
         }
-        let Some(meta) = self.pfs.lstat(p)? else {
+        let Some(new) = self.pfs.lstat(p)? else {
             return Ok(None);
-        };
-        let new = NewNode {
-            kind: meta.kind,
-            mode: meta.mode,
-            uid: meta.uid,
-            gid: meta.gid,
-            size: meta.size,
-            mtime_ns: meta.mtime_ns,
         };
         let (res, pending) = {
             let mut ns = self.ns.lock().expect("ns");

@@ -40,18 +40,22 @@ fn check_file(f: &File, path: &Path) -> FsResult<()> {
             ),
         ));
     }
-    if st.st_uid != euid() {
-        return Err(FsError::new(
-            Errno::Access,
-            format!(
-                "{} belongs to uid {}, not to uid {}; refusing to use a file another user could have planted",
-                path.display(),
-                st.st_uid,
-                euid()
-            ),
-        ));
+    check_owner(st.st_uid, path)
+}
+
+/// Refuses what another user owns: they could have planted it.
+fn check_owner(uid: u32, path: &Path) -> FsResult<()> {
+    if uid == euid() {
+        return Ok(());
     }
-    Ok(())
+    Err(FsError::new(
+        Errno::Access,
+        format!(
+            "{} belongs to uid {uid}, not to uid {}: another user may have planted it; remove it, or choose a burst-buffer root of your own",
+            path.display(),
+            euid()
+        ),
+    ))
 }
 
 /// Opens an existing file of ours: `O_NOFOLLOW`, then a regular file owned by us.
@@ -109,17 +113,7 @@ pub fn private_dir(dir: &Path) -> FsResult<()> {
         }
     })?;
     let st = rustix::fs::fstat(&fd).map_err(|e| io(format!("stat {}", dir.display()), e))?;
-    if st.st_uid != euid() {
-        return Err(FsError::new(
-            Errno::Access,
-            format!(
-                "{} belongs to uid {}, not to uid {}: another user may have planted it; remove it, or choose a burst-buffer root of your own",
-                dir.display(),
-                st.st_uid,
-                euid()
-            ),
-        ));
-    }
+    check_owner(st.st_uid, dir)?;
     if st.st_mode & 0o077 != 0 {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))
             .map_err(|e| io(format!("chmod 0700 {}", dir.display()), e))?;
