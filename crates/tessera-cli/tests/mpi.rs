@@ -134,7 +134,7 @@ fn posix_programs_as_mpi_ranks() {
         ),
     );
     // A second job, ranks shifted: each rank checks the whole checkpoint and another rank's
-    // files, byte for byte.
+    // files, byte for byte, and prints the listing in one write (mpirun interleaves writes).
     let out = ranks_run(
         &inst,
         &format!(
@@ -142,7 +142,7 @@ fn posix_programs_as_mpi_ranks() {
              {exe} verify /tessera/job/n1 4 47001 40 && \
              cmp {dir}/in.$o /tessera/job/r$o/in && \
              test \"$(cat /tessera/job/r$o/py.txt)\" = \"rank $o\" && \
-             ls /tessera/job | tr '\\n' ' ' && echo"
+             echo \"$(ls /tessera/job | tr '\\n' ' ')\""
         ),
     );
     let listing = printed(&out);
