@@ -164,3 +164,103 @@ fn a_killed_process_whose_daemon_restarted_is_published() {
         assert_eq!(*b, pattern_byte(id, k as u64), "byte {k}");
     }
 }
+
+/// A child of `vfork` that fails to exec and calls `_exit` (what Python's subprocess does)
+/// shares its parent's memory: ending it must not touch the parent's Tessera state, whose
+/// writes are then published by its own close.
+#[test]
+fn a_vfork_child_ending_leaves_its_parent_alone() {
+    let inst = Inst::start(2);
+    let script = r#"
+import os, subprocess
+fd = os.open("/tessera/vf", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 1000)
+for _ in range(3):
+    try:
+        subprocess.run(["/nonexistent/program"])
+    except FileNotFoundError:
+        pass
+os.write(fd, b"y" * 1000)
+os.close(fd)
+"#;
+    ok_under(&inst, 0, "python3", &["-c", script]);
+    let got = ok_under(&inst, 1, "cat", &["/tessera/vf"]).stdout;
+    let mut want = vec![b'x'; 1000];
+    want.extend_from_slice(&[b'y'; 1000]);
+    assert!(
+        got == want,
+        "{} bytes, first 8: {:?}",
+        got.len(),
+        &got[..got.len().min(8)]
+    );
+}
+
+/// Writes a process published before its daemon restarted are not published again when it
+/// ends afterwards: another process's newer bytes stay.
+#[test]
+fn published_writes_are_not_published_again_after_a_daemon_restart() {
+    let inst = Inst::start(2);
+    let mut a = Rank::spawn(&inst.layout, 0);
+    a.ok(&Cmd::Open {
+        path: "/tessera/f".into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create: true,
+    });
+    a.ok(&Cmd::Write {
+        off: 0,
+        len: 4096,
+        id: 1,
+    });
+    a.ok(&Cmd::Close);
+    // Another process writes newer bytes over them.
+    let mut b = Rank::spawn(&inst.layout, 1);
+    b.ok(&Cmd::Open {
+        path: "/tessera/f".into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create: false,
+    });
+    b.ok(&Cmd::Write {
+        off: 0,
+        len: 4096,
+        id: 2,
+    });
+    b.ok(&Cmd::Close);
+    // A writes something it never publishes elsewhere (a sign that its end was handled).
+    a.ok(&Cmd::Open {
+        path: "/tessera/g".into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create: true,
+    });
+    a.ok(&Cmd::Write {
+        off: 0,
+        len: 100,
+        id: 3,
+    });
+    inst.kill9(0);
+    inst.restart(0);
+    a.kill9();
+    let c = inst.client(1);
+    let end = Instant::now() + Duration::from_secs(20);
+    while c.stat("/tessera/g").unwrap().size < 100 {
+        assert!(
+            Instant::now() < end,
+            "the killed process's last write was not published"
+        );
+        std::thread::yield_now();
+    }
+    let mut r = c.open_read("/tessera/f").unwrap();
+    let mut buf = vec![0u8; 4096];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert!(
+        buf.iter()
+            .enumerate()
+            .all(|(k, b)| *b == pattern_byte(2, k as u64)),
+        "the newer bytes were overwritten by a second publication of older ones"
+    );
+}

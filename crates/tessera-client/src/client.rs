@@ -138,15 +138,22 @@ impl Client {
         g
     }
 
-    /// Like `lock`, unless another thread holds the client (then `None`).
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner>> {
-        let mut g = match self.inner.try_lock() {
+    /// For paths that must never wait or disturb (a process ending): the client, unless
+    /// another thread holds it, or its state is another process's (a child of `fork` or
+    /// `vfork` that has not used Tessera shares or copies its parent's: it must not be reset
+    /// or used from here).
+    pub(crate) fn try_lock_own(&self) -> Option<MutexGuard<'_, Inner>> {
+        let g = match self.inner.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        g.after_fork();
-        Some(g)
+        (g.pid == std::process::id()).then_some(g)
+    }
+
+    /// Whether this process could use the client now without waiting (see `try_lock_own`).
+    pub fn idle_in_this_process(&self) -> bool {
+        self.try_lock_own().is_some()
     }
 
     /// The instance configuration.

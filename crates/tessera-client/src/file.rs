@@ -812,14 +812,15 @@ impl File {
 
     /// Publishes this process's unattached writes of the file, for a process that is ending
     /// without closing it. Never waits for another thread inside the client (it may never
-    /// return): then nothing is done here, and the daemon publishes the writes from the index
-    /// log when the process's connection ends. Returns whether it published.
+    /// return) and never touches a parent's state (a `vfork` child shares it): then nothing is
+    /// done here, and the daemon publishes the writes from the journal when the process has
+    /// ended. Returns whether it published.
     pub fn publish_at_exit(&mut self) -> FsResult<bool> {
         if self.closed || !self.writable {
             return Ok(false);
         }
         let client = self.client.clone();
-        let Some(mut g) = client.try_lock() else {
+        let Some(mut g) = client.try_lock_own() else {
             return Ok(false);
         };
         self.attach_dirty(&mut g)?;

@@ -216,7 +216,9 @@ fn decode_record(b: &[u8]) -> Option<Entry> {
                 stride: f(2),
                 count: f(3),
             };
-            run.is_valid().then_some(Entry::Write(IndexRecord {
+            // The pieces' data-log positions must exist (no overflow past them).
+            let valid = run.is_valid() && f(4).checked_add(run.bytes()).is_some();
+            valid.then_some(Entry::Write(IndexRecord {
                 run,
                 log_offset: f(4),
             }))
@@ -457,7 +459,7 @@ pub enum Append {
 /// rewrite cut by a crash). A write that does not extend it appends a new pair. Markers close
 /// the open run (the next write starts a new one), except the published-up-to marker, which
 /// waits in memory for the next new pair: the daemon learns the same from the attach itself.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct IndexBuilder {
     open: Option<IndexRecord>,
     records_written: u64,
@@ -555,6 +557,11 @@ impl IndexBuilder {
             self.open = None;
         }
         bytes
+    }
+
+    /// The open run, if any (the journal's last pair).
+    pub fn open_record(&self) -> Option<IndexRecord> {
+        self.open
     }
 
     /// Number of write records started so far.
@@ -697,6 +704,16 @@ mod tests {
         assert_eq!(p.entries[0], Entry::Lost { offset: 0 });
         assert_eq!(writes_of(&p).len(), 1);
         assert_eq!(p.tail, Tail::Clean);
+    }
+
+    #[test]
+    fn a_record_whose_data_would_lie_past_the_last_position_is_refused() {
+        let r = IndexRecord {
+            run: Run::single(0, 100),
+            log_offset: u64::MAX - 10,
+        };
+        let p = parse_records(&encode_pair(&Entry::Write(r)), 0);
+        assert_eq!(p.entries, vec![Entry::Lost { offset: 0 }]);
     }
 
     #[test]

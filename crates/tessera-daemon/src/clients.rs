@@ -55,7 +55,7 @@ impl Clients {
         let mut absent = self.absent.lock().expect("clients");
         let ended: Vec<u64> = absent
             .iter()
-            .filter(|(_, (pid, start))| process_start(*pid) != Some(*start))
+            .filter(|(_, (pid, start))| process_ended(*pid, *start))
             .map(|(id, _)| *id)
             .collect();
         for id in &ended {
@@ -132,18 +132,31 @@ impl Clients {
     }
 }
 
-/// When process `pid` started (clock ticks since boot, from `/proc/<pid>/stat`), if it runs:
-/// with the pid, it names one process for good (a pid alone may be reused).
+/// The kernel's flag for a task that is exiting (set before its files are closed).
+const PF_EXITING: u64 = 0x4;
+
+/// When process `pid` started (clock ticks since boot, from `/proc/<pid>/stat`), if it runs
+/// and is not exiting: with the pid, it names one process for good (a pid alone may be
+/// reused).
 pub fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces and parentheses).
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3
+    // (index 0 here), flags field 9, start time field 22.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // State is field 3 (index 0 here); a zombie has ended. Start time is field 22.
     if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
         return None;
     }
+    let flags: u64 = fields.get(6)?.parse().ok()?;
+    if flags & PF_EXITING != 0 {
+        return None;
+    }
     fields.get(19)?.parse().ok()
+}
+
+/// Whether the process `(pid, start)` has ended (or is ending): it never sends again.
+pub fn process_ended(pid: u32, start: u64) -> bool {
+    process_start(pid) != Some(start)
 }
 
 #[cfg(test)]

@@ -131,7 +131,13 @@ impl Node {
             Request::Attach { ino, runs, upto } => {
                 self.attach(ino, me, runs).await?;
                 if let Some(pos) = upto {
+                    // Kept in the state too: after a restart of this daemon, what it publishes
+                    // for the client if it dies must still start there.
                     self.clients.note_published(client, ino, pos);
+                    self.store
+                        .submit(vec![crate::store::DbOp::PutPublished { client, ino, pos }])
+                        .durable()
+                        .await?;
                 }
                 Response::Ok
             }

@@ -62,7 +62,10 @@ pub async fn flush(
         None => node.query_file(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,
     };
-    let size = owners.size.unwrap_or(0).max(attr.size);
+    // Never shorter than the bytes about to be written (the size may have been read before a
+    // concurrent attach grew the file).
+    let written_end = owners.extents.iter().map(|e| e.end).max().unwrap_or(0);
+    let size = owners.size.unwrap_or(0).max(attr.size).max(written_end);
 
     let started = std::time::Instant::now();
     // The temporary's name is recorded before it exists: whatever a crash interrupts, the

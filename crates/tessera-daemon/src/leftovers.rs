@@ -22,19 +22,22 @@ struct Leftover {
 }
 
 impl Node {
-    /// Until every client that was connected when the daemon last stopped has come back or
-    /// ended: publishes what the ended ones left (found by scanning this node's logs, since
-    /// the daemon no longer knows which files they wrote).
+    /// Watches the clients without a connection whose processes still ran (connected when
+    /// the daemon last stopped, or whose connection ended while the process went on): once
+    /// such a process has ended, publishes what it left (its files found by scanning this
+    /// node's logs, since after a restart the daemon no longer knows them).
     pub async fn watch_absent_clients(self: std::sync::Arc<Self>) {
-        while self.clients.any_absent() {
-            for client in self.clients.take_ended() {
-                tokio::task::block_in_place(|| self.scan_writing(client));
-                self.publish_leftovers(client).await;
-                let _ = self
-                    .store
-                    .submit(vec![crate::store::DbOp::DelClient(client)])
-                    .durable()
-                    .await;
+        loop {
+            if self.clients.any_absent() {
+                for client in self.clients.take_ended() {
+                    tokio::task::block_in_place(|| self.scan_writing(client));
+                    self.publish_leftovers(client).await;
+                    let _ = self
+                        .store
+                        .submit(vec![crate::store::DbOp::DelClient(client)])
+                        .durable()
+                        .await;
+                }
             }
             tokio::time::sleep(ABSENT_CHECK).await;
         }

@@ -280,6 +280,9 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     }
     remove_flush_temps(&node, &loaded.flush_temps).await?;
     node.clients.expect_back(&loaded.clients);
+    for (client, ino, pos) in &loaded.published {
+        node.clients.note_published(*client, *ino, *pos);
+    }
     let (files, extents) = node.own.lock().expect("own").stats();
     tracing::info!(
         node = id,

@@ -182,7 +182,7 @@ impl Pfs {
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
             };
-            if name == "." || name == ".." || name.contains(TMP_MARKER) {
+            if name == "." || name == ".." || name.starts_with(TMP_MARKER) {
                 continue;
             }
             if let Some(kind) = kind_of(entry.file_type()) {
@@ -421,7 +421,16 @@ impl Pfs {
 
     /// Gives the temporary its final size and mode, makes it durable, and renames it over
     /// `target` (in the same directory): readers of the PFS see the old file or the new one.
+    /// On failure the temporary is removed.
     pub fn publish(&self, temp: Temp, target: &str, size: u64, mode: u32) -> FsResult<()> {
+        let result = self.try_publish(&temp, target, size, mode);
+        if result.is_err() {
+            self.discard(temp);
+        }
+        result
+    }
+
+    fn try_publish(&self, temp: &Temp, target: &str, size: u64, mode: u32) -> FsResult<()> {
         let (_, name) = path::split(target)
             .ok_or_else(|| FsError::new(Errno::Inval, "cannot flush the root"))?;
         let f = &temp.file;
@@ -558,6 +567,22 @@ mod tests {
         pfs.publish(t, "/a/b/file", 13, 0o640).unwrap();
         let m = std::fs::metadata(root.path().join("a/b/file")).unwrap();
         assert_eq!((m.len(), m.mode() & 0o777), (13, 0o640));
+    }
+
+    #[test]
+    fn a_temporary_that_cannot_be_published_is_removed() {
+        let (root, _outside, pfs) = setup();
+        let t = pfs
+            .create_temp(&Pfs::temp_path("/d/file", 1).unwrap())
+            .unwrap();
+        let name = t.name.clone();
+        // The target became a directory that is not empty: the rename fails.
+        std::fs::create_dir_all(root.path().join("d/file/inside")).unwrap();
+        assert!(pfs.publish(t, "/d/file", 3, 0o644).is_err());
+        assert!(
+            !root.path().join("d").join(name).exists(),
+            "the temporary stayed"
+        );
     }
 
     #[test]

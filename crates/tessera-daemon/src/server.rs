@@ -50,18 +50,8 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                     if let Err(e) = serve_conn(&node, stream, &mut client).await {
                         tracing::debug!("client connection ended: {e}");
                     }
-                    if let Some(c) = client {
-                        // Its writes first, then its locks: the next holder of a lock sees
-                        // what was written under it.
-                        node.publish_leftovers(c).await;
-                        node.client_gone(c).await;
-                        node.logs.client_gone(c);
-                        node.clients.unbind(c);
-                        let _ = node
-                            .store
-                            .submit(vec![crate::store::DbOp::DelClient(c)])
-                            .durable()
-                            .await;
+                    if let Some((c, process)) = client {
+                        connection_ended(&node, c, process).await;
                     }
                     node.connected.fetch_sub(1, Ordering::Relaxed);
                 });
@@ -74,7 +64,32 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
     }
 }
 
-async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) -> FsResult<()> {
+/// After a client's connection: if its process has ended, publish what it left (its writes
+/// first, then its locks go, so the next holder of a lock sees what was written under it) and
+/// forget it; if the process goes on (its connection was dropped), keep its id and watch it.
+async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
+    let ended = process.is_none_or(|(pid, start)| crate::clients::process_ended(pid, start));
+    if ended {
+        node.publish_leftovers(c).await;
+    }
+    node.client_gone(c).await;
+    node.logs.client_gone(c);
+    if ended {
+        let _ = node
+            .store
+            .submit(vec![crate::store::DbOp::DelClient(c)])
+            .durable()
+            .await;
+    } else if let Some((pid, start)) = process {
+        node.clients.expect_back(&[(c, pid, start)]);
+    }
+    node.clients.unbind(c);
+}
+
+/// The client id bound to a connection, and its process (pid, start time) when known.
+type Bound = Option<(u64, Option<(u32, u64)>)>;
+
+async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsResult<()> {
     let cred = stream
         .peer_cred()
         .map_err(|e| FsError::io("reading the peer's credentials", &e))?;
@@ -115,11 +130,15 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) ->
                         .map_err(io)?;
                     return Err(e);
                 }
+                let process = cred
+                    .pid()
+                    .and_then(|p| u32::try_from(p).ok())
+                    .and_then(|pid| Some((pid, crate::clients::process_start(pid)?)));
+                // Bound before anything can fail, so the end of the connection frees it.
+                *bound = Some((id, process));
                 // Remembered across a restart of this daemon: if the process ends while the
                 // daemon is away, the daemon still publishes what it left.
-                if let Some(pid) = cred.pid().and_then(|p| u32::try_from(p).ok())
-                    && let Some(start) = crate::clients::process_start(pid)
-                {
+                if let Some((pid, start)) = process {
                     node.store
                         .submit(vec![crate::store::DbOp::PutClient { id, pid, start }])
                         .durable()
@@ -154,7 +173,6 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Option<u64>) ->
         },
         _ => return Ok(()),
     };
-    *bound = Some(client);
     let hello = Response::Hello {
         client,
         node: node.id,

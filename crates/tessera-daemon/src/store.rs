@@ -42,6 +42,9 @@ const FLUSH_TEMPS: TableDefinition<&str, ()> = TableDefinition::new("flush_temps
 /// Clients of this node whose connection has not been dealt with: client id -> (pid, process
 /// start time), so that after a restart the daemon can tell which of them have ended.
 const CLIENTS: TableDefinition<u64, (u32, u64)> = TableDefinition::new("clients");
+/// (client, ino) -> data-log position below which the client published every write: where
+/// what the daemon publishes for it, if it ends without publishing, starts.
+const PUBLISHED: TableDefinition<(u64, u64), u64> = TableDefinition::new("published");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -107,8 +110,15 @@ pub enum DbOp {
         pid: u32,
         start: u64,
     },
-    /// A client's connection ended and what it left was published.
+    /// A client's connection ended and what it left was published (its publication
+    /// positions go with it).
     DelClient(u64),
+    /// A client published every write of a file stored below `pos` in its data log.
+    PutPublished {
+        client: u64,
+        ino: u64,
+        pos: u64,
+    },
 }
 
 /// Everything the state held at startup.
@@ -123,6 +133,8 @@ pub struct Loaded {
     pub flush_temps: Vec<String>,
     /// Clients that were connected when the daemon stopped: (id, pid, process start time).
     pub clients: Vec<(u64, u32, u64)>,
+    /// Their publication positions: (client, ino, position).
+    pub published: Vec<(u64, u64, u64)>,
     /// Torn or corrupt log records found (and ignored) at startup.
     pub wal_problems: Vec<String>,
 }
@@ -191,6 +203,8 @@ impl Store {
             txn.open_table(FLUSH_TEMPS)
                 .map_err(|e| db_err("flush temporaries", e))?;
             txn.open_table(CLIENTS).map_err(|e| db_err("clients", e))?;
+            txn.open_table(PUBLISHED)
+                .map_err(|e| db_err("published", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint, then empty it.
@@ -276,6 +290,14 @@ fn load(db: &Database) -> FsResult<Loaded> {
         let (k, v) = row.map_err(|x| e("clients")(x.into()))?;
         let (pid, start) = v.value();
         out.clients.push((k.value(), pid, start));
+    }
+    let t = txn
+        .open_table(PUBLISHED)
+        .map_err(|x| e("published")(x.into()))?;
+    for row in t.iter().map_err(|x| e("published")(x.into()))? {
+        let (k, v) = row.map_err(|x| e("published")(x.into()))?;
+        let (client, ino) = k.value();
+        out.published.push((client, ino, v.value()));
     }
     Ok(out)
 }
@@ -363,6 +385,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut meta = txn.open_table(META).map_err(|x| e(x.into()))?;
         let mut temps = txn.open_table(FLUSH_TEMPS).map_err(|x| e(x.into()))?;
         let mut clients = txn.open_table(CLIENTS).map_err(|x| e(x.into()))?;
+        let mut published = txn.open_table(PUBLISHED).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -398,7 +421,13 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutFlushTemp(p) => temps.insert(p.as_str(), ()).map(drop),
                 DbOp::DelFlushTemp(p) => temps.remove(p.as_str()).map(drop),
                 DbOp::PutClient { id, pid, start } => clients.insert(*id, (*pid, *start)).map(drop),
-                DbOp::DelClient(id) => clients.remove(*id).map(drop),
+                DbOp::DelClient(id) => clients
+                    .remove(*id)
+                    .map(drop)
+                    .and_then(|()| published.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)),
+                DbOp::PutPublished { client, ino, pos } => {
+                    published.insert((*client, *ino), *pos).map(drop)
+                }
             };
             r.map_err(|x| e(x.into()))?;
         }

@@ -70,13 +70,20 @@ impl CheckedData {
         Ok(())
     }
 
-    /// The slot of block `k` (`fresh`: read from the file again).
+    /// The slot of block `k` (`fresh`: read from the file again); a slot that claims more
+    /// than a block is damage.
     fn slot(&self, k: u64, fresh: bool) -> FsResult<Option<Slot>> {
         if fresh || k as usize >= self.slots.borrow().len() {
             let from = (self.slots.borrow().len() as u64).min(k);
             self.reload_from(from)?;
         }
-        Ok(self.slots.borrow().get(k as usize).copied())
+        let slot = self.slots.borrow().get(k as usize).copied();
+        match slot {
+            Some(s) if u64::from(s.len) > 1 << self.log2 => {
+                Err(self.corrupt(k, "has a damaged checksum slot"))
+            }
+            other => Ok(other),
+        }
     }
 
     fn corrupt(&self, k: u64, why: &str) -> FsError {

@@ -188,6 +188,54 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_lost_record_decides_what_may_be_stale() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, i) = paths(tmp.path());
+        let mut w = LogWriter::open(&d, &i, H).unwrap();
+        // Pairs: A [0,10) at 0, L1 [100,110) at 10, B [200,210) at 20, L2 [200,210) at 30
+        // (a rewrite of B's range), C [300,310) at 40.
+        for (off, byte) in [
+            (0, b'a'),
+            (100, b'l'),
+            (200, b'b'),
+            (200, b'n'),
+            (300, b'c'),
+        ] {
+            w.append(off, &[byte; 10]).unwrap();
+            w.sync_index().unwrap();
+        }
+        let mut b = std::fs::read(&i).unwrap();
+        for n in [1, 3] {
+            let at = index::HEADER_SIZE + n * index::PAIR_SIZE;
+            b[at + 2] ^= 1;
+            b[at + 50] ^= 1;
+        }
+        std::fs::write(&i, &b).unwrap();
+        let v = LogView::open(&d, &i).unwrap();
+        let mut out = [0u8; 10];
+        // B's bytes were overwritten by the lost L2: never returned as if current.
+        assert_eq!(v.read(200, &mut out).unwrap_err().errno, Errno::Io);
+        // Written after every lost record: read.
+        v.read(300, &mut out).unwrap();
+        assert_eq!(out, [b'c'; 10]);
+    }
+
+    #[test]
+    fn a_damaged_checksum_length_is_an_error_not_an_allocation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, i, all) = scattered(tmp.path());
+        let sums = sums_path(&d);
+        let mut b = std::fs::read(&sums).unwrap();
+        // The length of block 0's slot, high bit set (4 GiB).
+        b[tessera_core::sums::HEADER_SIZE + 7] ^= 0x80;
+        std::fs::write(&sums, &b).unwrap();
+        let v = LogView::open(&d, &i).unwrap();
+        let mut out = vec![0u8; all.len()];
+        let e = v.read(0, &mut out).unwrap_err();
+        assert!(e.message.contains("damaged checksum slot"), "{e}");
+    }
+
+    #[test]
     fn a_lost_marker_is_harmless() {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());

@@ -34,7 +34,8 @@ pub struct LogView {
     log_end: u64,
     /// A lost pair not yet known to be harmless: (its offset, `log_end` before it).
     lost: Option<(u64, u64)>,
-    /// Data below this log position may be stale: (position, offset of the lost pair).
+    /// Data below this log position may be stale: (position, offset of the lost pair). The
+    /// latest lost pair counts: it may have overwritten anything stored before it.
     horizon: Option<(u64, u64)>,
 }
 
@@ -104,7 +105,7 @@ impl LogView {
                 {
                     // The lost pair described data: whatever it overwrote is unknown.
                     self.horizon =
-                        Some(self.horizon.map_or((end, offset), |h| h.min((end, offset))));
+                        Some(self.horizon.map_or((end, offset), |h| h.max((end, offset))));
                 }
                 for (s, e, pos) in r.pieces() {
                     self.map.insert(s, e, pos);
@@ -114,7 +115,7 @@ impl LogView {
             Entry::Lost { offset } => {
                 if let Some((first, end)) = self.lost {
                     // Two in a row: the first one's data, if any, is as unknown.
-                    self.horizon = Some(self.horizon.map_or((end, first), |h| h.min((end, first))));
+                    self.horizon = Some(self.horizon.map_or((end, first), |h| h.max((end, first))));
                 }
                 self.lost = Some((*offset, self.log_end));
             }
@@ -163,7 +164,7 @@ impl LogView {
         let end = start + out.len() as u64;
         // A lost pair not yet known to be harmless makes older data suspect.
         let horizon = match (self.horizon, self.lost) {
-            (Some(h), Some((off, at))) => Some(h.min((at, off))),
+            (Some(h), Some((off, at))) => Some(h.max((at, off))),
             (h, None) => h,
             (None, Some((off, at))) => Some((at, off)),
         };

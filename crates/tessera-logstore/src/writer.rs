@@ -90,45 +90,57 @@ impl LogWriter {
         })
     }
 
-    /// Appends `buf`, the bytes of logical offset `logical`, and records them in the index
-    /// log; returns their position in the data log. On failure (e.g. ENOSPC) nothing is
-    /// recorded and earlier data is untouched.
+    /// Appends `buf`, the bytes of logical offset `logical`, and records them in the journal;
+    /// returns their position in the data log. On failure (e.g. ENOSPC) nothing is recorded,
+    /// the data log is cut back and earlier data is untouched.
     pub fn append(&mut self, logical: u64, buf: &[u8]) -> FsResult<u64> {
         let pos = self.data_len;
-        if let Err(e) = self.data.write_all_at(buf, pos) {
-            // Drop whatever part made it, so the log ends where the index says it does.
-            let _ = self.data.set_len(pos);
-            return Err(FsError::io(
-                format!(
-                    "appending {} bytes to {}",
-                    buf.len(),
-                    self.data_path.display()
-                ),
+        let failed = |this: &Self, what: &Path, e: std::io::Error| {
+            // Drop whatever part made it, so the log ends where the journal says it does.
+            let _ = this.data.set_len(pos);
+            FsError::io(
+                format!("appending {} bytes to {}", buf.len(), what.display()),
                 &e,
-            ));
+            )
+        };
+        if let Err(e) = self.data.write_all_at(buf, pos) {
+            return Err(failed(self, &self.data_path, e));
+        }
+        // The builder changes only once the journal has the record.
+        let before = self.builder.clone();
+        let recorded = match self.builder.push(logical, buf.len() as u64, pos) {
+            Some(Append::Rewrite(pair)) => match self.open_at {
+                Some(at) => self.journal.write_all_at(&pair, at).map(|()| None),
+                None => Err(std::io::Error::other("no open run in the journal")),
+            },
+            Some(Append::New(bytes)) => self
+                .journal
+                .write_all_at(&bytes, self.journal_len)
+                .map(|()| Some(bytes.len() as u64)),
+            None => Ok(None),
+        };
+        match recorded {
+            Ok(appended) => {
+                if let Some(n) = appended {
+                    self.journal_len += n;
+                    self.open_at = Some(self.journal_len - index::PAIR_SIZE as u64);
+                }
+            }
+            Err(e) => {
+                // A pair that was being rewritten goes back to what it said (best effort:
+                // if it fails too, the pair's other copy or the next write mends it).
+                if let (Some(at), Some(open)) = (self.open_at, before.open_record()) {
+                    let _ = self
+                        .journal
+                        .write_all_at(&index::encode_pair(&Entry::Write(open)), at);
+                }
+                self.builder = before;
+                return Err(failed(self, &self.journal_path, e));
+            }
         }
         self.data_len += buf.len() as u64;
         self.sums.push(buf);
-        match self.builder.push(logical, buf.len() as u64, pos) {
-            Some(Append::Rewrite(pair)) => {
-                let at = self.open_at.expect("the open run was written before");
-                self.write_journal_at(&pair, at)?;
-            }
-            Some(Append::New(bytes)) => {
-                let at = self.journal_len;
-                self.write_journal_at(&bytes, at)?;
-                self.journal_len += bytes.len() as u64;
-                self.open_at = Some(self.journal_len - index::PAIR_SIZE as u64);
-            }
-            None => {}
-        }
         Ok(pos)
-    }
-
-    fn write_journal_at(&self, bytes: &[u8], at: u64) -> FsResult<()> {
-        self.journal
-            .write_all_at(bytes, at)
-            .map_err(|e| FsError::io(format!("writing {}", self.journal_path.display()), &e))
     }
 
     /// Appends marker pairs to the journal (they closed the open run).
@@ -136,7 +148,9 @@ impl LogWriter {
         if bytes.is_empty() {
             return Ok(());
         }
-        self.write_journal_at(bytes, self.journal_len)?;
+        self.journal
+            .write_all_at(bytes, self.journal_len)
+            .map_err(|e| FsError::io(format!("writing {}", self.journal_path.display()), &e))?;
         self.journal_len += bytes.len() as u64;
         self.open_at = None;
         Ok(())

@@ -10,7 +10,12 @@
 //! daemon publishes what its index logs hold when its connection ends.
 //!
 //! Nothing here waits for a lock another thread holds (that thread may be blocked for good,
-//! in a byte-range lock wait say): what cannot be published now is left to the daemon.
+//! in a byte-range lock wait say), and nothing touches state that is not this process's own
+//! (a `vfork` child that calls `_exit` shares its parent's memory): what cannot be published
+//! now is left to the daemon, which publishes what a process left once it has ended.
+//! `_exit` called from a signal handler that interrupted the allocator can still block on the
+//! allocator's lock (publishing allocates); the process then ends at the next `SIGKILL`, and
+//! the daemon publishes its writes.
 
 use crate::state::{self, Object};
 use libc::c_int;
@@ -35,9 +40,13 @@ extern "C" fn at_exit() {
     });
 }
 
-/// Flushes the stdio streams of Tessera files (their writes land in Tessera descriptors).
+/// Flushes the stdio streams of Tessera files (their writes land in Tessera descriptors),
+/// unless the client is busy in another thread (a flush would wait for it).
 fn flush_streams() {
     if state::FILE_STREAMS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if !state::client().is_ok_and(|c| c.idle_in_this_process()) {
         return;
     }
     let streams: Vec<usize> = match state::try_table() {
