@@ -132,12 +132,15 @@ impl Node {
                 self.attach(ino, me, runs).await?;
                 if let Some(pos) = upto {
                     // Kept in the state too: after a restart of this daemon, what it publishes
-                    // for the client if it dies must still start there.
+                    // for the client if it dies must still start there. Not waited for: it
+                    // reaches the state log with the next group, in microseconds, and until
+                    // then the journal's own marker and the attach stand in for it.
                     self.clients.note_published(client, ino, pos);
-                    self.store
-                        .submit(vec![crate::store::DbOp::PutPublished { client, ino, pos }])
-                        .durable()
-                        .await?;
+                    drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
+                        client,
+                        ino,
+                        pos,
+                    }]));
                 }
                 Response::Ok
             }
