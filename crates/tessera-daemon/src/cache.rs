@@ -5,7 +5,10 @@
 //!
 //! * the shard remembers who holds a copy ([`Callbacks`]) and, before it acknowledges any change
 //!   to that stripe (attach, detach, truncate, removal), tells each holder to drop it and waits
-//!   for the answer; a holder that cannot be reached is waited out until its lease ends;
+//!   for the answer; a holder that cannot be reached is waited out until its lease ends. A
+//!   holder stays on the list until it has confirmed that it dropped its copy: a second change
+//!   that comes while the first one's message is still on its way must wait for it too (it
+//!   used to find no holder and be acknowledged while the stale copy still answered queries);
 //! * the coordinator ([`StripeCache`]) uses a copy only within its lease (counted from before
 //!   it asked, so it ends no later than the shard's count), and ignores a copy older than an
 //!   invalidation it has already seen (answers and invalidations travel on different
@@ -41,10 +44,18 @@ pub struct Change {
     pub holders: Vec<Holder>,
 }
 
+/// A copy a node holds: until when, and the version it was granted at.
+#[derive(Clone, Copy, Debug)]
+struct Lease {
+    node: u32,
+    expires: Instant,
+    granted: u64,
+}
+
 /// Shard side: who holds copies of which stripes.
 pub struct Callbacks {
     version: u64,
-    holders: HashMap<Key, Vec<(u32, Instant)>>,
+    holders: HashMap<Key, Vec<Lease>>,
     /// Until when changes wait, after a restart that forgot the holders.
     quiet_until: Instant,
 }
@@ -68,31 +79,51 @@ impl Callbacks {
 
     /// Records that `node` takes a copy of `key` now; returns the version of that copy.
     pub fn grant(&mut self, key: Key, node: u32) -> u64 {
-        let expires = Instant::now() + LEASE;
+        let now = Instant::now();
         let list = self.holders.entry(key).or_default();
-        list.retain(|(n, e)| *n != node && *e > Instant::now());
-        list.push((node, expires));
+        list.retain(|l| l.node != node && l.expires > now);
+        list.push(Lease {
+            node,
+            expires: now + LEASE,
+            granted: self.version,
+        });
         self.version
     }
 
     /// A change to `keys` (all of them are about to change): returns the new version and the
-    /// holders to tell, with their lease ends. They no longer hold copies afterwards.
+    /// holders to tell, with their lease ends. They stay holders until they confirm
+    /// ([`Callbacks::dropped`]) or their lease ends.
     pub fn change(&mut self, keys: impl IntoIterator<Item = Key>) -> Change {
         self.version += 1;
         let now = Instant::now();
         let mut holders = Vec::new();
         for key in keys {
-            if let Some(list) = self.holders.remove(&key) {
-                holders.extend(
-                    list.into_iter()
-                        .filter(|(_, e)| *e > now)
-                        .map(|(node, expires)| Holder { key, node, expires }),
-                );
+            if let Some(list) = self.holders.get_mut(&key) {
+                list.retain(|l| l.expires > now);
+                holders.extend(list.iter().map(|l| Holder {
+                    key,
+                    node: l.node,
+                    expires: l.expires,
+                }));
+                if list.is_empty() {
+                    self.holders.remove(&key);
+                }
             }
         }
         Change {
             version: self.version,
             holders,
+        }
+    }
+
+    /// `node` confirmed it dropped its copy of `key` for the change at `version`: copies it was
+    /// granted before that change are gone (a copy granted since is newer, and kept).
+    pub fn dropped(&mut self, key: Key, node: u32, version: u64) {
+        if let Some(list) = self.holders.get_mut(&key) {
+            list.retain(|l| l.node != node || l.granted >= version);
+            if list.is_empty() {
+                self.holders.remove(&key);
+            }
         }
     }
 
@@ -172,13 +203,38 @@ mod tests {
         let mut nodes: Vec<u32> = change.holders.iter().map(|h| h.node).collect();
         nodes.sort_unstable();
         assert_eq!(nodes, vec![2, 3]);
+        for n in [2, 3] {
+            cb.dropped((1, 0), n, change.version);
+        }
         assert!(
             cb.change([(1, 0)]).holders.is_empty(),
-            "told holders no longer hold copies"
+            "holders that confirmed no longer hold copies"
         );
         assert_eq!(cb.held_stripes(1), vec![(1, 5)]);
         assert_eq!(cb.quiet_for(), Duration::ZERO);
         assert!(Callbacks::new(true).quiet_for() > Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_holder_is_told_by_every_change_until_it_confirms() {
+        let mut cb = Callbacks::new(false);
+        cb.grant((1, 0), 2);
+        let first = cb.change([(1, 0)]);
+        assert_eq!(first.holders.len(), 1);
+        // The first change's message is still on its way: a second change must wait for the
+        // holder too, or it would be acknowledged while the stale copy still answers.
+        let second = cb.change([(1, 0)]);
+        assert_eq!(
+            second.holders.len(),
+            1,
+            "a holder that had not confirmed was forgotten"
+        );
+        cb.dropped((1, 0), 2, first.version);
+        assert!(cb.change([(1, 0)]).holders.is_empty());
+        // A copy granted after a change survives the confirmation of that change.
+        let v = cb.grant((1, 0), 3);
+        cb.dropped((1, 0), 3, v);
+        assert_eq!(cb.change([(1, 0)]).holders.len(), 1);
     }
 
     #[test]

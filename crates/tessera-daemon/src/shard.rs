@@ -292,7 +292,7 @@ impl Node {
         let version = change.version;
         let calls = change.holders.into_iter().map(|h| async move {
             let (ino, stripe) = h.key;
-            if self
+            let told = self
                 .call(
                     h.node,
                     PeerRequest::Invalidate {
@@ -301,10 +301,15 @@ impl Node {
                         version,
                     },
                 )
-                .await
-                .is_err()
-            {
-                tokio::time::sleep_until(h.expires.into()).await;
+                .await;
+            match told {
+                Ok(_) => self
+                    .callbacks
+                    .lock()
+                    .expect("callbacks")
+                    .dropped(h.key, h.node, version),
+                // Unreachable: its copy is dead when its lease ends.
+                Err(_) => tokio::time::sleep_until(h.expires.into()).await,
             }
         });
         futures::future::join_all(calls).await;
