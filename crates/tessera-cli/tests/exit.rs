@@ -29,6 +29,27 @@ fn wait_for(inst: &Inst, path: &str, want: &[u8], deadline: Duration) -> Vec<u8>
     }
 }
 
+/// Opens `path` for writing under the session model.
+fn open_to_write(r: &mut Rank, path: &str, create: bool) {
+    r.ok(&Cmd::Open {
+        path: path.into(),
+        model: Model::Session,
+        read: false,
+        write: true,
+        create,
+    });
+}
+
+/// Waits until `path` is at least `size` bytes long as `c` sees it; a killed writer is
+/// published when its daemon sees the connection end, so this fails only after 20 s.
+fn wait_for_size(c: &tessera_client::Client, path: &str, size: u64, what: &str) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while c.stat(path).unwrap().size < size {
+        assert!(Instant::now() < end, "{what}");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn interposed_programs_that_end_without_close_publish() {
     let inst = Inst::start(2);
@@ -73,13 +94,7 @@ fn interposed_programs_that_end_without_close_publish() {
 fn a_killed_process_loses_no_write_that_returned() {
     let inst = Inst::start(2);
     let mut w = Rank::spawn(&inst.layout, 0);
-    w.ok(&Cmd::Open {
-        path: "/tessera/run".into(),
-        model: Model::Session,
-        read: false,
-        write: true,
-        create: true,
-    });
+    open_to_write(&mut w, "/tessera/run", true);
     // A strided pattern, then a scattered write, never synchronised.
     const PIECE: u64 = 4096;
     const PIECES: u64 = 50;
@@ -98,14 +113,12 @@ fn a_killed_process_loses_no_write_that_returned() {
     });
     w.kill9();
     let c = inst.client(1);
-    let end = Instant::now() + Duration::from_secs(20);
-    while c.stat("/tessera/run").unwrap().size < last + 100 {
-        assert!(
-            Instant::now() < end,
-            "the killed writer's writes were not published"
-        );
-        std::thread::yield_now();
-    }
+    wait_for_size(
+        &c,
+        "/tessera/run",
+        last + 100,
+        "the killed writer's writes were not published",
+    );
     let mut r = c.open_read("/tessera/run").unwrap();
     for i in 0..PIECES {
         let mut buf = vec![0u8; PIECE as usize];
@@ -130,13 +143,7 @@ fn a_killed_process_loses_no_write_that_returned() {
 fn a_killed_process_whose_daemon_restarted_is_published() {
     let inst = Inst::start(2);
     let mut w = Rank::spawn(&inst.layout, 0);
-    w.ok(&Cmd::Open {
-        path: "/tessera/restarted".into(),
-        model: Model::Session,
-        read: false,
-        write: true,
-        create: true,
-    });
+    open_to_write(&mut w, "/tessera/restarted", true);
     w.ok(&Cmd::Write {
         off: 0,
         len: 4096,
@@ -151,11 +158,12 @@ fn a_killed_process_whose_daemon_restarted_is_published() {
     });
     w.kill9();
     let c = inst.client(1);
-    let end = Instant::now() + Duration::from_secs(20);
-    while c.stat("/tessera/restarted").unwrap().size < 8192 {
-        assert!(Instant::now() < end, "the writes were not published");
-        std::thread::yield_now();
-    }
+    wait_for_size(
+        &c,
+        "/tessera/restarted",
+        8192,
+        "the writes were not published",
+    );
     let mut r = c.open_read("/tessera/restarted").unwrap();
     let mut buf = vec![0u8; 8192];
     r.read_exact_at(&mut buf, 0).unwrap();
@@ -201,13 +209,7 @@ os.close(fd)
 fn published_writes_are_not_published_again_after_a_daemon_restart() {
     let inst = Inst::start(2);
     let mut a = Rank::spawn(&inst.layout, 0);
-    a.ok(&Cmd::Open {
-        path: "/tessera/f".into(),
-        model: Model::Session,
-        read: false,
-        write: true,
-        create: true,
-    });
+    open_to_write(&mut a, "/tessera/f", true);
     a.ok(&Cmd::Write {
         off: 0,
         len: 4096,
@@ -216,13 +218,7 @@ fn published_writes_are_not_published_again_after_a_daemon_restart() {
     a.ok(&Cmd::Close);
     // Another process writes newer bytes over them.
     let mut b = Rank::spawn(&inst.layout, 1);
-    b.ok(&Cmd::Open {
-        path: "/tessera/f".into(),
-        model: Model::Session,
-        read: false,
-        write: true,
-        create: false,
-    });
+    open_to_write(&mut b, "/tessera/f", false);
     b.ok(&Cmd::Write {
         off: 0,
         len: 4096,
@@ -230,13 +226,7 @@ fn published_writes_are_not_published_again_after_a_daemon_restart() {
     });
     b.ok(&Cmd::Close);
     // A writes something it never publishes elsewhere (a sign that its end was handled).
-    a.ok(&Cmd::Open {
-        path: "/tessera/g".into(),
-        model: Model::Session,
-        read: false,
-        write: true,
-        create: true,
-    });
+    open_to_write(&mut a, "/tessera/g", true);
     a.ok(&Cmd::Write {
         off: 0,
         len: 100,
@@ -246,14 +236,12 @@ fn published_writes_are_not_published_again_after_a_daemon_restart() {
     inst.restart(0);
     a.kill9();
     let c = inst.client(1);
-    let end = Instant::now() + Duration::from_secs(20);
-    while c.stat("/tessera/g").unwrap().size < 100 {
-        assert!(
-            Instant::now() < end,
-            "the killed process's last write was not published"
-        );
-        std::thread::yield_now();
-    }
+    wait_for_size(
+        &c,
+        "/tessera/g",
+        100,
+        "the killed process's last write was not published",
+    );
     let mut r = c.open_read("/tessera/f").unwrap();
     let mut buf = vec![0u8; 4096];
     r.read_exact_at(&mut buf, 0).unwrap();

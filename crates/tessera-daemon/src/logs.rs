@@ -67,22 +67,26 @@ impl Logs {
         }
     }
 
-    /// The sizes of the log files on this node (`logs/<ino>/<client>.<kind>`).
+    /// The log files on this node (`logs/<ino>/<client>.<kind>`); directories that vanish
+    /// or cannot be read while this walks are passed over.
+    fn log_files(&self) -> impl Iterator<Item = std::fs::DirEntry> {
+        std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|ino_dir| std::fs::read_dir(ino_dir.path()).ok())
+            .flatten()
+            .flatten()
+    }
+
+    /// The sizes of the log files on this node.
     fn usage(&self) -> Usage {
         let mut u = Usage::default();
-        let Ok(dirs) = std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs")) else {
-            return u;
-        };
-        for d in dirs.flatten() {
-            let Ok(files) = std::fs::read_dir(d.path()) else {
-                continue;
-            };
-            for f in files.flatten() {
-                let len = f.metadata().map_or(0, |m| m.len());
-                u.total += len;
-                if let Some(c) = client_of(&f.file_name()) {
-                    *u.per_client.entry(c).or_default() += len;
-                }
+        for f in self.log_files() {
+            let len = f.metadata().map_or(0, |m| m.len());
+            u.total += len;
+            if let Some(c) = client_of(&f.file_name()) {
+                *u.per_client.entry(c).or_default() += len;
             }
         }
         u
@@ -141,44 +145,36 @@ impl Logs {
     /// is refused). Called at startup so that damage is reported, not discovered by a reader.
     pub fn scan(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        let Ok(files) = std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs")) else {
-            return problems;
-        };
-        for dir in files.flatten() {
-            let Ok(logs) = std::fs::read_dir(dir.path()) else {
+        for e in self.log_files() {
+            let index = e.path();
+            if index.extension().is_none_or(|x| x != "index") {
                 continue;
-            };
-            for e in logs.flatten() {
-                let index = e.path();
-                if index.extension().is_none_or(|x| x != "index") {
-                    continue;
-                }
-                match LogView::open(&index.with_extension("data"), &index) {
-                    Ok(v) => {
-                        if let tessera_core::index::Tail::Torn { offset, bytes } = v.tail() {
-                            problems.push(format!(
-                                "{}: torn tail of {bytes} bytes at offset {offset} (an append cut by a crash, never published; not used)",
-                                index.display()
-                            ));
-                        }
-                        for d in v.damage() {
-                            problems.push(if d.repaired {
-                                format!(
-                                    "{}: the record at byte {} is damaged; its copy is intact and used",
-                                    index.display(),
-                                    d.offset
-                                )
-                            } else {
-                                format!(
-                                    "{}: both copies of the record at byte {} are damaged: the bytes it described read as EIO",
-                                    index.display(),
-                                    d.offset
-                                )
-                            });
-                        }
+            }
+            match LogView::open(&index.with_extension("data"), &index) {
+                Ok(v) => {
+                    if let tessera_core::index::Tail::Torn { offset, bytes } = v.tail() {
+                        problems.push(format!(
+                            "{}: torn tail of {bytes} bytes at offset {offset} (an append cut by a crash, never published; not used)",
+                            index.display()
+                        ));
                     }
-                    Err(err) => problems.push(err.message),
+                    for d in v.damage() {
+                        problems.push(if d.repaired {
+                            format!(
+                                "{}: the record at byte {} is damaged; its copy is intact and used",
+                                index.display(),
+                                d.offset
+                            )
+                        } else {
+                            format!(
+                                "{}: both copies of the record at byte {} are damaged: the bytes it described read as EIO",
+                                index.display(),
+                                d.offset
+                            )
+                        });
+                    }
                 }
+                Err(err) => problems.push(err.message),
             }
         }
         problems

@@ -95,15 +95,14 @@ impl Pfs {
             .to_string()
     }
 
+    /// Opens `p` beneath the root with `flags`, following no link on the way.
+    fn open_beneath(&self, p: &str, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
+        rustix::fs::openat2(&self.root, rel(p), flags, Mode::empty(), beneath())
+    }
+
     /// A directory beneath the root, resolved without following links.
     fn dir_fd(&self, p: &str) -> Result<OwnedFd, rustix::io::Errno> {
-        rustix::fs::openat2(
-            &self.root,
-            rel(p),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            beneath(),
-        )
+        self.open_beneath(p, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC)
     }
 
     /// The directory holding `p` and `p`'s name.
@@ -163,13 +162,7 @@ impl Pfs {
     /// The entries of directory `p` that Tessera can show (UTF-8 names of files,
     /// directories and links, temporaries left out); empty if it does not exist.
     pub fn list(&self, p: &str) -> FsResult<Vec<(String, FileKind)>> {
-        let fd = match rustix::fs::openat2(
-            &self.root,
-            rel(p),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            beneath(),
-        ) {
+        let fd = match self.open_beneath(p, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC) {
             Ok(fd) => fd,
             Err(e) if absent(e) => return Ok(Vec::new()),
             Err(e) => return Err(io_err(format!("opening {}", self.show(p)), e)),
@@ -196,13 +189,8 @@ impl Pfs {
 
     /// Whether directory `p` holds anything at all (hidden temporaries included).
     pub fn has_entries(&self, p: &str) -> bool {
-        let Ok(fd) = rustix::fs::openat2(
-            &self.root,
-            rel(p),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            beneath(),
-        ) else {
+        let Ok(fd) = self.open_beneath(p, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC)
+        else {
             return false;
         };
         let Ok(mut dir) = rustix::fs::Dir::new(fd) else {
@@ -334,12 +322,9 @@ impl Pfs {
     /// Opens the regular file at `p` (`None` if it is missing, a link, or reached through
     /// one).
     pub fn open_regular(&self, p: &str, access: OFlags) -> FsResult<Option<File>> {
-        let fd = match rustix::fs::openat2(
-            &self.root,
-            rel(p),
+        let fd = match self.open_beneath(
+            p,
             access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-            Mode::empty(),
-            beneath(),
         ) {
             Ok(fd) => fd,
             Err(e) if absent(e) => return Ok(None),

@@ -238,67 +238,71 @@ impl Store {
     }
 }
 
+fn load_err(what: &str) -> impl Fn(redb::Error) -> FsError + '_ {
+    move |x| FsError::new(Errno::Io, format!("loading {what}: {x}"))
+}
+
+/// Calls `f` with each row of `table`, in key order.
+fn each_row<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &redb::ReadTransaction,
+    table: TableDefinition<K, V>,
+    what: &str,
+    mut f: impl FnMut(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>) -> FsResult<()>,
+) -> FsResult<()> {
+    let e = load_err(what);
+    let t = txn.open_table(table).map_err(|x| e(x.into()))?;
+    for row in t.iter().map_err(|x| e(x.into()))? {
+        let (k, v) = row.map_err(|x| e(x.into()))?;
+        f(k, v)?;
+    }
+    Ok(())
+}
+
 fn load(db: &Database) -> FsResult<Loaded> {
-    let e = |w: &'static str| {
-        move |x: redb::Error| FsError::new(Errno::Io, format!("loading {w}: {x}"))
-    };
-    let txn = db.begin_read().map_err(|x| e("state")(x.into()))?;
+    let txn = db.begin_read().map_err(|x| load_err("state")(x.into()))?;
     let mut out = Loaded::default();
-    let t = txn
-        .open_table(DENTRIES)
-        .map_err(|x| e("dentries")(x.into()))?;
-    for row in t.iter().map_err(|x| e("dentries")(x.into()))? {
-        let (k, v) = row.map_err(|x| e("dentries")(x.into()))?;
+    each_row(&txn, DENTRIES, "dentries", |k, v| {
         let (parent, name) = k.value();
         let dentry: Dentry = tessera_proto::frame::decode(v.value())?;
         out.dentries
             .push((parent.to_string(), name.to_string(), dentry));
-    }
-    let t = txn.open_table(INODES).map_err(|x| e("inodes")(x.into()))?;
-    for row in t.iter().map_err(|x| e("inodes")(x.into()))? {
-        let (_, v) = row.map_err(|x| e("inodes")(x.into()))?;
+        Ok(())
+    })?;
+    each_row(&txn, INODES, "inodes", |_, v| {
         out.inodes.push(tessera_proto::frame::decode(v.value())?);
-    }
-    let t = txn.open_table(OWNERS).map_err(|x| e("owners")(x.into()))?;
-    for row in t.iter().map_err(|x| e("owners")(x.into()))? {
-        let (k, v) = row.map_err(|x| e("owners")(x.into()))?;
+        Ok(())
+    })?;
+    each_row(&txn, OWNERS, "owners", |k, v| {
         let (ino, stripe, start) = k.value();
         let (end, node, client) = v.value();
         out.owners
             .push((ino, stripe, start, end, Owner { node, client }));
-    }
-    let t = txn.open_table(META).map_err(|x| e("meta")(x.into()))?;
+        Ok(())
+    })?;
+    let e = load_err("meta");
+    let t = txn.open_table(META).map_err(|x| e(x.into()))?;
     let get = |key: MetaKey| -> FsResult<u64> {
         Ok(t.get(key.name())
-            .map_err(|x| e("meta")(x.into()))?
+            .map_err(|x| e(x.into()))?
             .map(|v| v.value())
             .unwrap_or(0))
     };
     out.next_ino = get(MetaKey::NextIno)?;
     out.next_client = get(MetaKey::NextClient)?;
-    let t = txn
-        .open_table(FLUSH_TEMPS)
-        .map_err(|x| e("flush temporaries")(x.into()))?;
-    for row in t.iter().map_err(|x| e("flush temporaries")(x.into()))? {
-        let (k, _) = row.map_err(|x| e("flush temporaries")(x.into()))?;
+    each_row(&txn, FLUSH_TEMPS, "flush temporaries", |k, _| {
         out.flush_temps.push(k.value().to_string());
-    }
-    let t = txn
-        .open_table(CLIENTS)
-        .map_err(|x| e("clients")(x.into()))?;
-    for row in t.iter().map_err(|x| e("clients")(x.into()))? {
-        let (k, v) = row.map_err(|x| e("clients")(x.into()))?;
+        Ok(())
+    })?;
+    each_row(&txn, CLIENTS, "clients", |k, v| {
         let (pid, start) = v.value();
         out.clients.push((k.value(), pid, start));
-    }
-    let t = txn
-        .open_table(PUBLISHED)
-        .map_err(|x| e("published")(x.into()))?;
-    for row in t.iter().map_err(|x| e("published")(x.into()))? {
-        let (k, v) = row.map_err(|x| e("published")(x.into()))?;
+        Ok(())
+    })?;
+    each_row(&txn, PUBLISHED, "published", |k, v| {
         let (client, ino) = k.value();
         out.published.push((client, ino, v.value()));
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
