@@ -91,9 +91,11 @@ fn main() {
             out,
             analysis,
         } => report::run(&results, &out, &analysis),
-        Cmd::Serve { instance, node } => {
-            tessera_cli::instance::serve(tessera_client::InstanceLayout::new(instance), node)
-        }
+        Cmd::Serve { instance, node } => tessera_cli::instance::serve(
+            tessera_client::InstanceLayout::new(instance),
+            Some(node),
+            false,
+        ),
         Cmd::Echo { path, tcp } => workloads::ops::echo(&path, &tcp),
     };
     if let Err(e) = result {

@@ -1,5 +1,6 @@
 //! Instances on this machine: create one, start and stop its daemons, report their status.
 
+use crate::admin::Admin;
 use anyhow::{Context, Result, bail};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -97,19 +98,39 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     Ok(cfg)
 }
 
-/// Runs daemon `node` in the foreground, logging to stderr (`TESSERA_LOG` filters). Every
-/// executable that starts daemons with [`start_node`] offers this as `serve --instance DIR
-/// --node K`, since [`start_node`] launches its own executable.
-pub fn serve(layout: InstanceLayout, node: u32) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
-    tessera_daemon::run(layout, node)?;
+/// Runs daemon `node` in the foreground (`None`: the node is the launcher's task rank),
+/// logging to stderr or, with `to_file`, to `<instance>/logs/node-K.log` (`TESSERA_LOG`
+/// filters). Every executable that starts daemons with [`start_node`] offers this as `serve
+/// --instance DIR --node K`, since [`start_node`] launches its own executable.
+pub fn serve(layout: InstanceLayout, node: Option<u32>, to_file: bool) -> Result<()> {
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let node = match node.or_else(|| crate::launch::rank_from_env(&env)) {
+        Some(n) => n,
+        None => bail!(
+            "which node is this daemon? give --node K, or start it through a launcher (srun, mpirun) that sets the task rank"
+        ),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    if to_file {
+        let path = layout.log_file(node);
+        std::fs::create_dir_all(path.parent().expect("logs dir"))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        fmt.with_writer(std::sync::Mutex::new(file)).init();
+    } else {
+        fmt.with_writer(std::io::stderr).init();
+    }
+    if let Err(e) = tessera_daemon::run(layout, node) {
+        tracing::error!("{e}");
+        return Err(e.into());
+    }
     Ok(())
 }
 
@@ -153,7 +174,11 @@ pub fn start_node(layout: &InstanceLayout, node: u32) -> Result<()> {
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
-        if is_up(layout, node) {
+        // Serving its socket and registered (clients find it through the host table).
+        let registered = layout
+            .load_hosts()
+            .is_ok_and(|t| t.get(node).is_some_and(|e| e.pid == child.id()));
+        if registered && is_up(layout, node) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -177,12 +202,37 @@ pub fn start_all(layout: &InstanceLayout) -> Result<()> {
     Ok(())
 }
 
-fn pid_of(layout: &InstanceLayout, node: u32) -> Option<i32> {
-    std::fs::read_to_string(layout.pid_file(node))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// Starts one daemon per node through a launcher (see [`crate::launch`]). Rows a previous
+/// run left in the host table are cleared first; a node still answering is an error.
+pub fn start_launched(
+    layout: &InstanceLayout,
+    how: &crate::launch::Launch,
+    timeout: Duration,
+) -> Result<()> {
+    let cfg = layout.load_config()?;
+    if cfg.nodes != how.nodes() {
+        bail!(
+            "the instance in {} has {} nodes, but {} would start {}; use a fresh --instance directory",
+            layout.dir.display(),
+            cfg.nodes,
+            how.name(),
+            how.nodes()
+        );
+    }
+    let table = layout.load_hosts()?;
+    if !table.nodes.is_empty() {
+        let admin = Admin::new(layout)?;
+        if let Some(e) = table.nodes.iter().find(|e| admin.status(e.node).is_ok()) {
+            bail!(
+                "node {} of {} is already running on {}; stop the instance first (`tessera stop`)",
+                e.node,
+                layout.dir.display(),
+                e.host
+            );
+        }
+        layout.update_hosts(|t| t.nodes.clear())?;
+    }
+    crate::launch::launch(layout, how, timeout)
 }
 
 /// Whether process `pid` is still running. A zombie (exited, not yet reaped by its parent,
@@ -201,48 +251,68 @@ pub fn process_alive(pid: i32) -> bool {
     }
 }
 
-/// Stops every daemon: politely, then with SIGTERM, then SIGKILL.
+/// Stops every registered daemon through an authenticated request (never a signal), waits
+/// until each has left the host table, and returns how many stopped. A row whose port no
+/// longer answers (a daemon that was killed) is removed. Stopping a stopped instance does
+/// nothing.
 pub fn stop_all(layout: &InstanceLayout) -> Result<u32> {
-    let cfg = layout.load_config()?;
-    let mut stopped = 0;
-    for n in 0..cfg.nodes {
-        let pid = pid_of(layout, n);
-        let asked = Client::connect(layout.clone(), Some(n))
-            .and_then(|c| c.shutdown_daemon())
-            .is_ok();
-        if let Some(pid) = pid {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            if !asked && process_alive(pid) {
-                // SAFETY: plain signal delivery to a pid we recorded.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
+    let table = layout.load_hosts()?;
+    if table.nodes.is_empty() {
+        return Ok(0);
+    }
+    let admin = Admin::new(layout)?;
+    let mut asked = Vec::new();
+    let mut failed = Vec::new();
+    for e in &table.nodes {
+        match admin.shutdown(e.node) {
+            Ok(()) => asked.push(e.clone()),
+            Err(err) if refused(&err) => {
+                layout.update_hosts(|t| t.unregister(e.node, e.incarnation))?;
             }
-            while process_alive(pid) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-                reap(pid);
-            }
-            if process_alive(pid) {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            stopped += 1;
-        } else if asked {
-            stopped += 1;
+            Err(err) => failed.push(format!("node {} on {}: {}", e.node, e.host, err.message)),
         }
-        let _ = std::fs::remove_file(layout.pid_file(n));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut stopped = 0;
+    for e in &asked {
+        loop {
+            let gone = layout
+                .load_hosts()?
+                .get(e.node)
+                .is_none_or(|now| now.incarnation != e.incarnation);
+            if gone {
+                stopped += 1;
+                break;
+            }
+            if Instant::now() > deadline {
+                failed.push(format!(
+                    "node {} on {} was asked to stop but is still registered after 20 s",
+                    e.node, e.host
+                ));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "stopped {stopped} daemon(s); these could not be stopped:\n  {}",
+            failed.join("\n  ")
+        );
     }
     Ok(stopped)
 }
 
-/// Collects a child that exited, if it is ours (daemons started by this process).
-fn reap(pid: i32) {
-    let mut status = 0;
-    // SAFETY: WNOHANG never blocks; a pid that is not our child just returns an error.
-    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+/// Whether an error says nothing listens at the node's address any more.
+fn refused(e: &tessera_core::FsError) -> bool {
+    e.message.contains("Connection refused") || e.message.contains("not registered")
 }
 
-/// Prints one line per daemon.
+/// Prints one line per node; returns whether all are up.
 pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
     let cfg = layout.load_config()?;
+    let table = layout.load_hosts()?;
+    let admin = Admin::new(layout)?;
     println!(
         "instance {}  pfs {}  stripe {} MiB  default model {}",
         layout.dir.display(),
@@ -251,26 +321,39 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         cfg.default_model
     );
     println!(
-        "{:>4}  {:>8}  {:>8}  {:>8}  {:>10}  {:>7}  {:>9}  burst buffer",
-        "node", "state", "pid", "uptime", "bb used", "clients", "extents"
+        "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>7}  {:>10}  {:>7}  {:>9}  burst buffer",
+        "node", "host", "address", "state", "pid", "uptime", "bb used", "clients", "extents"
     );
     let mut all = true;
     for n in 0..cfg.nodes {
-        match Client::connect(layout.clone(), Some(n)).and_then(|c| c.status()) {
+        let Some(e) = table.get(n) else {
+            all = false;
+            println!(
+                "{n:>4}  {:<12}  {:<21}  {:>5}  not registered",
+                "-", "-", "down"
+            );
+            continue;
+        };
+        match admin.status(n) {
             Ok(s) => println!(
-                "{:>4}  {:>8}  {:>8}  {:>7}s  {:>10}  {:>7}  {:>9}  {}",
+                "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {}",
                 n,
+                e.host,
+                e.addr,
                 "up",
                 s.pid,
                 s.uptime_ms / 1000,
                 human(s.bb_used),
-                s.clients.saturating_sub(1),
+                s.clients,
                 s.extents_owned,
                 s.bb_dir
             ),
-            Err(e) => {
+            Err(err) => {
                 all = false;
-                println!("{n:>4}  {:>8}  {e}", "down");
+                println!(
+                    "{n:>4}  {:<12}  {:<21}  {:>5}  {}",
+                    e.host, e.addr, "down", err.message
+                );
             }
         }
     }

@@ -1,13 +1,17 @@
 //! The pieces of the `tessera` command, as a library so that tests and tools reuse them.
 //!
 //! * [`instance`]: create an instance, start, stop and report its daemons;
+//! * [`launch`]: one daemon per node of an allocation, through srun or mpirun;
+//! * [`admin`]: status and stop requests to any node, authenticated with the secret;
 //! * [`inspect`]: ls, stat, where, flush;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
 //! * [`size`]: sizes with units on the command line.
 
+pub mod admin;
 pub mod demo;
 pub mod inspect;
 pub mod instance;
+pub mod launch;
 pub mod script;
 pub mod size;

@@ -11,10 +11,10 @@
 //! The instance directory comes from `--instance` or `TESSERA_INSTANCE` (default
 //! `/tmp/tessera-<uid>`).
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use tessera_cli::{demo, inspect, instance, script};
+use tessera_cli::{demo, inspect, instance, launch, script};
 use tessera_client::{Client, Model};
 use tessera_proto::InstanceLayout;
 
@@ -36,15 +36,35 @@ struct Cli {
 enum Cmd {
     /// Run one daemon in the foreground.
     Serve {
-        /// Which node of the instance this daemon is.
+        /// Which node of the instance this daemon is (default: the launcher's task rank).
         #[arg(long)]
-        node: u32,
+        node: Option<u32>,
+        /// Log to <instance>/logs/node-K.log instead of stderr.
+        #[arg(long)]
+        log: bool,
     },
     /// Create an instance (if needed) and start its daemons in the background.
     Start {
-        /// Number of daemons of a new instance.
-        #[arg(long, default_value_t = 3)]
-        daemons: u32,
+        /// Number of daemons of a new instance on this machine (a launcher starts one per
+        /// node of the allocation or host file).
+        #[arg(long)]
+        daemons: Option<u32>,
+        /// How to start the daemons: srun inside a Slurm allocation, mpirun with --hostfile,
+        /// else local (all on this machine).
+        #[arg(long, value_enum, default_value = "auto")]
+        launcher: launch::LauncherKind,
+        /// Hosts to start one daemon each on, through mpirun (Open MPI host file; node K is
+        /// the K-th host).
+        #[arg(long)]
+        hostfile: Option<PathBuf>,
+        /// Where daemons listen for each other (new instance): a network in CIDR notation,
+        /// an interface name, an address, or `auto` (first non-loopback address; the default
+        /// with a launcher). Without a launcher daemons use 127.0.0.1.
+        #[arg(long)]
+        net: Option<String>,
+        /// Seconds to wait for every node to register before giving up.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
         /// PFS directory that flush writes to (new instance; default <instance>/pfs).
         #[arg(long)]
         pfs: Option<PathBuf>,
@@ -150,9 +170,13 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     let layout = layout(&cli);
     match cli.cmd {
-        Cmd::Serve { node } => instance::serve(layout, node)?,
+        Cmd::Serve { node, log } => instance::serve(layout, node, log)?,
         Cmd::Start {
             daemons,
+            launcher,
+            hostfile,
+            net,
+            timeout,
             pfs,
             bb_root,
             stripe_size,
@@ -162,9 +186,38 @@ fn run(cli: Cli) -> Result<()> {
             node,
             set,
         } => {
+            let hostfile = match &hostfile {
+                Some(p) => {
+                    let text = std::fs::read_to_string(p)
+                        .with_context(|| format!("reading host file {}", p.display()))?;
+                    Some((p.as_path(), launch::parse_hostfile(&text)))
+                }
+                None => None,
+            };
+            let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+            // Restarting one node always happens here, on the node's own host.
+            let how = match node {
+                Some(_) => None,
+                None => launch::choose(launcher, &env, hostfile)?,
+            };
             if !layout.config_path().exists() {
                 if node.is_some() {
                     bail!("no instance at {} to start a node of", layout.dir.display());
+                }
+                let daemons = match (&how, daemons) {
+                    (Some(h), Some(d)) if d != h.nodes() => bail!(
+                        "--daemons {d} disagrees with the {} nodes {} starts one daemon on; leave --daemons out",
+                        h.nodes(),
+                        h.name()
+                    ),
+                    (Some(h), _) => h.nodes(),
+                    (None, d) => d.unwrap_or(3),
+                };
+                let mut set = set;
+                match (&net, &how) {
+                    (Some(n), _) => set.insert(0, format!("listen_host='{n}'")),
+                    (None, Some(_)) => set.insert(0, "listen_host='auto'".to_string()),
+                    (None, None) => {}
                 }
                 let pfs = pfs.unwrap_or_else(|| layout.dir.join("pfs"));
                 instance::create(
@@ -181,9 +234,12 @@ fn run(cli: Cli) -> Result<()> {
                     },
                 )?;
             }
-            match node {
-                Some(n) => instance::start_node(&layout, n)?,
-                None => instance::start_all(&layout)?,
+            match (node, &how) {
+                (Some(n), _) => instance::start_node(&layout, n)?,
+                (None, Some(h)) => {
+                    instance::start_launched(&layout, h, std::time::Duration::from_secs(timeout))?
+                }
+                (None, None) => instance::start_all(&layout)?,
             }
             instance::print_status(&layout)?;
         }

@@ -48,19 +48,18 @@ fn another_user_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("EACCES"), "{err}");
     // 2. Even if the directories are opened up by mistake, the daemon checks the peer's uid.
-    for d in [&inst.root, &inst.layout.dir, &inst.layout.run_dir()] {
+    for d in [
+        &inst.root,
+        &inst.layout.dir,
+        &inst.root.join("bb"),
+        &inst.root.join("bb/node-0"),
+    ] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    std::fs::set_permissions(
-        inst.layout.socket(0),
-        std::fs::Permissions::from_mode(0o777),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        inst.layout.config_path(),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
+    std::fs::set_permissions(inst.socket(0), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for f in [inst.layout.config_path(), inst.layout.hosts_path()] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
     let out = run_as_nobody(&exe, &inst, &["stat", "/tessera"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "another uid was served");

@@ -13,7 +13,7 @@ fn daemon_not_running_names_the_socket_and_the_fix() {
         .err()
         .expect("no daemon, no client");
     assert_eq!(err.errno, Errno::ConnRefused);
-    let socket = inst.layout.socket(0).display().to_string();
+    let socket = inst.socket(0).display().to_string();
     assert!(err.message.contains(&socket), "{err}");
     assert!(err.message.contains("tessera start --instance"), "{err}");
     // The CLI says the same.

@@ -19,10 +19,7 @@ const PEER_SETTINGS: [&str; 4] = [
 ];
 
 fn peer_addr(inst: &Inst, node: u32) -> String {
-    std::fs::read_to_string(inst.layout.addr_file(node))
-        .unwrap()
-        .trim()
-        .to_string()
+    inst.addr(node)
 }
 
 /// Whether the daemon closes the connection within `within` (reads until EOF or reset,

@@ -29,7 +29,7 @@ fn read_response(s: &mut UnixStream) -> Option<Response> {
 #[test]
 fn malformed_client_frames_are_refused() {
     let inst = Inst::start(2);
-    let sock = inst.layout.socket(0);
+    let sock = inst.socket(0);
     // Garbage instead of a hello.
     let mut s = UnixStream::connect(&sock).unwrap();
     frame::write_frame(&mut s, &[0xff, 0xfe, 0xfd, 0x00]).unwrap();
@@ -73,10 +73,7 @@ fn malformed_client_frames_are_refused() {
 }
 
 fn peer_addr(inst: &Inst, node: u32) -> String {
-    std::fs::read_to_string(inst.layout.addr_file(node))
-        .unwrap()
-        .trim()
-        .to_string()
+    inst.addr(node)
 }
 
 fn challenge(s: &mut TcpStream) -> Challenge {
@@ -162,7 +159,7 @@ fn unauthenticated_peer_frames_are_refused() {
 fn hostile_requests_get_errors_not_crashes() {
     use tessera_core::Run;
     let inst = Inst::start(2);
-    let sock = inst.layout.socket(0);
+    let sock = inst.socket(0);
     let mut s = UnixStream::connect(&sock).unwrap();
     let hello = Request::Hello {
         version: tessera_proto::PROTOCOL_VERSION,

@@ -69,18 +69,26 @@ pub struct Client {
     pub(crate) inner: Arc<Mutex<Inner>>,
 }
 
-/// Which daemon this process belongs to: `TESSERA_NODE`, else spread MPI ranks or process
-/// ids over the daemons of this machine.
-fn choose_node(nodes: u32) -> u32 {
+/// The launcher's rank of this process, if it was started by one.
+fn launcher_rank() -> Option<u64> {
     let from_env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-    if let Some(n) = from_env("TESSERA_NODE") {
-        return (n % u64::from(nodes)) as u32;
-    }
-    let rank = from_env("OMPI_COMM_WORLD_RANK")
+    from_env("OMPI_COMM_WORLD_RANK")
         .or_else(|| from_env("PMI_RANK"))
         .or_else(|| from_env("SLURM_PROCID"))
-        .unwrap_or_else(|| u64::from(std::process::id()));
-    (rank % u64::from(nodes)) as u32
+}
+
+/// Which daemon this process belongs to: `TESSERA_NODE`, else one registered for this host
+/// in the host table, MPI ranks (or process ids) spread over several.
+fn choose_node(layout: &InstanceLayout, cfg: &InstanceConfig) -> FsResult<u32> {
+    if let Some(n) = std::env::var("TESSERA_NODE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return Ok((n % u64::from(cfg.nodes)) as u32);
+    }
+    let rank = launcher_rank().unwrap_or_else(|| u64::from(std::process::id()));
+    let table = layout.load_hosts()?;
+    table.node_for(&tessera_proto::hosts::this_host(), rank)
 }
 
 impl Client {
@@ -93,7 +101,10 @@ impl Client {
     /// [`choose_node`]).
     pub fn connect(layout: InstanceLayout, node: Option<u32>) -> FsResult<Client> {
         let cfg = layout.load_config()?;
-        let node = node.unwrap_or_else(|| choose_node(cfg.nodes));
+        let node = match node {
+            Some(n) => n,
+            None => choose_node(&layout, &cfg)?,
+        };
         if node >= cfg.nodes {
             return Err(FsError::new(
                 Errno::Inval,
@@ -104,7 +115,7 @@ impl Client {
             ));
         }
         let (conn, client_id, _) = Conn::connect(
-            &layout.socket(node),
+            &cfg.socket_path(node),
             &layout.dir,
             cfg.max_frame as usize,
             None,
@@ -369,7 +380,7 @@ impl Inner {
         let mut wait = Duration::from_millis(20);
         loop {
             match Conn::connect(
-                &self.layout.socket(self.node),
+                &self.cfg.socket_path(self.node),
                 &self.layout.dir,
                 self.cfg.max_frame as usize,
                 resume,

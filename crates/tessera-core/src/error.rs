@@ -66,6 +66,8 @@ pub enum Errno {
     Loop,
     /// A name is not a valid character sequence (not UTF-8).
     IlSeq,
+    /// No address of this host matches the network a daemon was told to listen on.
+    AddrNotAvail,
 }
 
 impl Errno {
@@ -100,6 +102,7 @@ impl Errno {
             Errno::Busy => libc::EBUSY,
             Errno::Loop => libc::ELOOP,
             Errno::IlSeq => libc::EILSEQ,
+            Errno::AddrNotAvail => libc::EADDRNOTAVAIL,
         }
     }
 
@@ -134,6 +137,7 @@ impl Errno {
             Errno::Busy => "EBUSY",
             Errno::Loop => "ELOOP",
             Errno::IlSeq => "EILSEQ",
+            Errno::AddrNotAvail => "EADDRNOTAVAIL",
         }
     }
 

@@ -19,13 +19,14 @@
 //! * [`flush`]: atomic publication of files into the PFS;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`locks`]: byte-range locks (fcntl record locks), held on the inode's node;
-//! * [`peer`], [`server`]: the two transports.
+//! * [`peer`], [`server`]: the two transports; [`listen`]: the address peers reach us at.
 
 pub mod cache;
 pub mod clients;
 pub mod coord;
 pub mod flush;
 pub mod leftovers;
+pub mod listen;
 pub mod locks;
 pub mod logs;
 pub mod namespace;
@@ -37,7 +38,6 @@ pub mod shard;
 pub mod state_log;
 pub mod store;
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -149,30 +149,6 @@ impl Node {
     }
 }
 
-/// Creates the run directory with mode 0700 and checks that it belongs to us.
-fn prepare_run_dir(layout: &InstanceLayout, uid: u32) -> FsResult<()> {
-    let dir = layout.run_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| FsError::io(format!("creating {}", dir.display()), &e))?;
-    let meta =
-        std::fs::metadata(&dir).map_err(|e| FsError::io(format!("stat {}", dir.display()), &e))?;
-    if meta.uid() != uid {
-        return Err(FsError::new(
-            Errno::Access,
-            format!(
-                "{} belongs to uid {}, not to this daemon's uid {uid}",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| FsError::io(format!("chmod 0700 {}", dir.display()), &e))
-}
-
 /// Removes the flush temporaries a crash left in the PFS directory (their names were recorded
 /// before they were created) and forgets them.
 async fn remove_flush_temps(node: &Node, temps: &[String]) -> FsResult<()> {
@@ -229,7 +205,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let secret = layout.load_secret()?;
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    prepare_run_dir(&layout, uid)?;
+    // Before any state is touched: a host that cannot take part fails at once.
+    let listen_ip = listen::resolve(&cfg.listen_host)?;
     let bb = cfg.bb_dir(id);
     // The root may be shared (/dev/shm): created if missing, left as it is. The node's own
     // directory and everything below it are private, or the daemon does not start.
@@ -292,23 +269,31 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         "state loaded"
     );
 
-    let unix = server::bind(&layout.socket(id)).await?;
-    let tcp = tokio::net::TcpListener::bind((node.cfg.listen_host.as_str(), 0))
+    let socket = node.cfg.socket_path(id);
+    let unix = server::bind(&socket).await?;
+    let tcp = tokio::net::TcpListener::bind((listen_ip, 0))
         .await
-        .map_err(|e| FsError::io(format!("listening on {}", node.cfg.listen_host), &e))?;
+        .map_err(|e| FsError::io(format!("listening on {listen_ip}"), &e))?;
     let addr = tcp
         .local_addr()
         .map_err(|e| FsError::io("local address", &e))?;
-    tessera_proto::config::write_atomic(&layout.addr_file(id), addr.to_string().as_bytes())?;
-    tessera_proto::config::write_atomic(
-        &layout.pid_file(id),
-        std::process::id().to_string().as_bytes(),
-    )?;
-    tracing::info!(node = id, socket = %layout.socket(id).display(), peers = %addr, "ready");
-
     tokio::spawn(peer::serve(node.clone(), tcp));
     tokio::spawn(server::serve(node.clone(), unix));
     tokio::spawn(node.clone().watch_absent_clients());
+    // Registered last: a node in the host table serves both its clients and its peers.
+    let host = tessera_proto::hosts::this_host();
+    // 63 bits: TOML integers are signed.
+    let incarnation = rand::random::<u64>() >> 1;
+    layout.update_hosts(|t| {
+        t.register(tessera_proto::HostEntry {
+            node: id,
+            host: host.clone(),
+            addr: addr.to_string(),
+            pid: std::process::id(),
+            incarnation,
+        })
+    })?;
+    tracing::info!(node = id, %host, socket = %socket.display(), peers = %addr, "ready");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;
@@ -317,8 +302,9 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         _ = term.recv() => tracing::info!("SIGTERM"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
     }
-    let _ = std::fs::remove_file(layout.socket(id));
-    let _ = std::fs::remove_file(layout.addr_file(id));
-    let _ = std::fs::remove_file(layout.pid_file(id));
+    if let Err(e) = layout.update_hosts(|t| t.unregister(id, incarnation)) {
+        tracing::warn!("could not remove node {id} from the host table: {e}");
+    }
+    let _ = std::fs::remove_file(&socket);
     Ok(())
 }

@@ -13,8 +13,11 @@
 //! Callers keep a small pool of idle connections per peer; a pooled connection is checked
 //! before each use and dropped (with the rest of that peer's pool) if the peer has closed it,
 //! so a restarted peer never sees a request on a dead connection. A peer's address is read
-//! from its `run/node-K.addr` file when connecting, so a restarted daemon (new port) is found
-//! again.
+//! from the host table when connecting, so a restarted daemon (new port, maybe a new host) is
+//! found again.
+//!
+//! The `tessera` command connects as [`ADMIN_NODE`] (it holds the secret but is no daemon)
+//! to ask a node for its status or to stop it.
 
 use crate::Node;
 use bytes::{Buf, Bytes, BytesMut};
@@ -25,7 +28,8 @@ use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
 use tessera_proto::peer_auth::{
-    Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN, Welcome,
+    ADMIN_NODE, Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN,
+    Welcome,
 };
 use tessera_proto::{InstanceLayout, PROTOCOL_VERSION, PeerRequest, PeerResponse};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -278,11 +282,17 @@ impl Peers {
     }
 
     async fn connect(&self, node: u32) -> FsResult<PeerConn> {
-        let addr_file = self.layout.addr_file(node);
-        let addr = std::fs::read_to_string(&addr_file).map_err(|e| {
-            self.unreachable(node, format!("no address in {}: {e}", addr_file.display()))
-        })?;
-        let addr = addr.trim().to_string();
+        let table = self.layout.load_hosts()?;
+        let addr = table
+            .get(node)
+            .ok_or_else(|| {
+                self.unreachable(
+                    node,
+                    format!("not registered in {}", self.layout.hosts_path().display()),
+                )
+            })?
+            .addr
+            .clone();
         match tokio::time::timeout(self.handshake, self.handshake(node, &addr)).await {
             Ok(r) => r,
             Err(_) => Err(self.unreachable(
@@ -483,7 +493,9 @@ async fn accept_handshake(
         .ok_or_else(|| FsError::new(Errno::Proto, "closed during the handshake"))?
         .map_err(io)?;
     let hello: Hello = frame::decode(&f)?;
-    if hello.version != PROTOCOL_VERSION || hello.from >= node.cfg.nodes {
+    if hello.version != PROTOCOL_VERSION
+        || (hello.from >= node.cfg.nodes && hello.from != ADMIN_NODE)
+    {
         return Err(FsError::new(
             Errno::Proto,
             format!(

@@ -38,6 +38,11 @@ impl Node {
                 self.locks.release_owner(owner_id);
                 PeerResponse::Ok
             }
+            P::Status => PeerResponse::Status(self.status()),
+            P::Shutdown => {
+                self.shutdown.notify_one();
+                PeerResponse::Ok
+            }
             P::DentryGet { path } => {
                 let p = path::normalize(&path)?;
                 PeerResponse::Found(self.dentry_get(&p).await?)

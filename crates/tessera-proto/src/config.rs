@@ -7,14 +7,19 @@
 //! ```text
 //! <instance>/instance.toml     this configuration
 //! <instance>/secret            32 random bytes (hex), mode 0600: authenticates daemons
-//! <instance>/run/              mode 0700: node-K.sock (clients), node-K.addr (peers), node-K.pid
+//! <instance>/hosts.toml        the host table: node, host name, address, pid of each daemon
+//! <instance>/hosts.lock        taken (flock) by a daemon updating the host table
 //! <instance>/logs/node-K.log   daemon logs
-//! <bb_root>/node-K/            burst buffer of node K: meta.redb (state) and logs/<ino>/
+//! <bb_root>/node-K/            burst buffer of node K (mode 0700): meta.redb (state),
+//!                              logs/<ino>/, and daemon.sock, the socket of the node's clients
 //! ```
 //!
 //! On a cluster the instance directory sits on a shared file system and `bb_root` on
-//! node-local storage; on one machine everything can live under one directory.
+//! node-local storage, which is where the client socket lives too: a process reaches only the
+//! daemons of its own host, and finds them in the host table by its host name. On one machine
+//! everything can live under one directory.
 
+use crate::hosts::HostTable;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tessera_core::{Errno, FsError, Model};
@@ -42,7 +47,11 @@ pub struct InstanceConfig {
     /// Largest frame accepted on any socket, in bytes: larger allows bigger single reads,
     /// smaller bounds the memory a malicious or broken peer can tie up.
     pub max_frame: u32,
-    /// Address daemons listen on for peers (port chosen at start and published in run/).
+    /// Where daemons listen for peers (the port is chosen at start and published in the host
+    /// table): an address (`127.0.0.1`, the one-machine default), a network in CIDR notation
+    /// (`10.1.0.0/16`: the host's address inside it), an interface name (`ib0`), or `auto`
+    /// (the host's first non-loopback IPv4 address). Anything but a loopback literal makes a
+    /// multi-host instance, in which a loopback address is never registered.
     pub listen_host: String,
     /// Burst-buffer bytes each node may hold; 0 means "until the device is full".
     pub bb_capacity: u64,
@@ -154,6 +163,19 @@ impl InstanceConfig {
         self.bb_root.join(format!("node-{node}"))
     }
 
+    /// The Unix socket of `node`'s clients: in its burst-buffer directory, which is node-local
+    /// and private to the instance's user.
+    pub fn socket_path(&self, node: u32) -> PathBuf {
+        self.bb_dir(node).join("daemon.sock")
+    }
+
+    /// Whether daemons listen on loopback only (every daemon on this machine).
+    pub fn is_single_host(&self) -> bool {
+        self.listen_host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
+    }
+
     /// Directory holding the logs of file `ino` on `node`.
     pub fn log_dir(&self, node: u32, ino: u64) -> PathBuf {
         self.bb_dir(node).join("logs").join(format!("{ino:016x}"))
@@ -199,17 +221,11 @@ impl InstanceLayout {
     pub fn secret_path(&self) -> PathBuf {
         self.dir.join("secret")
     }
-    pub fn run_dir(&self) -> PathBuf {
-        self.dir.join("run")
+    pub fn hosts_path(&self) -> PathBuf {
+        self.dir.join("hosts.toml")
     }
-    pub fn socket(&self, node: u32) -> PathBuf {
-        self.run_dir().join(format!("node-{node}.sock"))
-    }
-    pub fn addr_file(&self, node: u32) -> PathBuf {
-        self.run_dir().join(format!("node-{node}.addr"))
-    }
-    pub fn pid_file(&self, node: u32) -> PathBuf {
-        self.run_dir().join(format!("node-{node}.pid"))
+    pub fn hosts_lock_path(&self) -> PathBuf {
+        self.dir.join("hosts.lock")
     }
     pub fn log_file(&self, node: u32) -> PathBuf {
         self.dir.join("logs").join(format!("node-{node}.log"))
@@ -244,6 +260,37 @@ impl InstanceLayout {
         cfg.validate()?;
         let text = toml::to_string_pretty(cfg).expect("config serializes");
         write_atomic(&self.config_path(), text.as_bytes())
+    }
+
+    /// Reads the host table (empty if no daemon registered yet).
+    pub fn load_hosts(&self) -> Result<HostTable, FsError> {
+        let p = self.hosts_path();
+        match std::fs::read_to_string(&p) {
+            Ok(text) => HostTable::parse(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HostTable::default()),
+            Err(e) => Err(FsError::io(format!("reading {}", p.display()), &e)),
+        }
+    }
+
+    /// Changes the host table under its lock and replaces the file atomically; returns what
+    /// `change` returned.
+    pub fn update_hosts<T>(&self, change: impl FnOnce(&mut HostTable) -> T) -> Result<T, FsError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let lp = self.hosts_lock_path();
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&lp)
+            .map_err(|e| FsError::io(format!("opening {}", lp.display()), &e))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| FsError::io(format!("locking {}", lp.display()), &e.into()))?;
+        let mut table = self.load_hosts()?;
+        let out = change(&mut table);
+        write_atomic(&self.hosts_path(), table.to_text()?.as_bytes())?;
+        Ok(out)
     }
 
     /// Reads the instance secret.

@@ -9,7 +9,7 @@ use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{FsError, Owner, Run};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {
@@ -402,6 +402,11 @@ pub enum PeerRequest {
     ReleaseLocks {
         owner_id: u64,
     },
+    /// What this node holds and serves (asked by `tessera status`).
+    Status,
+    /// Stop this daemon (asked by `tessera stop`): it answers, then leaves the host table and
+    /// exits.
+    Shutdown,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -440,6 +445,7 @@ pub enum PeerResponse {
     },
     Lock(Option<HeldLock>),
     Err(FsError),
+    Status(NodeStatus),
 }
 
 impl Request {

@@ -35,6 +35,10 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use tessera_core::{Errno, FsError};
 
+/// The node id the `tessera` command connects as (for status and stop): it holds the secret,
+/// so it is trusted as a daemon is, but it is no node of the instance.
+pub const ADMIN_NODE: u32 = u32::MAX;
+
 /// Largest handshake frame: a handshake message is far smaller.
 pub const HANDSHAKE_MAX: usize = 512;
 /// Bytes of a sealed frame's header.

@@ -71,12 +71,28 @@ impl Inst {
             .expect("run tessera")
     }
 
+    /// The row of `node` in the host table.
+    pub fn host_entry(&self, node: u32) -> tessera_proto::HostEntry {
+        self.layout
+            .load_hosts()
+            .expect("host table")
+            .get(node)
+            .unwrap_or_else(|| panic!("node {node} is not registered"))
+            .clone()
+    }
+
     pub fn pid(&self, node: u32) -> i32 {
-        std::fs::read_to_string(self.layout.pid_file(node))
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("pid")
+        self.host_entry(node).pid as i32
+    }
+
+    /// Where peers reach daemon `node`.
+    pub fn addr(&self, node: u32) -> String {
+        self.host_entry(node).addr
+    }
+
+    /// The client socket of daemon `node`.
+    pub fn socket(&self, node: u32) -> PathBuf {
+        self.layout.load_config().expect("config").socket_path(node)
     }
 
     /// Kills daemon `node` with SIGKILL and waits until it is gone.
@@ -315,7 +331,7 @@ pub struct RawClient {
 impl RawClient {
     /// Connects to daemon `node` and says hello (resuming `resume` if given).
     pub fn hello(inst: &Inst, node: u32, resume: Option<u64>) -> Result<RawClient, String> {
-        let mut stream = std::os::unix::net::UnixStream::connect(inst.layout.socket(node))
+        let mut stream = std::os::unix::net::UnixStream::connect(inst.socket(node))
             .map_err(|e| e.to_string())?;
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))

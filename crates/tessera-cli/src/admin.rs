@@ -1,0 +1,69 @@
+//! The `tessera` command speaking to daemons over the network, as [`ADMIN_NODE`]: it holds
+//! the instance secret, so it proves itself as a daemon does, and it can ask any node, on any
+//! host, for its status or to stop. Nothing here signals a process.
+
+use std::time::Duration;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_daemon::peer::Peers;
+use tessera_proto::peer_auth::ADMIN_NODE;
+use tessera_proto::{InstanceLayout, NodeStatus, PeerRequest, PeerResponse};
+
+/// How long one node gets to answer an administrative request.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// Administrative connections to the daemons of one instance.
+pub struct Admin {
+    rt: tokio::runtime::Runtime,
+    peers: Peers,
+}
+
+impl Admin {
+    pub fn new(layout: &InstanceLayout) -> FsResult<Admin> {
+        let cfg = layout.load_config()?;
+        let secret = layout.load_secret()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FsError::io("starting a runtime", &e))?;
+        let peers = Peers::new(layout.clone(), secret, ADMIN_NODE, &cfg);
+        Ok(Admin { rt, peers })
+    }
+
+    fn ask(&self, node: u32, req: PeerRequest) -> FsResult<PeerResponse> {
+        self.rt.block_on(async {
+            match tokio::time::timeout(ANSWER_WITHIN, self.peers.call(node, &req)).await {
+                Ok(r) => Ok(r?.resp),
+                Err(_) => Err(FsError::new(
+                    Errno::HostDown,
+                    format!("node {node} did not answer within {ANSWER_WITHIN:?}"),
+                )),
+            }
+        })
+    }
+
+    pub fn status(&self, node: u32) -> FsResult<NodeStatus> {
+        match self.ask(node, PeerRequest::Status)? {
+            PeerResponse::Status(s) => Ok(s),
+            PeerResponse::Err(e) => Err(e),
+            other => Err(FsError::new(
+                Errno::Proto,
+                format!("node {node} answered a status request with {other:?}"),
+            )),
+        }
+    }
+
+    /// Asks `node` to stop. A daemon that closed the connection while answering has stopped
+    /// as asked.
+    pub fn shutdown(&self, node: u32) -> FsResult<()> {
+        match self.ask(node, PeerRequest::Shutdown) {
+            Ok(PeerResponse::Ok) => Ok(()),
+            Ok(PeerResponse::Err(e)) => Err(e),
+            Ok(other) => Err(FsError::new(
+                Errno::Proto,
+                format!("node {node} answered a stop request with {other:?}"),
+            )),
+            Err(e) if e.message.contains("connection closed") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
