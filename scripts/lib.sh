@@ -56,6 +56,12 @@ ensure_bench_deps() {
 }
 
 # What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI.
+# What emulated hosts need: iproute2 (namespaces, veth, bridge) and util-linux (unshare,
+# nsenter, mountpoint).
+ensure_host_deps() {
+    ensure_debian_packages iproute2 util-linux
+}
+
 ensure_test_deps() {
     ensure_bench_deps
     ensure_debian_packages libhdf5-openmpi-dev hdf5-tools

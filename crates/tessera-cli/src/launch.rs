@@ -135,6 +135,15 @@ impl Launch {
                 nodes.to_string(),
                 "-x".into(),
                 "TESSERA_LOG".into(),
+                // A daemon that dies (killed, its host lost) must not take the others down:
+                // by default mpirun aborts the whole job. It is restarted with
+                // `tessera start --node K`.
+                "--mca".into(),
+                "orte_enable_recovery".into(),
+                "1".into(),
+                "--mca".into(),
+                "orte_abort_on_non_zero_status".into(),
+                "0".into(),
             ],
         };
         argv.push(exe.display().to_string());
@@ -220,7 +229,7 @@ pub fn launch(layout: &InstanceLayout, how: &Launch, timeout: Duration) -> Resul
             let tail: Vec<&str> = tail.lines().rev().take(8).collect();
             let names: Vec<String> = missing.iter().map(|n| format!("node {n}")).collect();
             bail!(
-                "{} did not register in {} (launcher {}); last lines of {}:\n{}",
+                "{} did not register {} (launcher {}); last lines of {}:\n{}",
                 names.join(", "),
                 match exited {
                     Some(s) => format!("before {} exited ({s})", how.name()),

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Inst, build_c, ok_under, preload_lib, scratch};
+use common::{Inst, build_c, hosts_env, ok_under, preload_lib, scratch};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -30,6 +30,13 @@ fn mpirun_cmd(inst: Option<&Inst>) -> Command {
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env_remove("TESSERA_NODE");
     if let Some(inst) = inst {
+        if inst.hosts.is_some() {
+            // Ranks on the instance's emulated hosts, one host after another.
+            c.envs(hosts_env().iter().map(|(k, v)| (k, v)))
+                .arg("--hostfile")
+                .arg(inst.root.join("hostfile"))
+                .args(["--map-by", "node"]);
+        }
         c.arg("-x")
             .arg(format!("LD_PRELOAD={}", preload_lib().display()))
             .arg("-x")
@@ -74,11 +81,10 @@ fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
     mpirun(None, "ompio", &exe, &[&local_dir, "write"]);
 
     let inst = Inst::start(3);
-    let fs = inst.client(0);
     for io in IMPLS {
         for atomic in [false, true] {
             let dir = format!("/tessera/{io}-{}", if atomic { "atomic" } else { "plain" });
-            fs.mkdir(&dir, 0o755).unwrap();
+            ok_under(&inst, 0, "mkdir", &[&dir]);
             let mode: &[&str] = if atomic { &["atomic"] } else { &[] };
             let args = |what: &'static str| [&[dir.as_str(), what][..], mode].concat();
             let w = mpirun(Some(&inst), io, &exe, &args("write"));
@@ -95,7 +101,7 @@ fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
         // Atomic mode's own promises: a barrier alone orders a write before another rank's
         // read, and overlapping strided writes never interleave.
         let dir = format!("/tessera/{io}-promises");
-        fs.mkdir(&dir, 0o755).unwrap();
+        ok_under(&inst, 0, "mkdir", &[&dir]);
         let a = mpirun(Some(&inst), io, &exe, &[&dir, "atomic"]);
         assert!(printed(&a).contains("mpiio atomic: ok"), "{}", printed(&a));
     }
@@ -121,7 +127,7 @@ fn posix_programs_as_mpi_ranks() {
         std::fs::write(local.join(format!("in.{r}")), data).unwrap();
     }
     let inst = Inst::start(3);
-    inst.client(0).mkdir("/tessera/job", 0o755).unwrap();
+    ok_under(&inst, 0, "mkdir", &["/tessera/job"]);
     let (exe, dir) = (strided.display(), local.display());
     // Each rank: its blocks of an N-1 strided checkpoint (C, pwrite), a copy of its input
     // (cp), a line of text (python3).
@@ -166,7 +172,7 @@ fn parallel_hdf5_chunked_and_contiguous_datasets() {
     mpirun(None, "ompio", &exe, &[&reference, "write"]);
 
     let inst = Inst::start(3);
-    inst.client(0).mkdir("/tessera/h5", 0o755).unwrap();
+    ok_under(&inst, 0, "mkdir", &["/tessera/h5"]);
     for io in IMPLS {
         let file = format!("/tessera/h5/{io}.h5");
         mpirun(Some(&inst), io, &exe, &[&file, "write"]);

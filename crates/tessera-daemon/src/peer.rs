@@ -36,8 +36,28 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Decoder, Framed, LengthDelimitedCodec};
 
-/// Longest a single peer request may take before the peer is considered unreachable.
+/// Longest a single peer request may take, even from a peer that keeps its connection alive:
+/// a backstop against a stuck peer. A silent peer (lost link or host) is found much sooner,
+/// after `peer_timeout_ms`, by [`watch_liveness`].
 const PEER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Makes the kernel fail a peer connection whose other end stays silent for about `timeout`:
+/// keepalive probes while waiting for an answer (a third of it idle, then three probes a
+/// ninth apart) and TCP_USER_TIMEOUT while sent data waits to be acknowledged. A live peer
+/// answers probes from its kernel, so a long request (a large flush) is never cut short.
+fn watch_liveness(stream: &TcpStream, timeout: Duration) {
+    let sock = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time((timeout / 3).max(Duration::from_secs(1)))
+        .with_interval((timeout / 9).max(Duration::from_secs(1)))
+        .with_retries(3);
+    if let Err(e) = sock
+        .set_tcp_keepalive(&keepalive)
+        .and_then(|()| sock.set_tcp_user_timeout(Some(timeout)))
+    {
+        tracing::warn!("cannot bound the silence of a peer connection: {e}");
+    }
+}
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 16;
 
@@ -251,6 +271,8 @@ pub struct Peers {
     me: u32,
     max_frame: u32,
     handshake: Duration,
+    /// How long a peer may stay silent before its requests fail.
+    silence: Duration,
     idle: Vec<Mutex<Vec<PeerConn>>>,
 }
 
@@ -267,15 +289,22 @@ impl Peers {
             me,
             max_frame: cfg.max_frame,
             handshake: Duration::from_millis(cfg.peer_handshake_timeout_ms),
+            silence: Duration::from_millis(cfg.peer_timeout_ms),
             idle: (0..cfg.nodes).map(|_| Mutex::new(Vec::new())).collect(),
         }
     }
 
     fn unreachable(&self, node: u32, what: impl std::fmt::Display) -> FsError {
+        let host = self
+            .layout
+            .load_hosts()
+            .ok()
+            .and_then(|t| t.get(node).map(|e| format!(" on host {}", e.host)))
+            .unwrap_or_default();
         FsError::new(
             Errno::HostDown,
             format!(
-                "daemon of node {node} is unreachable ({what}); check it with `tessera status --instance {}`",
+                "daemon of node {node}{host} is unreachable ({what}); check it with `tessera status --instance {}`",
                 self.layout.dir.display()
             ),
         )
@@ -325,6 +354,7 @@ impl Peers {
             .await
             .map_err(|e| self.unreachable(node, format!("connecting to {addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
+        watch_liveness(&stream, self.silence);
         let mut framed = Framed::new(stream, codec(HANDSHAKE_MAX as u32));
         let ch: Challenge = frame::decode(&self.handshake_frame(node, addr, &mut framed).await?)?;
         if ch.version != PROTOCOL_VERSION || ch.node != node {
@@ -479,6 +509,7 @@ async fn accept_handshake(
     stream: TcpStream,
 ) -> FsResult<(TcpStream, Authenticator, u32)> {
     let _ = stream.set_nodelay(true);
+    watch_liveness(&stream, Duration::from_millis(node.cfg.peer_timeout_ms));
     let mut framed = Framed::new(stream, codec(HANDSHAKE_MAX as u32));
     let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
     let ch = Challenge {

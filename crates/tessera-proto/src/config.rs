@@ -71,6 +71,12 @@ pub struct InstanceConfig {
     /// connections sooner, longer tolerates slower networks.
     #[serde(default = "default_handshake_ms")]
     pub peer_handshake_timeout_ms: u64,
+    /// Milliseconds a peer may stay silent (its link down, its host gone) before the requests
+    /// that need it fail with EHOSTDOWN naming its host: shorter reports a lost host sooner,
+    /// longer rides out network stalls. Enforced by TCP keepalive and TCP_USER_TIMEOUT, so a
+    /// long request to a live peer (a large flush) is not cut short.
+    #[serde(default = "default_peer_timeout_ms")]
+    pub peer_timeout_ms: u64,
     /// Peer connections that may be in their handshake at once; more are closed at once.
     /// Bounds what unauthenticated connections can tie up.
     #[serde(default = "default_max_handshakes")]
@@ -79,6 +85,10 @@ pub struct InstanceConfig {
 
 fn default_handshake_ms() -> u64 {
     5000
+}
+
+fn default_peer_timeout_ms() -> u64 {
+    30_000
 }
 
 fn default_max_handshakes() -> u32 {
@@ -113,6 +123,7 @@ impl InstanceConfig {
             state_durability: StateDurability::Process,
             state_checkpoint_idle_ms: default_checkpoint_idle_ms(),
             peer_handshake_timeout_ms: default_handshake_ms(),
+            peer_timeout_ms: default_peer_timeout_ms(),
             peer_max_handshakes: default_max_handshakes(),
         }
     }
@@ -136,6 +147,12 @@ impl InstanceConfig {
             return bad(format!(
                 "instance.toml: max_frame = {} must be at least 1 MiB",
                 self.max_frame
+            ));
+        }
+        if self.peer_timeout_ms < 300 {
+            return bad(format!(
+                "instance.toml: peer_timeout_ms = {} must be at least 300",
+                self.peer_timeout_ms
             ));
         }
         if self.peer_max_handshakes == 0 || self.peer_handshake_timeout_ms == 0 {

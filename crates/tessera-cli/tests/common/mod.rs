@@ -11,10 +11,70 @@ use tessera_client::{Client, InstanceLayout};
 pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
 
 /// A running instance in a temporary directory; stopped and removed on drop.
+///
+/// With `TESSERA_TEST_HOSTS=H` (root only) the instance runs on H emulated hosts
+/// (`scripts/hosts.sh`): its daemons are launched by mpirun, one per host, and every rank,
+/// interposed program and `tessera` command of the test runs on the host of its node.
 pub struct Inst {
     pub root: PathBuf,
     pub layout: InstanceLayout,
     pub nodes: u32,
+    /// On emulated hosts: the node-local directory (the same path on every host).
+    pub hosts: Option<PathBuf>,
+}
+
+/// The emulated hosts' script.
+pub fn hosts_script() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/hosts.sh")
+}
+
+/// How many emulated hosts the tests run on (`TESSERA_TEST_HOSTS`), if any.
+pub fn test_hosts() -> Option<u32> {
+    let n: u32 = std::env::var("TESSERA_TEST_HOSTS").ok()?.parse().ok()?;
+    (n > 0).then_some(n)
+}
+
+/// Brings the emulated hosts up (once per test process) and returns the environment that
+/// points mpirun at them.
+pub fn hosts_env() -> &'static Vec<(String, String)> {
+    static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let n = test_hosts().expect("TESSERA_TEST_HOSTS");
+        assert!(
+            is_root(),
+            "TESSERA_TEST_HOSTS needs root (emulated hosts are network and mount namespaces)"
+        );
+        let up = Command::new("bash")
+            .arg(hosts_script())
+            .args(["up", &n.to_string()])
+            .output()
+            .expect("run hosts.sh");
+        assert!(
+            up.status.success(),
+            "hosts.sh up {n}: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        let env = Command::new("bash")
+            .arg(hosts_script())
+            .arg("env")
+            .output()
+            .expect("run hosts.sh env");
+        String::from_utf8_lossy(&env.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    })
+}
+
+/// A value of the emulated hosts' environment.
+pub fn hosts_var(name: &str) -> String {
+    hosts_env()
+        .iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("hosts.sh env sets no {name}"))
+        .1
+        .clone()
 }
 
 impl Inst {
@@ -25,18 +85,39 @@ impl Inst {
     pub fn start_with(nodes: u32, extra: &[&str]) -> Inst {
         let root = tessera_cli::instance::temp_dir("tessera-test").expect("temp dir");
         let layout = InstanceLayout::new(root.join("inst"));
-        let out = Command::new(TESSERA)
+        let mut start = Command::new(TESSERA);
+        start
             .arg("start")
             .arg("--instance")
             .arg(&layout.dir)
-            .args(["--daemons", &nodes.to_string()])
             .arg("--pfs")
-            .arg(root.join("pfs"))
-            .arg("--bb-root")
-            .arg(root.join("bb"))
-            .args(extra)
-            .output()
-            .expect("run tessera start");
+            .arg(root.join("pfs"));
+        let hosts = test_hosts().map(|h| {
+            assert!(
+                nodes <= h,
+                "the test needs {nodes} nodes, but TESSERA_TEST_HOSTS={h}"
+            );
+            let all = std::fs::read_to_string(hosts_var("TESSERA_HOSTFILE")).expect("hostfile");
+            let hostfile = root.join("hostfile");
+            let mine: Vec<&str> = all.lines().take(nodes as usize).collect();
+            std::fs::write(&hostfile, mine.join("\n") + "\n").unwrap();
+            let local = PathBuf::from(hosts_var("TESSERA_HOSTS_LOCAL"))
+                .join(root.file_name().expect("name"));
+            start
+                .arg("--hostfile")
+                .arg(&hostfile)
+                .arg("--bb-root")
+                .arg(&local)
+                .envs(hosts_env().iter().map(|(k, v)| (k, v)));
+            local
+        });
+        if hosts.is_none() {
+            start
+                .args(["--daemons", &nodes.to_string()])
+                .arg("--bb-root")
+                .arg(root.join("bb"));
+        }
+        let out = start.args(extra).output().expect("run tessera start");
         assert!(
             out.status.success(),
             "tessera start failed: {}{}",
@@ -47,10 +128,30 @@ impl Inst {
             root,
             layout,
             nodes,
+            hosts,
+        }
+    }
+
+    /// A command that runs `prog` where node `node`'s processes run: on its host when the
+    /// instance is on emulated hosts, here otherwise.
+    pub fn command_on(&self, node: u32, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+        match &self.hosts {
+            None => Command::new(prog),
+            Some(_) => {
+                let mut c = Command::new("bash");
+                c.arg(hosts_script())
+                    .args(["exec", &self.host_entry(node).host])
+                    .arg(prog);
+                c
+            }
         }
     }
 
     pub fn client(&self, node: u32) -> Client {
+        assert!(
+            self.hosts.is_none(),
+            "an in-process client cannot reach the daemons of emulated hosts; use a rank"
+        );
         Client::connect(self.layout.clone(), Some(node)).expect("connect client")
     }
 
@@ -59,11 +160,16 @@ impl Inst {
     }
 
     pub fn rank(&self, node: u32) -> Rank {
-        Rank::spawn(&self.layout, node)
+        let mut c = self.command_on(node, TESSERA);
+        c.arg("--instance")
+            .arg(&self.layout.dir)
+            .args(["script", "--node", &node.to_string()]);
+        Rank::spawn_cmd(c, node)
     }
 
+    /// Runs `tessera` (on node 0's host when on emulated hosts).
     pub fn tessera(&self, args: &[&str]) -> std::process::Output {
-        Command::new(TESSERA)
+        self.command_on(0, TESSERA)
             .arg("--instance")
             .arg(&self.layout.dir)
             .args(args)
@@ -107,8 +213,15 @@ impl Inst {
         }
     }
 
+    /// Restarts daemon `node` (on its own host).
     pub fn restart(&self, node: u32) {
-        let out = self.tessera(&["start", "--node", &node.to_string()]);
+        let out = self
+            .command_on(node, TESSERA)
+            .arg("--instance")
+            .arg(&self.layout.dir)
+            .args(["start", "--node", &node.to_string()])
+            .output()
+            .expect("run tessera start");
         assert!(
             out.status.success(),
             "restart failed: {}",
@@ -119,7 +232,20 @@ impl Inst {
 
 impl Drop for Inst {
     fn drop(&mut self) {
-        let _ = self.tessera(&["stop"]);
+        let _ = Command::new(TESSERA)
+            .arg("--instance")
+            .arg(&self.layout.dir)
+            .arg("stop")
+            .output();
+        if let Some(local) = &self.hosts {
+            for n in 0..self.nodes {
+                let _ = Command::new("bash")
+                    .arg(hosts_script())
+                    .args(["exec", &format!("h{}", n + 1), "rm", "-rf"])
+                    .arg(local)
+                    .output();
+            }
+        }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.root);
         } else {
@@ -138,10 +264,16 @@ pub struct Rank {
 
 impl Rank {
     pub fn spawn(layout: &InstanceLayout, node: u32) -> Rank {
-        let mut child = Command::new(TESSERA)
-            .arg("--instance")
+        let mut c = Command::new(TESSERA);
+        c.arg("--instance")
             .arg(&layout.dir)
-            .args(["script", "--node", &node.to_string()])
+            .args(["script", "--node", &node.to_string()]);
+        Rank::spawn_cmd(c, node)
+    }
+
+    /// Starts a prepared `tessera script` command as a rank of `node`.
+    pub fn spawn_cmd(mut c: Command, node: u32) -> Rank {
+        let mut child = c
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -267,7 +399,7 @@ pub fn preload_lib() -> PathBuf {
 
 /// A command run through the interposer, bound to daemon `node`.
 pub fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(prog);
+    let mut c = inst.command_on(node, prog);
     c.args(args)
         .env("LD_PRELOAD", preload_lib())
         .env("TESSERA_INSTANCE", &inst.layout.dir)
