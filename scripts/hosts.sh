@@ -69,6 +69,8 @@ up() {
     local n=$1 k h
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N must be 1..200"
     if [ "$(count)" -eq "$n" ] && ip link show "$BRIDGE" >/dev/null 2>&1; then
+        # Already up: only links a test left down come back.
+        for k in $(seq 1 "$n"); do ip link set "tsv-h$k" up; done
         return 0
     fi
     down
