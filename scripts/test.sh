@@ -41,6 +41,7 @@ if [ "$(id -u)" -eq 0 ]; then
         --test conformance --test locks --test restart --test mpi -- \
         read_the_latest_write conflicting_locks_across_daemons blocking_lock_waits \
         killed_daemon_restarts mpiio_ompio posix_programs_as_mpi_ranks parallel_hdf5
+    cargo test --locked -q -p tessera-bench --test smoke -- --ignored
     bash scripts/hosts.sh down
 else
     say "tests that need root are reported as ignored: another user's files, and every test across emulated hosts (network namespaces) (run as root to include them)"

@@ -77,6 +77,12 @@ pub struct Params {
     /// Daemons of the instance (ranks are spread over them cyclically: rank r uses node r % daemons).
     #[arg(long, default_value_t = 3)]
     pub daemons: u32,
+    /// Run on this many emulated hosts (as root, after `scripts/hosts.sh up N` and
+    /// `eval "$(scripts/hosts.sh env)"`): one daemon per host, ranks spread over the hosts by
+    /// mpirun, each on its host's daemon; adds `tcp_stream_mibs`. 0: everything here.
+    #[arg(long, default_value_t = 0)]
+    #[serde(default)]
+    pub hosts: u32,
     /// Repetitions; every metric is reported as the median over them.
     #[arg(long, default_value_t = 3)]
     pub reps: u32,

@@ -10,6 +10,7 @@ use clap::Args;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use tessera_cli::emulated::EmulatedHosts;
 use tessera_cli::instance::{self, CreateOptions};
 use tessera_client::{InstanceLayout, Model};
 
@@ -40,6 +41,7 @@ fn param_args(p: &Params) -> Vec<String> {
     let mut a = vec![
         format!("--ranks={}", p.ranks),
         format!("--daemons={}", p.daemons),
+        format!("--hosts={}", p.hosts),
         format!("--reps={}", p.reps),
         format!("--xfer={}", p.xfer),
         format!("--per-rank={}", p.per_rank),
@@ -84,31 +86,67 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
         .dir
         .join(format!("tessera-bench-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&root)?;
+    let hosts = (params.hosts > 0)
+        .then(|| EmulatedHosts::prepare(params.hosts, &root))
+        .transpose()?;
+    let mut params = params;
+    if let Some(h) = &hosts {
+        params.daemons = h.count;
+    }
     let layout = InstanceLayout::new(root.join("inst"));
     instance::create(
         &layout,
         &CreateOptions {
             daemons: params.daemons,
             pfs: root.join("pfs"),
-            bb_root: Some(root.join("bb")),
+            bb_root: Some(
+                hosts
+                    .as_ref()
+                    .map_or_else(|| root.join("bb"), |h| h.bb_root.clone()),
+            ),
             stripe_size: None,
             bb_capacity: 0,
             model: Model::Session,
             state_durability: Default::default(),
-            set: Vec::new(),
+            set: match hosts {
+                Some(_) => vec!["listen_host='auto'".to_string()],
+                None => Vec::new(),
+            },
         },
     )?;
-    instance::start_all(&layout)?;
+    match &hosts {
+        Some(h) => h.start_daemons(&layout)?,
+        None => instance::start_all(&layout)?,
+    }
     eprintln!(
-        "{}: {} ranks, {} daemons, {} repetitions in {}",
+        "{}: {} ranks, {} daemons{}, {} repetitions in {}",
         workload.name(),
         params.ranks,
         params.daemons,
+        match &hosts {
+            Some(h) => format!(" on {} emulated hosts", h.count),
+            None => String::new(),
+        },
         params.reps,
         root.display()
     );
-    let outcome = launch(workload, &params, &layout, &root);
+    let outcome = launch(workload, &params, &layout, &root, hosts.as_ref()).and_then(|mut reps| {
+        if let Some(h) = &hosts {
+            // The network's ceiling, measured in the same run, once per repetition.
+            for (i, rep) in reps.iter_mut().enumerate() {
+                let mibs = tcp_stream(h, &root.join(format!("tcp-stream-{i}")))?;
+                rep.insert("tcp_stream_mibs".to_string(), mibs);
+            }
+        }
+        Ok(reps)
+    });
     let stopped = instance::stop_all(&layout);
+    if let Some(h) = &hosts
+        && !opts.keep
+        && outcome.is_ok()
+    {
+        h.remove_bb();
+    }
     if !opts.keep && outcome.is_ok() {
         let _ = std::fs::remove_dir_all(&root);
     } else {
@@ -160,14 +198,57 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
     Ok(())
 }
 
+/// Bytes the TCP stream sends: at least 1 GiB, so the rate is not a burst into buffers.
+const TCP_STREAM_BYTES: u64 = 1 << 30;
+
+/// One TCP stream from the first host to the second; returns MiB/s.
+fn tcp_stream(hosts: &EmulatedHosts, rendezvous: &std::path::Path) -> Result<f64> {
+    if hosts.count < 2 {
+        bail!("tcp_stream_mibs needs two hosts; run with --hosts 2 or more");
+    }
+    let exe = std::env::current_exe().context("locating tessera-bench")?;
+    let _ = std::fs::remove_file(rendezvous);
+    let out = Command::new("mpirun")
+        .arg("--hostfile")
+        .arg(&hosts.hostfile)
+        .args(["--map-by", "node", "-np", "2"])
+        .arg(&exe)
+        .arg("tcp-stream")
+        .arg("--rendezvous")
+        .arg(rendezvous)
+        .args(["--bytes", &TCP_STREAM_BYTES.to_string()])
+        .output()
+        .context("running mpirun for the TCP stream")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "the TCP stream failed ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix(crate::workloads::tcp_stream::MARKER))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("the TCP stream printed no rate: {text}"))
+}
+
 fn launch(
     workload: Workload,
     params: &Params,
     layout: &InstanceLayout,
     root: &std::path::Path,
+    hosts: Option<&EmulatedHosts>,
 ) -> Result<Vec<Metrics>> {
     let exe = std::env::current_exe().context("locating tessera-bench")?;
     let mut cmd = Command::new("mpirun");
+    if let Some(h) = hosts {
+        // Ranks host after host; MPI's own traffic crosses the emulated network too.
+        cmd.arg("--hostfile")
+            .arg(&h.hostfile)
+            .args(["--map-by", "node"])
+            .env_remove("TESSERA_NODE");
+    }
     cmd.args([
         "--oversubscribe",
         "--bind-to",

@@ -64,13 +64,25 @@ enum Cmd {
     Serve {
         #[arg(long)]
         instance: PathBuf,
+        /// Default: the launcher's task rank.
         #[arg(long)]
-        node: u32,
+        node: Option<u32>,
+        /// Log to <instance>/logs/node-K.log.
+        #[arg(long)]
+        log: bool,
     },
     /// Echo framed messages on a Unix socket and a TCP address (the far end of the transport
     /// measurements).
     #[command(hide = true)]
     Echo { path: PathBuf, tcp: String },
+    /// One TCP stream between two hosts (two ranks of mpirun): the ceiling of remote reads.
+    #[command(hide = true)]
+    TcpStream {
+        #[arg(long)]
+        rendezvous: PathBuf,
+        #[arg(long, value_parser = tessera_cli::size::parse_size)]
+        bytes: u64,
+    },
 }
 
 fn main() {
@@ -91,12 +103,13 @@ fn main() {
             out,
             analysis,
         } => report::run(&results, &out, &analysis),
-        Cmd::Serve { instance, node } => tessera_cli::instance::serve(
-            tessera_client::InstanceLayout::new(instance),
-            Some(node),
-            false,
-        ),
+        Cmd::Serve {
+            instance,
+            node,
+            log,
+        } => tessera_cli::instance::serve(tessera_client::InstanceLayout::new(instance), node, log),
         Cmd::Echo { path, tcp } => workloads::ops::echo(&path, &tcp),
+        Cmd::TcpStream { rendezvous, bytes } => workloads::tcp_stream::main(&rendezvous, bytes),
     };
     if let Err(e) = result {
         eprintln!("tessera-bench: {e:#}");

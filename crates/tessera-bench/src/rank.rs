@@ -139,8 +139,9 @@ pub fn main(workload: Workload, params: Params, place: Place) -> anyhow::Result<
     let rank = world.rank() as usize;
     let size = world.size() as usize;
     let layout = InstanceLayout::new(place.instance.clone());
-    let node = (rank as u32) % params.daemons;
-    let client = match Client::connect(layout, Some(node)) {
+    // On emulated hosts each rank uses its host's daemon (found in the host table).
+    let node = (params.hosts == 0).then_some((rank as u32) % params.daemons);
+    let client = match Client::connect(layout, node) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tessera-bench rank {rank}: {e}");

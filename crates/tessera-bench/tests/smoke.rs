@@ -192,3 +192,50 @@ fn a_verification_failure_fails_the_run() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("must be positive"));
 }
+
+/// The environment that points mpirun at the emulated hosts (`scripts/hosts.sh env`).
+fn hosts_env() -> Vec<(String, String)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/hosts.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .arg("env")
+        .output()
+        .expect("run hosts.sh env");
+    assert!(
+        out.status.success(),
+        "no emulated hosts are up (scripts/hosts.sh up 3): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Across emulated hosts, the CS-R consistency pattern (remote strided reads) verifies its
+/// data, and the run reports the network's ceiling beside it.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces); scripts/test.sh runs it as root after scripts/hosts.sh up 3"]
+fn workloads_run_across_hosts_with_the_tcp_ceiling() {
+    let dir = std::env::temp_dir().join(format!("tessera-bench-hosts-{}", std::process::id()));
+    let results = dir.join("results");
+    let out = Command::new(BENCH)
+        .args(["run", "consistency", "--pattern", "CS-R", "--ops", "50"])
+        .args(["--hosts", "3", "--reps", "1", "--json", "--results"])
+        .arg(&results)
+        .envs(hosts_env())
+        .output()
+        .expect("run tessera-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["params"]["hosts"], 3);
+    has(&v, &["tcp_stream_mibs", "session_read_mibs"]);
+    assert!(v["metrics"]["tcp_stream_mibs"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,11 +5,13 @@
 //! * [`admin`]: status and stop requests to any node, authenticated with the secret;
 //! * [`inspect`]: ls, stat, where, flush;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
+//! * [`emulated`]: runs of the demo and the benchmarks on emulated hosts;
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
 //! * [`size`]: sizes with units on the command line.
 
 pub mod admin;
 pub mod demo;
+pub mod emulated;
 pub mod inspect;
 pub mod instance;
 pub mod launch;

@@ -8,6 +8,7 @@ pub mod dl;
 pub mod meta;
 pub mod ops;
 pub mod scr;
+pub mod tcp_stream;
 
 use crate::rank::Ctx;
 use tessera_cli::demo::{first_mismatch, pattern_at};

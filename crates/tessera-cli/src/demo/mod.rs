@@ -9,7 +9,6 @@
 //! disk. Timing starts when every rank is ready (a barrier through the parent) and covers
 //! open, the I/O, commit and close.
 
-mod hosts;
 mod pattern;
 mod phase;
 mod rank;
@@ -18,9 +17,9 @@ pub use pattern::{fill_pattern, first_mismatch, pattern_at};
 pub use phase::{Phase, Placement, run_phase};
 pub use rank::{RankArgs, RankMode, rank_main};
 
+use crate::emulated::EmulatedHosts;
 use crate::instance::{self, CreateOptions, human};
 use anyhow::{Context, Result, bail};
-use hosts::EmulatedHosts;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -158,14 +157,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     )?;
     match &hosts {
         Some(h) => {
-            instance::start_launched(
-                &layout,
-                &crate::launch::Launch::Mpirun {
-                    hostfile: h.hostfile.clone(),
-                    nodes: h.count,
-                },
-                std::time::Duration::from_secs(60),
-            )?;
+            h.start_daemons(&layout)?;
             println!("started {daemons} daemons through mpirun, one per host:");
             for e in layout.load_hosts()?.nodes {
                 println!("  node {}: host {}, address {}", e.node, e.host, e.addr);

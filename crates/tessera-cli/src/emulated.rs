@@ -1,12 +1,13 @@
-//! The demo on emulated hosts (`scripts/hosts.sh`): which hosts, where their node-local
-//! storage is, and the steps that must run on a host (flush, index sizes, cleanup), all
-//! launched through mpirun as a job on a cluster would launch them.
+//! Runs on emulated hosts (`scripts/hosts.sh`), for the demo and the benchmarks: which hosts,
+//! where their node-local storage is, and the steps that must run on a host (flush, index
+//! sizes, cleanup), all launched through mpirun as a job on a cluster would launch them.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera_proto::InstanceLayout;
 
+/// The first `count` emulated hosts, as one run uses them.
 pub struct EmulatedHosts {
     pub count: u32,
     /// The first `count` hosts of the emulated hosts' host file, one per line.
@@ -18,12 +19,14 @@ pub struct EmulatedHosts {
 fn var(name: &str) -> Result<String> {
     std::env::var(name).with_context(|| {
         format!(
-            "{name} is not set: --hosts needs emulated hosts; run `scripts/demo.sh --hosts N`, or as root `scripts/hosts.sh up N && eval \"$(scripts/hosts.sh env)\"` first"
+            "{name} is not set: --hosts needs emulated hosts; as root, run `scripts/hosts.sh up N && eval \"$(scripts/hosts.sh env)\"` first (scripts/demo.sh --hosts N does it for the demo)"
         )
     })
 }
 
 impl EmulatedHosts {
+    /// Picks the first `count` hosts (written to `dir/hostfile`) and a burst-buffer root
+    /// named after `dir` in their node-local storage.
     pub fn prepare(count: u32, dir: &Path) -> Result<EmulatedHosts> {
         let all = var("TESSERA_HOSTFILE")?;
         let text = std::fs::read_to_string(&all).with_context(|| format!("reading {all}"))?;
@@ -46,9 +49,21 @@ impl EmulatedHosts {
         })
     }
 
+    /// Starts one daemon per host through mpirun and waits until every one has registered.
+    pub fn start_daemons(&self, layout: &InstanceLayout) -> Result<()> {
+        crate::instance::start_launched(
+            layout,
+            &crate::launch::Launch::Mpirun {
+                hostfile: self.hostfile.clone(),
+                nodes: self.count,
+            },
+            std::time::Duration::from_secs(60),
+        )
+    }
+
     /// Runs `argv` through mpirun, once on the first host (`per_host` false) or once on
     /// every host; returns what it printed.
-    fn mpirun(&self, per_host: bool, argv: &[&str]) -> Result<String> {
+    pub fn mpirun(&self, per_host: bool, argv: &[&str]) -> Result<String> {
         let np = if per_host { self.count } else { 1 };
         let out = Command::new("mpirun")
             .arg("--hostfile")
