@@ -118,6 +118,9 @@ down() {
         h=$(basename "$ns")
         # Whatever still runs on the host ends with it.
         for pid in $(ip netns pids "$h" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+        # Deleted explicitly: connections still closing can keep a namespace (and so its
+        # end of the pair) alive for minutes after `ip netns del`.
+        ip link del "tsv-$h" 2>/dev/null || true
         ip netns del "$h" 2>/dev/null || true
         for f in "$STATE/$h.mnt" "$STATE/$h.uts"; do
             umount "$f" 2>/dev/null || true

@@ -32,7 +32,7 @@ cargo test --locked --workspace -q
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"
     cargo test --locked -q -p tessera-cli --test as_root -- --ignored
-    say "across 3 emulated hosts: registration, stop, a lost link, conformance, restart, locks, MPI-IO, HDF5"
+    say "across 3 emulated hosts: registration, stop, a lost link, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
     ensure_host_deps
     bash scripts/hosts.sh up 3
     # One at a time: a test takes a host's link down.
@@ -42,6 +42,7 @@ if [ "$(id -u)" -eq 0 ]; then
         read_the_latest_write conflicting_locks_across_daemons blocking_lock_waits \
         killed_daemon_restarts mpiio_ompio posix_programs_as_mpi_ranks parallel_hdf5
     cargo test --locked -q -p tessera-bench --test smoke -- --ignored
+    bash scripts/slurm.sh down
     bash scripts/hosts.sh down
 else
     say "tests that need root are reported as ignored: another user's files, and every test across emulated hosts (network namespaces) (run as root to include them)"

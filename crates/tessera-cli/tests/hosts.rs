@@ -331,3 +331,69 @@ fn the_demo_runs_across_hosts() {
         "{shown}"
     );
 }
+
+/// The Slurm path on a real resource manager: slurmctld here, one slurmd per emulated host
+/// (`scripts/slurm.sh`), and the documented batch script (`examples/slurm-job.sh`) starting
+/// Tessera through srun, running an MPI job on it, flushing its output and stopping.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces) with a Slurm cluster; scripts/test.sh runs it as root with TESSERA_TEST_HOSTS=3"]
+fn a_slurm_batch_job_starts_uses_flushes_and_stops_tessera() {
+    assert!(common::test_hosts().is_some_and(|h| h >= 3));
+    let env = common::hosts_env();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let up = Command::new("bash")
+        .arg(repo.join("scripts/slurm.sh"))
+        .arg("up")
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "slurm.sh up: {}", text(&up));
+    let strided = common::build_c("cc", "strided");
+    let root = tessera_cli::instance::temp_dir("tessera-slurm").unwrap();
+    let bin = std::path::Path::new(TESSERA).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let local = std::path::Path::new(&common::hosts_var("TESSERA_HOSTS_LOCAL"))
+        .join(root.file_name().unwrap());
+    let job = format!(
+        "{} write /tessera/out $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_SIZE 47001 20",
+        strided.display()
+    );
+    let out = Command::new("sbatch")
+        .args(["--wait", "--nodes=3", "--ntasks-per-node=2"])
+        .arg(format!("--chdir={}", root.display()))
+        .arg(format!("--output={}", root.join("job.out").display()))
+        .arg(repo.join("examples/slurm-job.sh"))
+        .args(["sh", "-c", &job])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PATH", path)
+        .env("TESSERA_INSTANCE", root.join("inst"))
+        .env("TESSERA_BB", &local)
+        .env("TESSERA_PFS", root.join("pfs"))
+        .env("TESSERA_OUTPUT", "/tessera/out")
+        .env_remove("TESSERA_NODE")
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(root.join("job.out")).unwrap_or_default();
+    assert!(out.status.success(), "{}\njob output:\n{log}", text(&out));
+    // The daemons ran one per node of the allocation, and stopped at the end.
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            log.lines().any(|l| l.contains(h) && l.contains(" up ")),
+            "{log}"
+        );
+    }
+    let inst = tessera_proto::InstanceLayout::new(root.join("inst"));
+    assert!(inst.load_hosts().unwrap().nodes.is_empty(), "{log}");
+    // 6 ranks wrote an N-1 strided file; the flushed copy has every byte.
+    let verify = Command::new(&strided)
+        .arg("verify")
+        .arg(root.join("pfs/out"))
+        .args(["6", "47001", "20"])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}\n{log}", text(&verify));
+    let _ = std::fs::remove_dir_all(&root);
+}
