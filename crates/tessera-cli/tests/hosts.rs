@@ -170,13 +170,7 @@ fn a_lost_link_fails_what_needs_it_within_the_bound_and_heals() {
     // Writers on h1, h2, h3, h1.
     let mut writers: Vec<_> = (0..WRITERS).map(|w| inst.rank((w % 3) as u32)).collect();
     for r in writers.iter_mut() {
-        r.ok(&Cmd::Open {
-            path: path.into(),
-            model: Model::Commit,
-            read: true,
-            write: true,
-            create: true,
-        });
+        r.open(path, Model::Commit, true);
     }
     let write_round = |writers: &mut Vec<common::Rank>, i: u64| {
         for (w, r) in writers.iter_mut().enumerate() {
@@ -195,13 +189,7 @@ fn a_lost_link_fails_what_needs_it_within_the_bound_and_heals() {
     }
     // A reader on h1 opens (session: owners cached at open) before the link goes.
     let mut reader = inst.rank(0);
-    reader.ok(&Cmd::Open {
-        path: path.into(),
-        model: Model::Session,
-        read: true,
-        write: false,
-        create: false,
-    });
+    reader.open(path, Model::Session, false);
 
     let cut = LinkDown::take(3);
     let limit = Duration::from_secs(30);
@@ -280,13 +268,7 @@ fn a_lost_link_fails_what_needs_it_within_the_bound_and_heals() {
     // A new session on every host sees all ten rounds of every writer.
     for n in 0..3 {
         let mut r = inst.rank(n);
-        r.ok(&Cmd::Open {
-            path: path.into(),
-            model: Model::Session,
-            read: true,
-            write: false,
-            create: false,
-        });
+        r.open(path, Model::Session, false);
         let all = r.read(0, chunk(10, 0));
         for i in 0..10 {
             for w in 0..WRITERS {

@@ -5,7 +5,7 @@
 //! host's interfaces is a pure function ([`choose`]) of the setting and the interface list;
 //! [`resolve`] feeds it the host's real interfaces.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use tessera_core::{Errno, FsError, FsResult};
 
 /// What `listen_host` asks for.
@@ -131,9 +131,6 @@ pub fn resolve(listen_host: &str) -> FsResult<IpAddr> {
         .collect();
     choose(&spec, &interfaces)
 }
-
-/// The loopback address a one-machine instance listens on.
-pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 #[cfg(test)]
 mod tests {

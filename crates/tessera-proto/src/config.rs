@@ -186,13 +186,6 @@ impl InstanceConfig {
         self.bb_dir(node).join("daemon.sock")
     }
 
-    /// Whether daemons listen on loopback only (every daemon on this machine).
-    pub fn is_single_host(&self) -> bool {
-        self.listen_host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|a| a.is_loopback())
-    }
-
     /// Directory holding the logs of file `ino` on `node`.
     pub fn log_dir(&self, node: u32, ino: u64) -> PathBuf {
         self.bb_dir(node).join("logs").join(format!("{ino:016x}"))
@@ -332,7 +325,12 @@ pub fn default_instance_dir() -> PathBuf {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // Named by host and pid: processes on different hosts of a shared directory may share a pid.
+    let tmp = path.with_extension(format!(
+        "tmp.{}.{}",
+        crate::hosts::this_host(),
+        std::process::id()
+    ));
     // A temporary of an earlier process with our pid (or a planted name) goes first.
     let _ = std::fs::remove_file(&tmp);
     std::fs::OpenOptions::new()

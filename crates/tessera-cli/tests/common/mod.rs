@@ -348,6 +348,17 @@ impl Rank {
         self.child.id()
     }
 
+    /// Opens `path` under `model`: read-write and created if missing, or read-only.
+    pub fn open(&mut self, path: &str, model: tessera_client::Model, write: bool) {
+        self.ok(&Cmd::Open {
+            path: path.into(),
+            model,
+            read: true,
+            write,
+            create: write,
+        });
+    }
+
     /// Reads and returns the bytes.
     pub fn read(&mut self, off: u64, len: u64) -> Vec<u8> {
         let r = self.ok(&Cmd::Read { off, len });
