@@ -450,19 +450,39 @@ pub enum PeerResponse {
 
 impl Request {
     /// Whether sending the request again (after a lost connection, not knowing whether the
-    /// first copy took effect) cannot change the outcome.
+    /// first copy took effect) cannot change the outcome. Exhaustive on purpose: a new request
+    /// must say whether it may be resent.
     pub fn is_idempotent(&self) -> bool {
         match self {
+            // An exclusive create that took effect would fail the second time.
             Request::Open { flags, .. } => !(flags.create && flags.exclusive),
+            // The second copy would fail (EEXIST, ENOENT) or, for a rename, move something else.
             Request::Mkdir { .. }
             | Request::Rmdir { .. }
             | Request::Unlink { .. }
-            | Request::Rename { .. }
-            | Request::Reserve { .. }
-            | Request::Release { .. }
-            | Request::Lock { .. }
-            | Request::Shutdown => false,
-            _ => true,
+            | Request::Rename { .. } => false,
+            // Space counts: a second copy would reserve or release twice.
+            Request::Reserve { .. } | Request::Release { .. } => false,
+            // A waiting lock may have been granted; a second request would wait behind itself.
+            Request::Lock { .. } => false,
+            Request::Shutdown => false,
+            // Reads, and writes of a state that a second copy sets to the same value.
+            Request::Hello { .. }
+            | Request::Stat { .. }
+            | Request::Readdir { .. }
+            | Request::Truncate { .. }
+            | Request::SetAttr { .. }
+            | Request::ReadLink { .. }
+            | Request::Attach { .. }
+            | Request::Detach { .. }
+            | Request::DetachFile { .. }
+            | Request::Query { .. }
+            | Request::QueryFile { .. }
+            | Request::Read { .. }
+            | Request::Flush { .. }
+            | Request::GetLock { .. }
+            | Request::Writing { .. }
+            | Request::Status => true,
         }
     }
 
@@ -500,14 +520,40 @@ impl Request {
 
 impl PeerRequest {
     /// Whether a second copy of the request cannot change the outcome (see
-    /// [`Request::is_idempotent`]).
+    /// [`Request::is_idempotent`]). Exhaustive on purpose, as there.
     pub fn is_idempotent(&self) -> bool {
-        !matches!(
-            self,
-            PeerRequest::DentryCreate {
-                exclusive: true,
-                ..
-            } | PeerRequest::DentryPut { .. }
-        )
+        match self {
+            // An exclusive create that took effect would fail the second time.
+            PeerRequest::DentryCreate { exclusive, .. } => !exclusive,
+            // Returns the entry it replaced: the second copy would return the first's entry.
+            PeerRequest::DentryPut { .. } => false,
+            PeerRequest::Shutdown => false,
+            // Reads; removals guarded by the inode they expect; sets to a value; the same
+            // owner's lock taken again (POSIX locks of one owner merge).
+            PeerRequest::Ping
+            | PeerRequest::DentryGet { .. }
+            | PeerRequest::DentryRemove { .. }
+            | PeerRequest::ListChildren { .. }
+            | PeerRequest::HasChildren { .. }
+            | PeerRequest::InodeGet { .. }
+            | PeerRequest::InodeSetSize { .. }
+            | PeerRequest::InodeRemove { .. }
+            | PeerRequest::InodeSetAttr { .. }
+            | PeerRequest::OwnAttach { .. }
+            | PeerRequest::OwnDetach { .. }
+            | PeerRequest::OwnFetchStripe { .. }
+            | PeerRequest::Invalidate { .. }
+            | PeerRequest::OwnQueryFile { .. }
+            | PeerRequest::OwnDetachFile { .. }
+            | PeerRequest::OwnTruncate { .. }
+            | PeerRequest::DropFile { .. }
+            | PeerRequest::ReadLog { .. }
+            | PeerRequest::Flush { .. }
+            | PeerRequest::FlushPart { .. }
+            | PeerRequest::Lock { .. }
+            | PeerRequest::GetLock { .. }
+            | PeerRequest::ReleaseLocks { .. }
+            | PeerRequest::Status => true,
+        }
     }
 }
