@@ -273,7 +273,6 @@ pub fn stop_all(layout: &InstanceLayout) -> Result<u32> {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(20);
-    let here = tessera_proto::hosts::this_host();
     let mut stopped = 0;
     for e in &asked {
         loop {
@@ -281,10 +280,8 @@ pub fn stop_all(layout: &InstanceLayout) -> Result<u32> {
                 .load_hosts()?
                 .get(e.node)
                 .is_none_or(|now| now.incarnation != e.incarnation);
-            // A daemon leaves the table just before it exits; on this host, wait for the exit
-            // too, so a start right after finds its files closed.
-            let exited = e.host != here || !process_alive(e.pid as i32);
-            if gone && exited {
+            // A daemon leaves the table once its state is written and its files closed.
+            if gone {
                 stopped += 1;
                 break;
             }

@@ -117,15 +117,20 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
     // A waiter that dies is never granted the lock, whichever node it was on (the lock
     // table lives on one of them, so two of these waits are remote).
     for node in 0..3 {
+        let idle = inst.clients(node);
         let mut c = inst.rank(node);
         open(&mut c, "/tessera/wait");
         c.send(&lock(0, 0, true, true));
         assert!(!c.has_reply(Duration::from_millis(300)));
         c.kill9();
-        std::thread::sleep(Duration::from_millis(100));
+        // The daemon has seen the waiter's process end before the lock is freed.
+        inst.wait_clients(node, idle);
         b.ok(&Cmd::Unlock { off: 0, len: 0 });
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(getlock(&mut a2(&inst), 0, 0, true), "none", "node {node}");
+        let before = inst.clients(0);
+        let mut probe = a2(&inst);
+        assert_eq!(getlock(&mut probe, 0, 0, true), "none", "node {node}");
+        drop(probe);
+        inst.wait_clients(0, before);
         b.ok(&lock(0, 0, true, false));
     }
 }

@@ -302,6 +302,10 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         _ = term.recv() => tracing::info!("SIGTERM"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
     }
+    // The state is written and its files closed before the node leaves the table: whoever
+    // sees it gone may start its successor on the same burst buffer.
+    let store_node = node.clone();
+    let _ = tokio::task::spawn_blocking(move || store_node.store.close()).await;
     if let Err(e) = layout.update_hosts(|t| t.unregister(id, incarnation)) {
         tracing::warn!("could not remove node {id} from the host table: {e}");
     }

@@ -146,7 +146,9 @@ struct Batch {
 
 /// Handle to the committer thread.
 pub struct Store {
-    tx: mpsc::Sender<Batch>,
+    /// `None` once closed.
+    tx: std::sync::Mutex<Option<mpsc::Sender<Batch>>>,
+    committer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// An acknowledgement that arrives once the operations are durable.
@@ -216,11 +218,31 @@ impl Store {
         let mut loaded = load(&files.db)?;
         loaded.wal_problems.extend(problems);
         let (tx, rx) = mpsc::channel::<Batch>();
-        std::thread::Builder::new()
+        let committer = std::thread::Builder::new()
             .name("tessera-committer".into())
             .spawn(move || committer(files.db, files.wal, opts, rx))
             .map_err(|e| FsError::io("starting the committer thread", &e))?;
-        Ok((Store { tx }, loaded))
+        Ok((
+            Store {
+                tx: std::sync::Mutex::new(Some(tx)),
+                committer: std::sync::Mutex::new(Some(committer)),
+            },
+            loaded,
+        ))
+    }
+
+    /// Stops accepting operations, lets the committer write what it holds and checkpoint it,
+    /// and waits for it: afterwards the database and the state log are closed. Blocks.
+    pub fn close(&self) {
+        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let handle = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
     }
 
     /// Queues `ops`; call while holding the lock of the state they change.
@@ -229,7 +251,12 @@ impl Store {
             return Pending(None);
         }
         let (done, rx) = oneshot::channel();
-        if let Err(mpsc::SendError(b)) = self.tx.send(Batch { ops, done }) {
+        let batch = Batch { ops, done };
+        let refused = match self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(tx) => tx.send(batch).err().map(|mpsc::SendError(b)| b),
+            None => Some(batch),
+        };
+        if let Some(b) = refused {
             let _ = b
                 .done
                 .send(Err(FsError::new(Errno::Io, "state store has stopped")));
@@ -523,31 +550,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn checkpoint_moves_the_log_into_the_database() {
+    async fn close_checkpoints_the_log_and_releases_the_database() {
         let dir = tempfile::tempdir().unwrap();
         let wal = dir.path().join("meta.wal");
-        {
-            let (store, _) = Store::open(dir.path(), opts(StateDurability::Machine)).unwrap();
-            store.submit(ops()).durable().await.unwrap();
-            drop(store); // the committer checkpoints and exits when the channel closes
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while std::fs::metadata(&wal).unwrap().len() > tessera_core::wal::HEADER_LEN as u64 {
-                assert!(Instant::now() < deadline, "the log was never checkpointed");
-                std::thread::yield_now();
-            }
-        }
-        // The committer has released the database once the log is empty; opening again may
-        // race its exit by a moment.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let loaded = loop {
-            match Store::open(dir.path(), opts(StateDurability::Process)) {
-                Ok((_s, loaded)) => break loaded,
-                Err(e) if Instant::now() < deadline && e.message.contains("already open") => {
-                    std::thread::yield_now()
-                }
-                Err(e) => panic!("{e}"),
-            }
-        };
+        let (store, _) = Store::open(dir.path(), opts(StateDurability::Machine)).unwrap();
+        store.submit(ops()).durable().await.unwrap();
+        store.close();
+        // Once close returns, the log is checkpointed and the files are closed: no waiting.
+        assert_eq!(
+            std::fs::metadata(&wal).unwrap().len(),
+            tessera_core::wal::HEADER_LEN as u64,
+            "close returned before the checkpoint"
+        );
+        let late = store.submit(ops()).durable().await.unwrap_err();
+        assert!(late.message.contains("stopped"), "{late}");
+        let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
         check(&loaded);
     }
 

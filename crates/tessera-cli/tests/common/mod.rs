@@ -213,6 +213,32 @@ impl Inst {
         }
     }
 
+    /// Client connections daemon `node` serves now (asked over the network, from anywhere).
+    pub fn clients(&self, node: u32) -> u64 {
+        tessera_cli::admin::Admin::new(&self.layout)
+            .expect("admin connection")
+            .status(node)
+            .expect("status")
+            .clients
+    }
+
+    /// Waits until daemon `node` serves exactly `n` client connections: a process that ended
+    /// has been noticed, and what its end releases is released.
+    pub fn wait_clients(&self, node: u32, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = self.clients(node);
+            if now == n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon {node} still serves {now} clients, not {n}, after 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Restarts daemon `node` (on its own host).
     pub fn restart(&self, node: u32) {
         let out = self
