@@ -460,7 +460,10 @@ pub fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> std::proce
 
 /// A fresh local scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-test-{}-{name}", std::process::id()));
+    // Unique per call: tests of one process run in parallel and may ask for the same name.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("tessera-test-{}-{n}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
