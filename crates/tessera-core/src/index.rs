@@ -573,6 +573,63 @@ impl IndexBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Golden bytes of the index log: its header and one pair of each entry kind written. A
+    /// change here makes every existing index log unreadable: bump `VERSION` and re-bless
+    /// (`TESSERA_BLESS=1 cargo test -p tessera-core golden`).
+    #[test]
+    fn golden_index_bytes() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let header = IndexHeader {
+            ino: (3 << 48) | 17,
+            client: 42,
+            node: 3,
+        };
+        let entries = [
+            (
+                "write",
+                Entry::Write(IndexRecord {
+                    run: Run {
+                        start: 47001,
+                        len: 47001,
+                        stride: 188_004,
+                        count: 1000,
+                    },
+                    log_offset: 4096,
+                }),
+            ),
+            ("published_up_to", Entry::PublishedUpTo { pos: 1 << 33 }),
+            (
+                "published_range",
+                Entry::PublishedRange {
+                    start: 10,
+                    end: 20,
+                    at: 30,
+                },
+            ),
+            ("truncated", Entry::Truncated { size: 7, at: 8 }),
+        ];
+        let mut text = format!("header {}\n", hex(&encode_header(&header)));
+        for (name, e) in &entries {
+            text += &format!("{name} {}\n", hex(&encode_pair(e)));
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/index.txt");
+        if std::env::var_os("TESSERA_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path)
+            .expect("tests/golden/index.txt (create it with TESSERA_BLESS=1)");
+        assert_eq!(text, committed, "the index log format changed");
+        // And the committed bytes still parse to the same entries.
+        let mut log = Vec::new();
+        for (_, e) in &entries {
+            log.extend_from_slice(&encode_pair(e));
+        }
+        let parsed = parse_records(&log, 0);
+        let want: Vec<Entry> = entries.iter().map(|(_, e)| *e).collect();
+        assert_eq!(parsed.entries, want);
+    }
     use proptest::prelude::*;
 
     /// An index log body built from a builder's output, as a writer keeps it.

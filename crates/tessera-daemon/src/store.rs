@@ -55,6 +55,12 @@ const PUBLISHED: TableDefinition<(u64, u64), u64> = TableDefinition::new("publis
 const CHECKPOINT_OPS: usize = 200_000;
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 
+/// Version of the layout of the database's tables and values (`meta["schema"]`). Checked at
+/// every start: a database of another version is refused with both versions named. A
+/// database from before the version was recorded has the layout of version 1.
+pub const STATE_SCHEMA_VERSION: u64 = 1;
+const SCHEMA_KEY: &str = "schema";
+
 /// Counters kept in the `meta` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaKey {
@@ -201,7 +207,29 @@ impl Store {
                 .map_err(|e| db_err("dentries", e))?;
             txn.open_table(INODES).map_err(|e| db_err("inodes", e))?;
             txn.open_table(OWNERS).map_err(|e| db_err("owners", e))?;
-            txn.open_table(META).map_err(|e| db_err("meta", e))?;
+            {
+                let mut meta = txn.open_table(META).map_err(|e| db_err("meta", e))?;
+                let found = meta
+                    .get(SCHEMA_KEY)
+                    .map_err(|e| db_err("meta", e))?
+                    .map(|v| v.value());
+                match found {
+                    None => {
+                        meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
+                            .map_err(|e| db_err("meta", e))?;
+                    }
+                    Some(STATE_SCHEMA_VERSION) => {}
+                    Some(v) => {
+                        return Err(FsError::new(
+                            Errno::Io,
+                            format!(
+                                "{}: state database schema version {v}; this build reads version {STATE_SCHEMA_VERSION}: run the Tessera that wrote it, or start this node on a fresh burst buffer",
+                                dir.join("meta.redb").display()
+                            ),
+                        ));
+                    }
+                }
+            }
             txn.open_table(FLUSH_TEMPS)
                 .map_err(|e| db_err("flush temporaries", e))?;
             txn.open_table(CLIENTS).map_err(|e| db_err("clients", e))?;
@@ -566,6 +594,135 @@ mod tests {
         assert!(late.message.contains("stopped"), "{late}");
         let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
         check(&loaded);
+    }
+
+    #[test]
+    fn a_database_of_another_schema_version_is_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        store.close();
+        {
+            let db = redb::Database::open(dir.path().join("meta.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                assert_eq!(
+                    meta.get(SCHEMA_KEY).unwrap().map(|v| v.value()),
+                    Some(STATE_SCHEMA_VERSION),
+                    "a new database records its schema version"
+                );
+                meta.insert(SCHEMA_KEY, 99).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let e = Store::open(dir.path(), opts(StateDurability::Process))
+            .err()
+            .expect("opened a database of schema version 99");
+        assert!(
+            e.message.contains("schema version 99")
+                && e.message
+                    .contains(&format!("reads version {STATE_SCHEMA_VERSION}")),
+            "{e}"
+        );
+    }
+
+    /// The name of a state operation's variant; exhaustive, so a new variant needs a sample in
+    /// the golden test below.
+    fn variant(op: &DbOp) -> &'static str {
+        match op {
+            DbOp::PutDentry { .. } => "PutDentry",
+            DbOp::DelDentry { .. } => "DelDentry",
+            DbOp::PutInode(_) => "PutInode",
+            DbOp::DelInode(_) => "DelInode",
+            DbOp::PutOwner { .. } => "PutOwner",
+            DbOp::DelOwner { .. } => "DelOwner",
+            DbOp::SetMeta(..) => "SetMeta",
+            DbOp::PutFlushTemp(_) => "PutFlushTemp",
+            DbOp::DelFlushTemp(_) => "DelFlushTemp",
+            DbOp::PutClient { .. } => "PutClient",
+            DbOp::DelClient(_) => "DelClient",
+            DbOp::PutPublished { .. } => "PutPublished",
+        }
+    }
+
+    /// Golden bytes of the state log: one record per operation kind, and the file header. A
+    /// change here breaks the replay of every existing log: bump `wal::VERSION` and re-bless
+    /// (`TESSERA_BLESS=1`).
+    #[test]
+    fn state_log_records_encode_to_their_committed_bytes() {
+        let owner = Owner { node: 1, client: 2 };
+        let samples = vec![
+            DbOp::PutDentry {
+                parent: "/a".into(),
+                name: "b".into(),
+                dentry: Dentry {
+                    ino: 5,
+                    kind: FileKind::File,
+                },
+            },
+            DbOp::DelDentry {
+                parent: "/a".into(),
+                name: "b".into(),
+            },
+            DbOp::PutInode(Attr {
+                ino: 5,
+                kind: FileKind::Dir,
+                mode: 0o755,
+                uid: 1,
+                gid: 2,
+                size: 3,
+                atime_ns: 4,
+                mtime_ns: -5,
+                ctime_ns: 6,
+            }),
+            DbOp::DelInode(5),
+            DbOp::PutOwner {
+                ino: 5,
+                stripe: 1,
+                start: 10,
+                end: 20,
+                owner,
+            },
+            DbOp::DelOwner {
+                ino: 5,
+                stripe: 1,
+                start: 10,
+            },
+            DbOp::SetMeta(MetaKey::NextClient, 7),
+            DbOp::PutFlushTemp("/a/.tessera-flush.0.00000000000000ab".into()),
+            DbOp::DelFlushTemp("/a/.tessera-flush.0.00000000000000ab".into()),
+            DbOp::PutClient {
+                id: 3,
+                pid: 4242,
+                start: 99,
+            },
+            DbOp::DelClient(3),
+            DbOp::PutPublished {
+                client: 3,
+                ino: 5,
+                pos: 4096,
+            },
+        ];
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
+        let mut seen = std::collections::BTreeSet::new();
+        for op in &samples {
+            assert!(seen.insert(variant(op)), "{} twice", variant(op));
+            text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
+        }
+        assert_eq!(seen.len(), 12, "one sample per operation kind");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
+        if std::env::var_os("TESSERA_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path)
+            .expect("tests/golden/state-log.txt (create it with TESSERA_BLESS=1)");
+        for (want, got) in committed.lines().zip(text.lines()) {
+            assert_eq!(got, want, "the state log format changed");
+        }
+        assert_eq!(committed.lines().count(), text.lines().count());
     }
 
     /// A log of one record per operation, each op its own group commit.
