@@ -7,11 +7,17 @@ use std::process::Command;
 const BENCH: &str = env!("CARGO_BIN_EXE_tessera-bench");
 
 fn run(results: &Path, args: &[&str]) -> serde_json::Value {
+    run_with(results, args, Vec::new())
+}
+
+/// Runs a workload with extra environment variables; returns its JSON summary.
+fn run_with(results: &Path, args: &[&str], env: Vec<(String, String)>) -> serde_json::Value {
     let out = Command::new(BENCH)
         .arg("run")
         .args(args)
         .args(["--reps", "1", "--json", "--results"])
         .arg(results)
+        .envs(env)
         .output()
         .expect("run tessera-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -206,11 +212,7 @@ fn hosts_env() -> Vec<(String, String)> {
         "no emulated hosts are up (scripts/hosts.sh up 3): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    tessera_cli::emulated::parse_exports(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// Across emulated hosts, the CS-R consistency pattern (remote strided reads) verifies its
@@ -220,20 +222,19 @@ fn hosts_env() -> Vec<(String, String)> {
 fn workloads_run_across_hosts_with_the_tcp_ceiling() {
     let dir = std::env::temp_dir().join(format!("tessera-bench-hosts-{}", std::process::id()));
     let results = dir.join("results");
-    let out = Command::new(BENCH)
-        .args(["run", "consistency", "--pattern", "CS-R", "--ops", "50"])
-        .args(["--hosts", "3", "--reps", "1", "--json", "--results"])
-        .arg(&results)
-        .envs(hosts_env())
-        .output()
-        .expect("run tessera-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = run_with(
+        &results,
+        &[
+            "consistency",
+            "--pattern",
+            "CS-R",
+            "--ops",
+            "50",
+            "--hosts",
+            "3",
+        ],
+        hosts_env(),
     );
-    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["params"]["hosts"], 3);
     has(&v, &["tcp_stream_mibs", "session_read_mibs"]);
     assert!(v["metrics"]["tcp_stream_mibs"].as_f64().unwrap() > 0.0);

@@ -7,6 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera_proto::InstanceLayout;
 
+/// The variables of `scripts/hosts.sh env` output (`export NAME=VALUE` lines).
+pub fn parse_exports(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("export ")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// The first `count` emulated hosts, as one run uses them.
 pub struct EmulatedHosts {
     pub count: u32,
@@ -112,5 +120,14 @@ impl EmulatedHosts {
         if let Err(e) = self.mpirun(true, &["rm", "-rf", &root]) {
             eprintln!("could not remove the burst buffers {root}: {e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exports_are_read_and_other_lines_ignored() {
+        let got = super::parse_exports("export A=1\n# note\n  export B=x=y\nC=2\n");
+        assert_eq!(got, [("A".into(), "1".into()), ("B".into(), "x=y".into())]);
     }
 }

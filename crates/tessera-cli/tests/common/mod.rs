@@ -59,11 +59,7 @@ pub fn hosts_env() -> &'static Vec<(String, String)> {
             .arg("env")
             .output()
             .expect("run hosts.sh env");
-        String::from_utf8_lossy(&env.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        tessera_cli::emulated::parse_exports(&String::from_utf8_lossy(&env.stdout))
     })
 }
 
@@ -225,9 +221,10 @@ impl Inst {
     /// Waits until daemon `node` serves exactly `n` client connections: a process that ended
     /// has been noticed, and what its end releases is released.
     pub fn wait_clients(&self, node: u32, n: u64) {
+        let admin = tessera_cli::admin::Admin::new(&self.layout).expect("admin connection");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let now = self.clients(node);
+            let now = admin.status(node).expect("status").clients;
             if now == n {
                 return;
             }
