@@ -6,7 +6,7 @@ use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_daemon::peer::Peers;
 use tessera_proto::peer_auth::ADMIN_NODE;
-use tessera_proto::{InstanceLayout, NodeStatus, PeerRequest, PeerResponse};
+use tessera_proto::{InstanceLayout, NodeStatus, PeerCall, Shutdown, Status};
 
 /// How long one node gets to answer an administrative request.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
@@ -29,10 +29,10 @@ impl Admin {
         Ok(Admin { rt, peers })
     }
 
-    fn ask(&self, node: u32, req: PeerRequest) -> FsResult<PeerResponse> {
+    fn ask<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
         self.rt.block_on(async {
-            match tokio::time::timeout(ANSWER_WITHIN, self.peers.call(node, &req)).await {
-                Ok(r) => Ok(r?.resp),
+            match tokio::time::timeout(ANSWER_WITHIN, self.peers.call(node, req)).await {
+                Ok(r) => r,
                 Err(_) => Err(FsError::new(
                     Errno::HostDown,
                     format!("node {node} did not answer within {ANSWER_WITHIN:?}"),
@@ -42,28 +42,15 @@ impl Admin {
     }
 
     pub fn status(&self, node: u32) -> FsResult<NodeStatus> {
-        match self.ask(node, PeerRequest::Status)? {
-            PeerResponse::Status(s) => Ok(s),
-            PeerResponse::Err(e) => Err(e),
-            other => Err(FsError::new(
-                Errno::Proto,
-                format!("node {node} answered a status request with {other:?}"),
-            )),
-        }
+        self.ask(node, Status)
     }
 
     /// Asks `node` to stop. A daemon that closed the connection while answering has stopped
     /// as asked.
     pub fn shutdown(&self, node: u32) -> FsResult<()> {
-        match self.ask(node, PeerRequest::Shutdown) {
-            Ok(PeerResponse::Ok) => Ok(()),
-            Ok(PeerResponse::Err(e)) => Err(e),
-            Ok(other) => Err(FsError::new(
-                Errno::Proto,
-                format!("node {node} answered a stop request with {other:?}"),
-            )),
+        match self.ask(node, Shutdown) {
             Err(e) if e.message.contains("connection closed") => Ok(()),
-            Err(e) => Err(e),
+            other => other,
         }
     }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{Inst, RawClient, ok_under};
 use tessera_client::Errno;
-use tessera_proto::{Request, Response};
+use tessera_proto::{Release, Reserve};
 
 const MIB: u64 = 1 << 20;
 
@@ -40,12 +40,12 @@ fn reservations_of_processes_that_ended_come_back() {
 fn a_crafted_release_changes_nothing() {
     let inst = Inst::start_with(1, &["--bb-capacity", &(16 * MIB).to_string()]);
     let mut raw = RawClient::hello(&inst, 0, None).unwrap();
-    let (r, _) = raw.call(&Request::Reserve { bytes: 8 * MIB }).unwrap();
-    assert_eq!(r, Response::Granted { bytes: 8 * MIB });
-    let (r, _) = raw.call(&Request::Release { bytes: u64::MAX }).unwrap();
+    let (r, _) = raw.call(Reserve { bytes: 8 * MIB }).unwrap();
+    assert_eq!(r, Ok(8 * MIB));
+    let (r, _) = raw.call(Release { bytes: u64::MAX }).unwrap();
     match r {
-        Response::Err(e) => assert_eq!(e.errno, Errno::Inval, "{e}"),
-        other => panic!("a release of u64::MAX bytes answered {other:?}"),
+        Err(e) => assert_eq!(e.errno, Errno::Inval, "{e}"),
+        Ok(()) => panic!("a release of u64::MAX bytes was accepted"),
     }
     // The 8 MiB are still reserved: 12 MiB more do not fit in 16.
     let c = inst.client(0);

@@ -10,7 +10,9 @@ use tessera_core::index::IndexHeader;
 use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
 use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
-    Attr, AttrChange, DirEntry, InstanceConfig, InstanceLayout, NodeStatus, Request, Response,
+    Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Mkdir,
+    NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
+    Stat, Status, Truncate, Unlink, Writing,
 };
 
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
@@ -203,16 +205,12 @@ impl Client {
     pub fn stat(&self, path: &str) -> FsResult<Attr> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::Stat { path: p })? {
-            Response::Attr(mut a) => {
-                // Our own unattached writes count towards the size we see.
-                if let Some(fs) = g.files.get(&a.ino) {
-                    a.size = a.size.max(fs.local.max_end());
-                }
-                Ok(a)
-            }
-            other => Err(unexpected(other)),
+        let mut a = g.call(Stat { path: p })?;
+        // Our own unattached writes count towards the size we see.
+        if let Some(fs) = g.files.get(&a.ino) {
+            a.size = a.size.max(fs.local.max_end());
         }
+        Ok(a)
     }
 
     /// Like [`Client::stat`], but a symbolic link (found in the PFS directory) is followed to
@@ -245,43 +243,37 @@ impl Client {
     pub fn readlink(&self, path: &str) -> FsResult<String> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::ReadLink { path: p })? {
-            Response::Link { target } => Ok(target),
-            other => Err(unexpected(other)),
-        }
+        g.call(ReadLink { path: p })
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> FsResult<()> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        g.call(&Request::Mkdir { path: p, mode }).map(drop)
+        g.call(Mkdir { path: p, mode }).map(drop)
     }
 
     pub fn rmdir(&self, path: &str) -> FsResult<()> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        g.call(&Request::Rmdir { path: p }).map(drop)
+        g.call(Rmdir { path: p })
     }
 
     pub fn unlink(&self, path: &str) -> FsResult<()> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        g.call(&Request::Unlink { path: p }).map(drop)
+        g.call(Unlink { path: p })
     }
 
     pub fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::Readdir { path: p })? {
-            Response::Entries(e) => Ok(e),
-            other => Err(unexpected(other)),
-        }
+        g.call(Readdir { path: p })
     }
 
     pub fn rename(&self, from: &str, to: &str) -> FsResult<()> {
         let mut g = self.lock();
         let (from, to) = (g.resolve(from)?, g.resolve(to)?);
-        g.call(&Request::Rename { from, to }).map(drop)
+        g.call(Rename { from, to })
     }
 
     /// Sets the size of a file; bytes beyond it are gone for every process.
@@ -289,23 +281,19 @@ impl Client {
         tessera_core::run::end_within_limit(size, 0, "truncate")?;
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::Truncate { path: p, size })? {
-            Response::Attr(a) => g.truncate_local(a.ino, size),
-            other => Err(unexpected(other)),
-        }
+        let a = g.call(Truncate { path: p, size })?;
+        g.truncate_local(a.ino, size)
     }
 
     /// Writes a file's attached bytes to the PFS (atomically); returns bytes written.
     pub fn flush_path(&self, path: &str) -> FsResult<u64> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::Flush {
+        let flushed = g.call(Flush {
             path: p,
             range: None,
-        })? {
-            Response::Flushed { bytes, .. } => Ok(bytes),
-            other => Err(unexpected(other)),
-        }
+        })?;
+        Ok(flushed.bytes)
     }
 
     /// The status of this process's daemon.
@@ -313,30 +301,17 @@ impl Client {
     pub fn set_attr(&self, path: &str, change: AttrChange) -> FsResult<Attr> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        match g.call(&Request::SetAttr { path: p, change })? {
-            Response::Attr(a) => Ok(a),
-            other => Err(unexpected(other)),
-        }
+        g.call(SetAttr { path: p, change })
     }
 
     pub fn status(&self) -> FsResult<NodeStatus> {
-        match self.lock().call(&Request::Status)? {
-            Response::Status(s) => Ok(s),
-            other => Err(unexpected(other)),
-        }
+        self.lock().call(Status)
     }
 
     /// Asks this process's daemon to stop.
     pub fn shutdown_daemon(&self) -> FsResult<()> {
-        self.lock().call(&Request::Shutdown).map(drop)
+        self.lock().call(Shutdown)
     }
-}
-
-pub(crate) fn unexpected(r: Response) -> FsError {
-    FsError::new(
-        Errno::Proto,
-        format!("unexpected answer from the daemon: {r:?}"),
-    )
 }
 
 impl Inner {
@@ -390,7 +365,7 @@ impl Inner {
                         // A restarted daemon learns again which files this process writes.
                         for (ino, fs) in &self.files {
                             if fs.writer.is_some() {
-                                conn.call(&Request::Writing { ino: *ino })?;
+                                conn.call(Writing { ino: *ino })?;
                             }
                         }
                     }
@@ -415,12 +390,14 @@ impl Inner {
 
     /// Sends a request to this process's daemon. If the daemon restarted, the client
     /// reconnects under the same client id (within `TESSERA_RECONNECT_SECS`) and resends.
-    pub fn call(&mut self, req: &Request) -> FsResult<Response> {
+    pub fn call<R: ClientCall>(&mut self, req: R) -> FsResult<R::Reply> {
         self.stats.requests += 1;
         if self.conn.is_none() {
             self.reconnect()?;
         }
-        let first = self.conn.as_mut().expect("connected above").call(req);
+        let req: Request = req.into();
+        let body = tessera_proto::frame::encode(&req);
+        let first = self.conn.as_mut().expect("connected above").exchange(&body);
         match first {
             Err(e) if is_disconnect(&e) => {
                 self.conn = None;
@@ -434,10 +411,12 @@ impl Inner {
                         ),
                     ));
                 }
-                self.conn.as_mut().expect("reconnected").call(req)
+                self.conn.as_mut().expect("reconnected").exchange(&body)?;
             }
-            other => other,
+            Err(e) => return Err(e),
+            Ok(()) => {}
         }
+        self.conn.as_mut().expect("connected").reply::<R>()
     }
 
     /// The data that followed the last `Data` answer.
@@ -460,18 +439,11 @@ impl Inner {
             return Ok(());
         }
         let need = bytes - self.grant;
-        let got = match self.call(&Request::Reserve {
+        let got = match self.call(Reserve {
             bytes: need.max(GRANT_CHUNK),
         }) {
-            Ok(Response::Granted { bytes }) => bytes,
-            Err(e) if e.errno == Errno::NoSpace => {
-                match self.call(&Request::Reserve { bytes: need })? {
-                    Response::Granted { bytes } => bytes,
-                    other => return Err(unexpected(other)),
-                }
-            }
-            Ok(other) => return Err(unexpected(other)),
-            Err(e) => return Err(e),
+            Err(e) if e.errno == Errno::NoSpace => self.call(Reserve { bytes: need })?,
+            other => other?,
         };
         self.grant = self.grant + got - bytes;
         Ok(())
@@ -482,7 +454,7 @@ impl Inner {
     pub fn writer(&mut self, ino: u64) -> FsResult<&mut LogWriter> {
         let client = self.client_id()?;
         if self.files.get(&ino).is_none_or(|fs| fs.writer.is_none()) {
-            self.call(&Request::Writing { ino })?;
+            self.call(Writing { ino })?;
         }
         let (node, cfg) = (self.node, &self.cfg);
         let fs = self.files.entry(ino).or_default();
@@ -588,7 +560,7 @@ impl Inner {
         if self.grant > 0
             && let Some(c) = self.conn.as_mut()
         {
-            let _ = c.call(&Request::Release { bytes: self.grant });
+            let _ = c.call(Release { bytes: self.grant });
             self.grant = 0;
         }
     }

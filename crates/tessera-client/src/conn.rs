@@ -5,8 +5,8 @@ use std::io::ErrorKind;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::frame::{self, encode};
-use tessera_proto::{PROTOCOL_VERSION, Request, Response};
+use tessera_proto::frame;
+use tessera_proto::{ClientCall, Hello, PROTOCOL_VERSION, decode_answer};
 
 pub struct Conn {
     stream: UnixStream,
@@ -61,23 +61,24 @@ impl Conn {
             buf: Vec::new(),
             data_at: 0,
         };
-        let hello = Request::Hello {
+        let hello = Hello {
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             resume,
         };
-        match conn.call(&hello)? {
-            Response::Hello { client, node, .. } => Ok((conn, client, node)),
-            other => Err(FsError::new(
-                Errno::Proto,
-                format!("daemon answered hello with {other:?}"),
-            )),
-        }
+        let bound = conn.call(hello)?;
+        Ok((conn, bound.client, bound.node))
     }
 
-    /// Sends a request and waits for its response; `Response::Err` becomes `Err`. The data that
-    /// follows a `Data` answer is then available from [`Conn::data`].
-    pub fn call(&mut self, req: &Request) -> FsResult<Response> {
+    /// Sends a request and waits for its reply. The data that follows a `Data` reply is then
+    /// available from [`Conn::data`].
+    pub fn call<R: ClientCall>(&mut self, req: R) -> FsResult<R::Reply> {
+        self.exchange(&frame::encode(&req.into()))?;
+        self.reply::<R>()
+    }
+
+    /// Sends an encoded request and reads the frame of its answer.
+    pub fn exchange(&mut self, body: &[u8]) -> FsResult<()> {
         let lost = |e: std::io::Error| {
             FsError::new(
                 Errno::HostDown,
@@ -86,23 +87,19 @@ impl Conn {
         };
         // A daemon that refuses us (wrong uid, bad hello) answers and hangs up, possibly before
         // our write lands: read its answer even if the write failed.
-        let wrote = frame::write_frame(&mut self.stream, &encode(req));
+        let wrote = frame::write_frame(&mut self.stream, body);
         if let Err(e) = frame::read_frame_into(&mut self.stream, self.max_frame, &mut self.buf) {
             return Err(lost(wrote.err().unwrap_or(e)));
         }
-        let (resp, rest): (Response, &[u8]) = frame::split_message(&self.buf)?;
+        Ok(())
+    }
+
+    /// Decodes the last answer as the reply of `R`; an error answer becomes `Err`.
+    pub fn reply<R: ClientCall>(&mut self) -> FsResult<R::Reply> {
+        self.data_at = self.buf.len();
+        let (reply, rest) = decode_answer::<R::Reply>(&self.buf)?;
         self.data_at = self.buf.len() - rest.len();
-        match resp {
-            Response::Err(e) => Err(e),
-            Response::Data { len } if len != rest.len() as u64 => Err(FsError::new(
-                Errno::Proto,
-                format!(
-                    "data answer announces {len} bytes but carries {}",
-                    rest.len()
-                ),
-            )),
-            r => Ok(r),
-        }
+        Ok(reply)
     }
 
     /// The data trailer of the last answer.

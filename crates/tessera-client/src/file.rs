@@ -12,13 +12,16 @@
 //! 3. the PFS copy of the file for ranges no one owns;
 //! 4. zeros (holes) up to the file size.
 
-use crate::client::{Client, Inner, unexpected};
+use crate::client::{Client, Inner};
 use crate::read::{Ahead, Pattern, ReadAhead, fill};
 use tessera_core::locks::{HeldLock, LockKind};
 use tessera_core::placement::attach_batches;
 use tessera_core::posix::OpenIntent;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
-use tessera_proto::{OpenFlags, OwnedExtent, Owners, Request, Response};
+use tessera_proto::{
+    Attach, Detach, DetachFile, Flush, GetLock, Lock, Open, OpenFlags, OwnedExtent, Owners, Query,
+    QueryFile, Stat,
+};
 
 /// Bytes of upcoming pattern accesses considered for read-ahead at each remote miss.
 const AHEAD_BUDGET: u64 = 8 << 20;
@@ -154,7 +157,7 @@ impl File {
         }
         let model = o.model.unwrap_or(g.cfg.default_model);
         let want_owners = model.policy().query_on_open && o.read;
-        let req = Request::Open {
+        let req = Open {
             path: path.clone(),
             flags: OpenFlags {
                 create: o.create,
@@ -166,10 +169,7 @@ impl File {
             want_owners,
         };
         // `path` becomes where PFS links led (a read open follows them).
-        let (attr, owners, path) = match g.call(&req)? {
-            Response::Opened { attr, owners, path } => (attr, owners, path),
-            other => return Err(unexpected(other)),
-        };
+        let tessera_proto::Opened { attr, owners, path } = g.call(req)?;
         if want_owners {
             g.stats.queries += 1;
             g.query_gen += 1;
@@ -413,16 +413,15 @@ impl File {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        if let Response::Attr(a) = g.call(&Request::Stat {
+        let a = g.call(Stat {
             path: self.path.clone(),
-        })? {
-            if a.size > self.size && self.owners.is_some() {
-                // Grown since this handle learned its owners: learn them again, so that
-                // reads below the new size find its bytes instead of a hole.
-                self.relearn(&mut g)?;
-            } else {
-                self.size = a.size;
-            }
+        })?;
+        if a.size > self.size && self.owners.is_some() {
+            // Grown since this handle learned its owners: learn them again, so that reads
+            // below the new size find its bytes instead of a hole.
+            self.relearn(&mut g)?;
+        } else {
+            self.size = a.size;
         }
         let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
         Ok(self.size.max(local_end))
@@ -513,7 +512,7 @@ impl File {
         let last = batches.len().saturating_sub(1);
         for (i, batch) in batches.into_iter().enumerate() {
             g.stats.attaches += 1;
-            g.call(&Request::Attach {
+            g.call(Attach {
                 ino: self.ino,
                 runs: batch,
                 upto: (everything && i == last).then_some(logged),
@@ -608,7 +607,7 @@ impl File {
                 ),
             ));
         }
-        g.call(&Request::Detach {
+        g.call(Detach {
             ino: self.ino,
             start: offset,
             end,
@@ -634,7 +633,7 @@ impl File {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        g.call(&Request::DetachFile { ino: self.ino })?;
+        g.call(DetachFile { ino: self.ino })?;
         let me = Owner {
             node: g.node,
             client: g.client_id,
@@ -670,13 +669,11 @@ impl File {
         let client = self.client.clone();
         let mut g = client.lock();
         self.attach_dirty(&mut g)?;
-        match g.call(&Request::Flush {
+        let flushed = g.call(Flush {
             path: self.path.clone(),
             range,
-        })? {
-            Response::Flushed { bytes, .. } => Ok(bytes),
-            other => Err(unexpected(other)),
-        }
+        })?;
+        Ok(flushed.bytes)
     }
 
     // ----- byte-range locks (fcntl record locks) -----
@@ -723,15 +720,12 @@ impl File {
         let (start, end) = lock_range(offset, len)?;
         let client = self.client.clone();
         let mut g = client.lock();
-        match g.call(&Request::GetLock {
+        g.call(GetLock {
             ino: self.ino,
             start,
             end,
             kind,
-        })? {
-            Response::Lock(h) => Ok(h),
-            other => Err(unexpected(other)),
-        }
+        })
     }
 
     fn lock_request(
@@ -745,17 +739,14 @@ impl File {
         let (start, end) = lock_range(offset, len)?;
         let client = self.client.clone();
         let mut g = client.lock();
-        match g.call(&Request::Lock {
+        g.call(Lock {
             ino: self.ino,
             start,
             end,
             kind,
             wait,
             pid: std::process::id(),
-        })? {
-            Response::Ok => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
     }
 
     // ----- model-level synchronisation -----
@@ -882,17 +873,11 @@ fn lock_range(offset: u64, len: u64) -> FsResult<(u64, u64)> {
 fn query(g: &mut Inner, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
     g.stats.queries += 1;
     g.query_gen += 1;
-    match g.call(&Request::Query { ino, start, end })? {
-        Response::Owners(o) => Ok(o),
-        other => Err(unexpected(other)),
-    }
+    g.call(Query { ino, start, end })
 }
 
 fn query_file(g: &mut Inner, ino: u64) -> FsResult<Owners> {
     g.stats.queries += 1;
     g.query_gen += 1;
-    match g.call(&Request::QueryFile { ino })? {
-        Response::Owners(o) => Ok(o),
-        other => Err(unexpected(other)),
-    }
+    g.call(QueryFile { ino })
 }

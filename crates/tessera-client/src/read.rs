@@ -17,11 +17,11 @@
 //! and POSIX handles query on every read and never read ahead: their next read must see a commit
 //! that happens in between.
 
-use crate::client::{Inner, unexpected};
+use crate::client::Inner;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::fs::FileExt;
 use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, RangeSet};
-use tessera_proto::{Request, Response};
+use tessera_proto::Read;
 
 /// Accesses at least this large are not read ahead.
 const LARGE_ACCESS: u64 = 1 << 20;
@@ -314,14 +314,12 @@ fn fetch_remote(
             parts.entry(*o).or_default().push((*s, *e));
         }
         let parts: Vec<(Owner, Vec<(u64, u64)>)> = parts.into_iter().collect();
-        match g.call(&Request::Read {
+        let announced = g.call(Read {
             ino,
             parts: parts.clone(),
-        })? {
-            Response::Data { .. } => {}
-            other => return Err(unexpected(other)),
-        }
+        })?;
         let data = g.last_data();
+        tessera_proto::check_data(&announced, data)?;
         // The answer is the parts' ranges concatenated in request order.
         let mut at = 0usize;
         let mut got: BTreeMap<(u64, u64), &[u8]> = BTreeMap::new();

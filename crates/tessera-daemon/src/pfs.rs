@@ -14,7 +14,7 @@
 //! its holes ([`copy_sparse`]), and publishes it with the file's mode by renaming it over the
 //! target ([`Pfs::publish`]).
 
-use crate::namespace::NewNode;
+use crate::state::namespace::NewNode;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, SeekFrom};
 use std::fs::File;

@@ -7,8 +7,8 @@
 //!
 //! Between daemons, frames are authenticated differently: see [`crate::peer_auth`].
 //!
-//! **Bulk data travels as a raw trailer.** A message that carries file bytes (a `Data { len }`
-//! answer) is followed, in the same frame, by exactly `len` raw bytes instead of embedding them
+//! **Bulk data travels as a raw trailer.** An answer that carries file bytes (a `Data { len }`
+//! reply) is followed, in the same frame, by exactly `len` raw bytes instead of embedding them
 //! in the encoded message: senders write header, message and data with one vectored write, and
 //! receivers slice the data out of the frame without copying it again.
 
@@ -92,10 +92,11 @@ mod tests {
 
     #[test]
     fn messages_carry_raw_trailers() {
-        let mut body = encode(&crate::msg::Response::Data { len: 3 });
+        let answer: crate::Answer<crate::Data> = Ok(crate::Data { len: 3 });
+        let mut body = encode(&answer);
         body.extend_from_slice(b"xyz");
-        let (m, rest): (crate::msg::Response, &[u8]) = split_message(&body).unwrap();
-        assert_eq!(m, crate::msg::Response::Data { len: 3 });
+        let (m, rest) = crate::decode_answer::<crate::Data>(&body).unwrap();
+        assert_eq!(m, crate::Data { len: 3 });
         assert_eq!(rest, b"xyz");
         let mut buf = Vec::new();
         let mut wire = Vec::new();
@@ -106,7 +107,7 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_eproto() {
-        let e = decode::<crate::msg::Request>(&[0xff, 0xff, 0xff]).unwrap_err();
+        let e = decode::<crate::Request>(&[0xff, 0xff, 0xff]).unwrap_err();
         assert_eq!(e.errno, Errno::Proto);
     }
 }

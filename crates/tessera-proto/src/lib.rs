@@ -1,7 +1,8 @@
 //! What Tessera's processes say to each other, and how an instance is described.
 //!
-//! * [`msg`]: requests and responses between a client and its node's daemon (Unix socket) and
-//!   between daemons (TCP), as serde types encoded with postcard;
+//! * [`calls`]: the typed requests between a client and its node's daemon (Unix socket) and
+//!   between daemons (TCP), each naming its reply type, grouped by service;
+//! * [`msg`]: the data they carry, as serde types encoded with postcard;
 //! * [`frame`]: length-prefixed framing with a maximum size;
 //! * [`peer_auth`]: the mutual handshake of daemons and the sealed frames between them (keyed
 //!   BLAKE3 with the instance secret);
@@ -13,12 +14,14 @@
 //! No runtime lives here: the daemon drives these types from tokio, the client from blocking
 //! sockets.
 
+pub mod calls;
 pub mod config;
 pub mod frame;
 pub mod hosts;
 pub mod msg;
 pub mod peer_auth;
 
+pub use calls::*;
 pub use config::{InstanceConfig, InstanceLayout};
 pub use hosts::{HostEntry, HostTable};
 pub use msg::*;

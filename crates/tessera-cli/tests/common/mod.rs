@@ -500,40 +500,44 @@ pub struct RawClient {
 impl RawClient {
     /// Connects to daemon `node` and says hello (resuming `resume` if given).
     pub fn hello(inst: &Inst, node: u32, resume: Option<u64>) -> Result<RawClient, String> {
-        let mut stream = std::os::unix::net::UnixStream::connect(inst.socket(node))
+        let stream = std::os::unix::net::UnixStream::connect(inst.socket(node))
             .map_err(|e| e.to_string())?;
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let hello = tessera_proto::Request::Hello {
+        let hello = tessera_proto::Hello {
             version: tessera_proto::PROTOCOL_VERSION,
             pid: std::process::id(),
             resume,
         };
-        tessera_proto::frame::write_frame(&mut stream, &tessera_proto::frame::encode(&hello))
-            .map_err(|e| e.to_string())?;
-        let body = tessera_proto::frame::read_frame(&mut stream, 64 << 20)
-            .map_err(|e| format!("no answer to hello: {e}"))?;
-        match tessera_proto::frame::split_message::<tessera_proto::Response>(&body) {
-            Ok((tessera_proto::Response::Hello { client, .. }, _)) => {
-                Ok(RawClient { stream, client })
+        let mut raw = RawClient { stream, client: 0 };
+        match raw.call(hello)? {
+            (Ok(bound), _) => {
+                raw.client = bound.client;
+                Ok(raw)
             }
-            Ok((other, _)) => Err(format!("{other:?}")),
-            Err(e) => Err(e.to_string()),
+            (Err(e), _) => Err(e.to_string()),
         }
     }
 
-    /// Sends `req` and waits (at most 20 s) for the answer and its data trailer.
-    pub fn call(
+    /// Sends `req` and waits (at most 20 s) for its answer and the data trailer after it.
+    #[allow(clippy::type_complexity)]
+    pub fn call<R: tessera_proto::ClientCall>(
         &mut self,
-        req: &tessera_proto::Request,
-    ) -> Result<(tessera_proto::Response, Vec<u8>), String> {
-        tessera_proto::frame::write_frame(&mut self.stream, &tessera_proto::frame::encode(req))
+        req: R,
+    ) -> Result<(tessera_proto::Answer<R::Reply>, Vec<u8>), String> {
+        let body = self.exchange(&tessera_proto::frame::encode(&req.into()))?;
+        let (answer, rest) =
+            tessera_proto::frame::split_message::<tessera_proto::Answer<R::Reply>>(&body)
+                .map_err(|e| e.to_string())?;
+        Ok((answer, rest.to_vec()))
+    }
+
+    /// Sends an encoded request and returns the body of the answer's frame.
+    pub fn exchange(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
+        tessera_proto::frame::write_frame(&mut self.stream, request)
             .map_err(|e| format!("sending: {e}"))?;
-        let body = tessera_proto::frame::read_frame(&mut self.stream, 64 << 20)
-            .map_err(|e| format!("no answer within 20 s: {e}"))?;
-        let (resp, rest) = tessera_proto::frame::split_message::<tessera_proto::Response>(&body)
-            .map_err(|e| e.to_string())?;
-        Ok((resp, rest.to_vec()))
+        tessera_proto::frame::read_frame(&mut self.stream, 64 << 20)
+            .map_err(|e| format!("no answer within 20 s: {e}"))
     }
 }

@@ -1,12 +1,14 @@
 //! The client-facing Unix socket of a daemon.
 //!
-//! The socket sits in the instance's `run/` directory (mode 0700) and the daemon also checks
+//! The socket sits in the node's directory of the burst buffer (mode 0700) and the daemon also checks
 //! every peer's uid with SO_PEERCRED: a process of another user is told why it is refused and
 //! disconnected. Each connection starts with a hello that binds a client id (new, or the
 //! previous one after a reconnect); after that it is strict request/response.
 
 use crate::Node;
-use crate::peer::{codec, wire, write_frame_parts};
+use crate::rpc::Encoded;
+use crate::transport::peer::too_large;
+use crate::transport::peer::{codec, write_frame_parts};
 use futures::{SinkExt, StreamExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
-use tessera_proto::{PROTOCOL_VERSION, Request, Response};
+use tessera_proto::{Bound, Hello, PROTOCOL_VERSION, Request};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::Framed;
 
@@ -68,7 +70,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 /// first, then its locks go, so the next holder of a lock sees what was written under it) and
 /// forget it; if the process goes on (its connection was dropped), keep its id and watch it.
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
-    let ended = process.is_none_or(|(pid, start)| crate::clients::process_ended(pid, start));
+    let ended = process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
     if ended {
         node.publish_leftovers(c).await;
     }
@@ -87,9 +89,9 @@ async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
 }
 
 /// The client id bound to a connection, and its process (pid, start time) when known.
-type Bound = Option<(u64, Option<(u32, u64)>)>;
+type Binding = Option<(u64, Option<(u32, u64)>)>;
 
-async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsResult<()> {
+async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsResult<()> {
     let cred = stream
         .peer_cred()
         .map_err(|e| FsError::io("reading the peer's credentials", &e))?;
@@ -105,35 +107,29 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsRes
             ),
         );
         tracing::warn!("refused a client of uid {}", cred.uid());
-        framed
-            .send(wire(&Response::Err(e.clone())))
-            .await
-            .map_err(io)?;
+        framed.send(refusal(&e)).await.map_err(io)?;
         return Err(e);
     }
     let client = match framed.next().await {
         Some(Ok(f)) => match frame::decode::<Request>(&f) {
-            Ok(Request::Hello {
+            Ok(Request::Hello(Hello {
                 version,
                 resume,
                 pid,
-            }) if version == PROTOCOL_VERSION => {
+            })) if version == PROTOCOL_VERSION => {
                 let id = match resume {
                     Some(id) if node.issued_client_id(id) => id,
                     _ => node.new_client_id().await?,
                 };
                 if let Err(e) = node.clients.bind(id, pid) {
                     tracing::warn!("refused a hello: {e}");
-                    framed
-                        .send(wire(&Response::Err(e.clone())))
-                        .await
-                        .map_err(io)?;
+                    framed.send(refusal(&e)).await.map_err(io)?;
                     return Err(e);
                 }
                 let process = cred
                     .pid()
                     .and_then(|p| u32::try_from(p).ok())
-                    .and_then(|pid| Some((pid, crate::clients::process_start(pid)?)));
+                    .and_then(|pid| Some((pid, crate::state::clients::process_start(pid)?)));
                 // Bound before anything can fail, so the end of the connection frees it.
                 *bound = Some((id, process));
                 // Remembered across a restart of this daemon: if the process ends while the
@@ -146,17 +142,14 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsRes
                 }
                 id
             }
-            Ok(Request::Hello { version, .. }) => {
+            Ok(Request::Hello(Hello { version, .. })) => {
                 let e = FsError::new(
                     Errno::Proto,
                     format!(
                         "client speaks protocol {version}, this daemon {PROTOCOL_VERSION}: rebuild the client"
                     ),
                 );
-                framed
-                    .send(wire(&Response::Err(e.clone())))
-                    .await
-                    .map_err(io)?;
+                framed.send(refusal(&e)).await.map_err(io)?;
                 return Err(e);
             }
             Ok(_) | Err(_) => {
@@ -164,21 +157,21 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsRes
                     Errno::Proto,
                     "the first message on a connection must be a hello",
                 );
-                framed
-                    .send(wire(&Response::Err(e.clone())))
-                    .await
-                    .map_err(io)?;
+                framed.send(refusal(&e)).await.map_err(io)?;
                 return Err(e);
             }
         },
         _ => return Ok(()),
     };
-    let hello = Response::Hello {
+    let bound = Bound {
         client,
         node: node.id,
         nodes: node.cfg.nodes,
     };
-    framed.send(wire(&hello)).await.map_err(io)?;
+    framed
+        .send(bytes::Bytes::from(Encoded::answer(Ok(bound)).msg))
+        .await
+        .map_err(io)?;
     while let Some(f) = framed.next().await {
         let f = match f {
             Ok(f) => f,
@@ -188,46 +181,38 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Bound) -> FsRes
                     Errno::MsgSize,
                     format!("request refused: {e} (max_frame = {})", node.cfg.max_frame),
                 );
-                let _ = framed.send(wire(&Response::Err(err.clone()))).await;
+                let _ = framed.send(refusal(&err)).await;
                 return Err(err);
             }
         };
-        let (resp, data) = match frame::decode::<Request>(&f) {
-            Ok(req @ Request::Lock { wait: true, .. }) => {
+        let mut answer = match frame::decode::<Request>(&f) {
+            Ok(Request::Lock(lock)) if lock.wait => {
                 // A blocking lock may wait for long: if the process goes away meanwhile (the
                 // stream ends), stop waiting; its locks are released when the connection ends.
                 tokio::select! {
-                    r = node.handle_client(client, req) => r,
+                    r = node.route_client(client, Request::Lock(lock)) => r,
                     _ = framed.next() => return Ok(()),
                 }
             }
-            Ok(req) => node.handle_client(client, req).await,
+            Ok(req) => node.route_client(client, req).await,
             Err(e) => {
-                framed
-                    .send(wire(&Response::Err(e.clone())))
-                    .await
-                    .map_err(io)?;
+                framed.send(refusal(&e)).await.map_err(io)?;
                 return Err(e);
             }
         };
-        let mut msg = frame::encode(&resp);
-        let size = msg.len() + data.iter().map(|d| d.len()).sum::<usize>();
-        let data = if size > node.cfg.max_frame as usize {
-            msg = frame::encode(&Response::Err(crate::peer::too_large(
-                size,
-                node.cfg.max_frame,
-            )));
-            Vec::new()
-        } else {
-            data
-        };
+        if answer.frame_len() > node.cfg.max_frame as usize {
+            answer = Encoded::error(too_large(answer.frame_len(), node.cfg.max_frame));
+        }
         // Answer and data in one frame, written without copying the data.
-        let parts: Vec<&[u8]> = std::iter::once(&msg[..])
-            .chain(data.iter().map(|d| &d[..]))
-            .collect();
+        let parts = answer.parts();
         write_frame_parts(framed.get_mut(), &parts)
             .await
             .map_err(io)?;
     }
     Ok(())
+}
+
+/// The frame telling a client why it is refused (the connection ends after it).
+fn refusal(e: &FsError) -> bytes::Bytes {
+    Encoded::error(e.clone()).msg.into()
 }

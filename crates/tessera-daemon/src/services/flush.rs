@@ -9,28 +9,54 @@
 //! from the logs on its node with large, coalesced writes and syncs them ([`write_part`]). The
 //! coordinator then sets the size and the file's mode, syncs, and renames the temporary over
 //! the target: a reader of the PFS sees the old file or the new one, never a mix. Every PFS
-//! path goes through [`crate::pfs`], which never follows a link planted there.
+//! path goes through [`crate::pfs`], which never follows a link planted there, and every
+//! PFS call runs off the async workers (`block_in_place`: they copy whole files).
+//!
+//! A client's [`Flush`] goes to the inode's node as [`FlushFile`]; that node sends each
+//! owning node a [`FlushPart`].
 
 use crate::Node;
 use crate::pfs::{Pfs, Temp, copy_sparse};
-use crate::shard::check_extents;
+use crate::rpc::{ServeClient, ServePeer};
 use crate::store::DbOp;
 use rustix::fs::OFlags;
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
+use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{FileKind, OwnedExtent, PeerRequest, PeerResponse};
+use tessera_proto::{FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent};
 
 /// Size of the buffer in which contiguous extents are gathered before one write.
 const COALESCE: usize = 8 << 20;
 
+impl ServeClient<Flush> for Node {
+    async fn serve_client(&self, _: u64, r: Flush) -> FsResult<Flushed> {
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let flush = FlushFile {
+            path: p,
+            range: r.range,
+        };
+        self.call(ino_shard(d.ino), flush).await
+    }
+}
+
+impl ServePeer<FlushFile> for Node {
+    async fn serve_peer(&self, r: FlushFile) -> FsResult<Flushed> {
+        let (bytes, nodes) = flush(self, &r.path, r.range).await?;
+        Ok(Flushed { bytes, nodes })
+    }
+}
+
+impl ServePeer<FlushPart> for Node {
+    async fn serve_peer(&self, r: FlushPart) -> FsResult<u64> {
+        write_part(self, r.ino, r.target, r.extents).await
+    }
+}
+
 /// Flushes a file (or one range of it); must run on the node holding the file's inode.
 /// Returns (bytes written, nodes that wrote).
-pub async fn flush(
-    node: &Node,
-    user_path: &str,
-    range: Option<(u64, u64)>,
-) -> FsResult<(u64, u32)> {
+async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsResult<(u64, u32)> {
     let p = path::normalize(user_path)?;
     let (d, attr) = node.lookup(&p).await?.ok_or_else(|| {
         FsError::new(
@@ -125,31 +151,15 @@ async fn write_and_publish(
             per_node.entry(e.owner.node).or_default().push(e);
         }
         let nodes = per_node.len() as u32;
-        let reqs = per_node
-            .into_iter()
-            .map(|(n, extents)| {
-                (
-                    n,
-                    PeerRequest::FlushPart {
-                        ino,
-                        target: temp.path.clone(),
-                        extents,
-                    },
-                )
-            })
-            .collect();
-        let mut bytes = 0;
-        for r in node.call_all(reqs).await? {
-            match r {
-                PeerResponse::Bytes(b) => bytes += b,
-                other => {
-                    return Err(FsError::new(
-                        Errno::Proto,
-                        format!("unexpected flush answer {other:?}"),
-                    ));
-                }
-            }
-        }
+        let parts = per_node.into_iter().map(|(n, extents)| {
+            let part = FlushPart {
+                ino,
+                target: temp.path.clone(),
+                extents,
+            };
+            (n, part)
+        });
+        let bytes = node.call_all(parts).await?.into_iter().sum();
         Ok((bytes, nodes))
     }
     .await;
@@ -159,14 +169,14 @@ async fn write_and_publish(
             Ok(done)
         }
         Err(e) => {
-            node.pfs.discard(temp);
+            tokio::task::block_in_place(|| node.pfs.discard(temp));
             Err(e)
         }
     }
 }
 
 /// Writes `extents`, held by logs on this node, into `target`; returns the bytes written.
-pub async fn write_part(
+async fn write_part(
     node: &Node,
     ino: u64,
     target: String,
@@ -239,4 +249,18 @@ fn write_coalesced(
     f.sync_data()
         .map_err(|e| FsError::io(format!("syncing {target}"), &e))?;
     Ok(written)
+}
+
+/// Sorts and checks extents received for a flush.
+fn check_extents(extents: &mut [OwnedExtent]) -> FsResult<()> {
+    extents.sort_by_key(|e| e.start);
+    for e in extents.iter() {
+        if e.start >= e.end {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("empty extent [{},{})", e.start, e.end),
+            ));
+        }
+    }
+    Ok(())
 }

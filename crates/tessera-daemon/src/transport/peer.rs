@@ -20,6 +20,7 @@
 //! to ask a node for its status or to stop it.
 
 use crate::Node;
+use crate::rpc::Encoded;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use std::io::IoSlice;
@@ -31,7 +32,9 @@ use tessera_proto::peer_auth::{
     ADMIN_NODE, Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN,
     Welcome,
 };
-use tessera_proto::{InstanceLayout, PROTOCOL_VERSION, PeerRequest, PeerResponse};
+use tessera_proto::{
+    InstanceLayout, PROTOCOL_VERSION, PeerCall, PeerRequest, ReadLog, check_data, decode_answer,
+};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Decoder, Framed, LengthDelimitedCodec};
@@ -60,31 +63,6 @@ fn watch_liveness(stream: &TcpStream, timeout: Duration) {
 }
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 16;
-
-/// An answer from a shard: the message and the raw data that follows it in the frame (empty
-/// unless the message is `Data`).
-pub struct PeerReply {
-    pub resp: PeerResponse,
-    pub data: Bytes,
-}
-
-impl PeerReply {
-    pub fn msg(resp: PeerResponse) -> Self {
-        PeerReply {
-            resp,
-            data: Bytes::new(),
-        }
-    }
-
-    pub fn data(data: Bytes) -> Self {
-        PeerReply {
-            resp: PeerResponse::Data {
-                len: data.len() as u64,
-            },
-            data,
-        }
-    }
-}
 
 /// Writes one frame whose body is the concatenation of `parts`, with vectored writes and no
 /// copy of the parts.
@@ -120,25 +98,6 @@ async fn write_all_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> s
         }
     }
     w.flush().await
-}
-
-/// Splits a frame body into the message and its data trailer (checked against `Data { len }`).
-fn reply_of(frame: &Bytes, body: &[u8]) -> FsResult<PeerReply> {
-    let (resp, rest): (PeerResponse, &[u8]) = frame::split_message(body)?;
-    let data = match resp {
-        PeerResponse::Data { len } if rest.len() as u64 == len => frame.slice_ref(rest),
-        PeerResponse::Data { len } => {
-            return Err(FsError::new(
-                Errno::Proto,
-                format!(
-                    "data answer announces {len} bytes but carries {}",
-                    rest.len()
-                ),
-            ));
-        }
-        _ => Bytes::new(),
-    };
-    Ok(PeerReply { resp, data })
 }
 
 /// The error for an answer that does not fit in a frame.
@@ -401,19 +360,13 @@ impl Peers {
         })
     }
 
-    async fn exchange(
-        &self,
-        node: u32,
-        conn: &mut PeerConn,
-        req: &PeerRequest,
-    ) -> FsResult<PeerReply> {
-        let body = frame::encode(req);
+    async fn exchange(&self, node: u32, conn: &mut PeerConn, body: &[u8]) -> FsResult<Bytes> {
         write_sealed(
             conn.framed.get_mut(),
             &conn.auth,
             Direction::ToAcceptor,
             conn.seq,
-            &[&body],
+            &[body],
         )
         .await
         .map_err(|e| self.unreachable(node, format!("sending: {e}")))?;
@@ -424,12 +377,38 @@ impl Peers {
             .ok_or_else(|| self.unreachable(node, "connection closed"))?
             .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?;
         conn.seq += 1;
-        reply_of(&reply, &reply)
+        Ok(reply)
     }
 
-    /// Sends `req` to `node` and waits for its response. A pooled connection found dead (the
-    /// peer restarted) is replaced once.
-    pub async fn call(&self, node: u32, req: &PeerRequest) -> FsResult<PeerReply> {
+    /// Sends `req` to `node` and waits for its reply.
+    pub async fn call<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
+        let frame = self.exchange_frame(node, &req.into()).await?;
+        let (reply, trailer) = decode_answer::<R::Reply>(&frame)?;
+        if !trailer.is_empty() {
+            return Err(FsError::new(
+                Errno::Proto,
+                format!(
+                    "node {node} sent {} bytes of data after its answer to {}",
+                    trailer.len(),
+                    R::NAME
+                ),
+            ));
+        }
+        Ok(reply)
+    }
+
+    /// Reads from a log on `node`: the bytes that follow its `Data` reply, not copied.
+    pub async fn call_data(&self, node: u32, req: ReadLog) -> FsResult<Bytes> {
+        let frame = self.exchange_frame(node, &req.into()).await?;
+        let (data, trailer) = decode_answer(&frame)?;
+        check_data(&data, trailer)?;
+        Ok(frame.slice_ref(trailer))
+    }
+
+    /// Sends a request to `node` and returns the frame of its answer. A pooled connection
+    /// found dead (the peer restarted) is replaced once.
+    async fn exchange_frame(&self, node: u32, req: &PeerRequest) -> FsResult<Bytes> {
+        let body = frame::encode(req);
         let slot = self.idle.get(node as usize).ok_or_else(|| {
             FsError::new(Errno::Inval, format!("no node {node} in this instance"))
         })?;
@@ -449,7 +428,7 @@ impl Peers {
                 Some(c) => c,
                 None => self.connect(node).await?,
             };
-            match tokio::time::timeout(PEER_TIMEOUT, self.exchange(node, &mut conn, req)).await {
+            match tokio::time::timeout(PEER_TIMEOUT, self.exchange(node, &mut conn, &body)).await {
                 Ok(Ok(resp)) => {
                     let mut idle = slot.lock().expect("pool lock");
                     if idle.len() < POOL_PER_PEER {
@@ -580,22 +559,16 @@ async fn serve_conn(
     while let Some(f) = framed.next().await {
         let body = f.map_err(io)?;
         let req: PeerRequest = frame::decode(&body)?;
-        let mut reply = node
-            .handle_peer(req)
-            .await
-            .unwrap_or_else(|e| PeerReply::msg(PeerResponse::Err(e)));
-        let mut msg = frame::encode(&reply.resp);
-        if msg.len() + reply.data.len() > max {
-            let size = msg.len() + reply.data.len();
-            reply = PeerReply::msg(PeerResponse::Err(too_large(size, node.cfg.max_frame)));
-            msg = frame::encode(&reply.resp);
+        let mut answer = node.route_peer(req).await;
+        if answer.frame_len() > max {
+            answer = Encoded::error(too_large(answer.frame_len(), node.cfg.max_frame));
         }
         write_sealed(
             framed.get_mut(),
             &auth,
             Direction::ToConnector,
             seq,
-            &[&msg, &reply.data],
+            &answer.parts(),
         )
         .await
         .map_err(io)?;

@@ -11,12 +11,13 @@
 //! Locks are volatile, like the kernel's: a daemon restart drops the tables it held.
 
 use crate::Node;
+use crate::rpc::{ServeClient, ServePeer};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 use tessera_core::locks::{HeldLock, LockKind, LockOwner, LockTable};
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::{PeerRequest, PeerResponse, Response};
+use tessera_proto::{GetLock, Lock, ReleaseLocks, TableGetLock, TableLock};
 
 /// Longest one blocking lock call waits on the lock node before the caller asks again.
 pub const LOCK_WAIT_SLICE: Duration = Duration::from_secs(5);
@@ -166,25 +167,18 @@ impl LockService {
     }
 }
 
-impl Node {
+impl ServeClient<Lock> for Node {
     /// A client's lock request (F_SETLK/F_SETLKW): forwarded to the inode's node; a blocking
     /// one is asked again until granted.
-    pub async fn client_lock(
-        &self,
-        client: u64,
-        pid: u32,
-        ino: u64,
-        (start, end): (u64, u64),
-        kind: Option<LockKind>,
-        wait: bool,
-    ) -> FsResult<Response> {
-        check_range(start, end)?;
-        let node = ino_shard(ino);
+    async fn serve_client(&self, client: u64, r: Lock) -> FsResult<()> {
+        self.check_ino(r.ino)?;
+        check_range(r.start, r.end)?;
+        let node = ino_shard(r.ino);
         let owner = LockOwner {
             id: owner_id(self.id, client),
-            pid,
+            pid: r.pid,
         };
-        if kind.is_some() {
+        if r.kind.is_some() {
             self.locks
                 .held_at
                 .lock()
@@ -194,56 +188,65 @@ impl Node {
                 .insert(node);
         }
         loop {
-            let req = PeerRequest::Lock {
-                ino,
+            let req = TableLock {
+                ino: r.ino,
                 owner,
-                start,
-                end,
-                kind,
-                wait,
+                start: r.start,
+                end: r.end,
+                kind: r.kind,
+                wait: r.wait,
             };
             match self.call(node, req).await {
-                Ok(_) => return Ok(Response::Ok),
-                Err(e) if wait && e.errno == Errno::Again => continue,
+                Ok(()) => return Ok(()),
+                Err(e) if r.wait && e.errno == Errno::Again => continue,
                 Err(e) => return Err(e),
             }
         }
     }
+}
 
+impl ServeClient<GetLock> for Node {
     /// A client's F_GETLK.
-    pub async fn client_get_lock(
-        &self,
-        client: u64,
-        ino: u64,
-        (start, end): (u64, u64),
-        kind: LockKind,
-    ) -> FsResult<Response> {
-        check_range(start, end)?;
+    async fn serve_client(&self, client: u64, r: GetLock) -> FsResult<Option<HeldLock>> {
+        self.check_ino(r.ino)?;
+        check_range(r.start, r.end)?;
         let owner = LockOwner {
             id: owner_id(self.id, client),
             pid: 0,
         };
-        match self
-            .call(
-                ino_shard(ino),
-                PeerRequest::GetLock {
-                    ino,
-                    owner,
-                    start,
-                    end,
-                    kind,
-                },
-            )
-            .await?
-        {
-            PeerResponse::Lock(h) => Ok(Response::Lock(h)),
-            other => Err(FsError::new(
-                Errno::Proto,
-                format!("unexpected answer to getlock: {other:?}"),
-            )),
-        }
+        let req = TableGetLock {
+            ino: r.ino,
+            owner,
+            start: r.start,
+            end: r.end,
+            kind: r.kind,
+        };
+        self.call(ino_shard(r.ino), req).await
     }
+}
 
+impl ServePeer<TableLock> for Node {
+    async fn serve_peer(&self, r: TableLock) -> FsResult<()> {
+        self.locks
+            .lock(r.ino, r.owner, r.kind, r.start, r.end, r.wait)
+            .await
+    }
+}
+
+impl ServePeer<TableGetLock> for Node {
+    async fn serve_peer(&self, r: TableGetLock) -> FsResult<Option<HeldLock>> {
+        Ok(self.locks.get_lock(r.ino, r.owner, r.kind, r.start, r.end))
+    }
+}
+
+impl ServePeer<ReleaseLocks> for Node {
+    async fn serve_peer(&self, r: ReleaseLocks) -> FsResult<()> {
+        self.locks.release_owner(r.owner_id);
+        Ok(())
+    }
+}
+
+impl Node {
     /// The client's connection ended: release its locks wherever it took any.
     pub async fn client_gone(&self, client: u64) {
         let nodes = self
@@ -255,10 +258,7 @@ impl Node {
             .unwrap_or_default();
         let owner_id = owner_id(self.id, client);
         for node in nodes {
-            if let Err(e) = self
-                .call(node, PeerRequest::ReleaseLocks { owner_id })
-                .await
-            {
+            if let Err(e) = self.call(node, ReleaseLocks { owner_id }).await {
                 tracing::warn!("releasing the locks of client {client} on node {node}: {e}");
             }
         }

@@ -1,0 +1,109 @@
+//! The state of one running daemon, shared by its services and transports.
+
+use crate::{logs, peer, pfs, state, store};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::{InstanceConfig, InstanceLayout};
+use tokio::sync::Notify;
+
+/// The state of one running daemon.
+pub struct Node {
+    pub id: u32,
+    pub cfg: InstanceConfig,
+    pub layout: InstanceLayout,
+    pub secret: Vec<u8>,
+    pub store: store::Store,
+    pub ns: Mutex<state::namespace::Namespace>,
+    pub own: Mutex<state::ownership::Ownership>,
+    pub logs: logs::Logs,
+    pub peers: peer::Peers,
+    pub(crate) next_client: Mutex<u64>,
+    pub started: Instant,
+    pub requests: AtomicU64,
+    pub connected: AtomicU64,
+    pub shutdown: Notify,
+    pub uid: u32,
+    pub gid: u32,
+    /// Who holds copies of this node's ownership stripes.
+    pub callbacks: Mutex<state::cache::Callbacks>,
+    /// Copies of other nodes' ownership stripes.
+    pub stripe_cache: Mutex<state::cache::StripeCache>,
+    /// One flush at a time per file (by inode), on the inode's node.
+    pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Byte-range locks of this node's inodes, and where this node's clients hold locks.
+    pub locks: crate::services::locks::LockService,
+    /// Which client ids are bound to live connections.
+    pub clients: state::clients::Clients,
+    /// The PFS directory, reached only without following links.
+    pub pfs: Arc<pfs::Pfs>,
+}
+
+impl Node {
+    /// Runs a PFS call on the blocking pool, never on an async worker: the PFS may be a
+    /// network file system that stalls for seconds.
+    pub async fn on_pfs<T: Send + 'static>(
+        &self,
+        p: &str,
+        call: impl FnOnce(&pfs::Pfs, &str) -> FsResult<T> + Send + 'static,
+    ) -> FsResult<T> {
+        let pfs = self.pfs.clone();
+        let p = p.to_string();
+        tokio::task::spawn_blocking(move || call(&pfs, &p))
+            .await
+            .map_err(blocking_failed)?
+    }
+
+    /// The lock that serialises flushes of `ino`.
+    pub fn flush_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
+        self.flush_locks
+            .lock()
+            .expect("flush locks")
+            .entry(ino)
+            .or_default()
+            .clone()
+    }
+
+    /// Hands out a client id (unique on this node, persisted before use).
+    pub async fn new_client_id(&self) -> FsResult<u64> {
+        let (id, pending) = {
+            let mut next = self.next_client.lock().expect("client counter");
+            let id = (*next).max(1);
+            *next = id + 1;
+            (
+                id,
+                self.store.submit(vec![store::DbOp::SetMeta(
+                    store::MetaKey::NextClient,
+                    id + 1,
+                )]),
+            )
+        };
+        pending.durable().await?;
+        Ok(id)
+    }
+
+    /// Whether `id` was handed out by this node (a reconnecting client may keep it).
+    pub fn issued_client_id(&self, id: u64) -> bool {
+        id >= 1 && id < *self.next_client.lock().expect("client counter")
+    }
+
+    /// A path as the user writes it (with the mount prefix), for messages.
+    pub fn user_path(&self, p: &str) -> String {
+        if p == "/" {
+            self.cfg.mount.clone()
+        } else {
+            format!("{}{p}", self.cfg.mount.trim_end_matches('/'))
+        }
+    }
+
+    pub(crate) fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The error for a blocking-pool task that did not finish (it panicked, or the runtime is
+/// shutting down).
+pub fn blocking_failed(e: tokio::task::JoinError) -> FsError {
+    FsError::new(Errno::Io, format!("a blocking PFS call failed: {e}"))
+}

@@ -1,0 +1,92 @@
+//! The coordinator: routes each request to the service that answers it, one line per
+//! request. Nothing is decided here; see `services` for where each request is answered.
+
+use crate::Node;
+use crate::rpc::{Encoded, ServeClient, ServePeer};
+use tessera_core::{Errno, FsError};
+use tessera_proto::{Bound, ClientCall, PeerCall, PeerRequest, Request};
+
+impl Node {
+    /// Answers one request of client `client` of this node.
+    pub async fn route_client(&self, client: u64, req: Request) -> Encoded {
+        self.count_request();
+        match req {
+            Request::Hello(_) => Encoded::answer::<Bound>(Err(FsError::new(
+                Errno::Proto,
+                "hello sent twice on one connection",
+            ))),
+            Request::Open(r) => self.client_answer(client, r).await,
+            Request::Stat(r) => self.client_answer(client, r).await,
+            Request::Mkdir(r) => self.client_answer(client, r).await,
+            Request::Rmdir(r) => self.client_answer(client, r).await,
+            Request::Unlink(r) => self.client_answer(client, r).await,
+            Request::Readdir(r) => self.client_answer(client, r).await,
+            Request::Rename(r) => self.client_answer(client, r).await,
+            Request::Truncate(r) => self.client_answer(client, r).await,
+            Request::SetAttr(r) => self.client_answer(client, r).await,
+            Request::ReadLink(r) => self.client_answer(client, r).await,
+            Request::Attach(r) => self.client_answer(client, r).await,
+            Request::Detach(r) => self.client_answer(client, r).await,
+            Request::DetachFile(r) => self.client_answer(client, r).await,
+            Request::Query(r) => self.client_answer(client, r).await,
+            Request::QueryFile(r) => self.client_answer(client, r).await,
+            Request::Read(r) => Encoded::data(self.read(r).await),
+            Request::Flush(r) => self.client_answer(client, r).await,
+            Request::Lock(r) => self.client_answer(client, r).await,
+            Request::GetLock(r) => self.client_answer(client, r).await,
+            Request::Reserve(r) => self.client_answer(client, r).await,
+            Request::Release(r) => self.client_answer(client, r).await,
+            Request::Writing(r) => self.client_answer(client, r).await,
+            Request::Status(r) => self.client_answer(client, r).await,
+            Request::Shutdown(r) => self.client_answer(client, r).await,
+        }
+    }
+
+    /// Answers one request of a peer (or of the `tessera` command).
+    pub async fn route_peer(&self, req: PeerRequest) -> Encoded {
+        self.count_request();
+        match req {
+            PeerRequest::Ping(r) => self.peer_answer(r).await,
+            PeerRequest::DentryGet(r) => self.peer_answer(r).await,
+            PeerRequest::DentryCreate(r) => self.peer_answer(r).await,
+            PeerRequest::DentryRemove(r) => self.peer_answer(r).await,
+            PeerRequest::DentryPut(r) => self.peer_answer(r).await,
+            PeerRequest::ListChildren(r) => self.peer_answer(r).await,
+            PeerRequest::HasChildren(r) => self.peer_answer(r).await,
+            PeerRequest::InodeGet(r) => self.peer_answer(r).await,
+            PeerRequest::InodeSetSize(r) => self.peer_answer(r).await,
+            PeerRequest::InodeRemove(r) => self.peer_answer(r).await,
+            PeerRequest::InodeSetAttr(r) => self.peer_answer(r).await,
+            PeerRequest::OwnAttach(r) => self.peer_answer(r).await,
+            PeerRequest::OwnDetach(r) => self.peer_answer(r).await,
+            PeerRequest::OwnFetchStripe(r) => self.peer_answer(r).await,
+            PeerRequest::Invalidate(r) => self.peer_answer(r).await,
+            PeerRequest::OwnQueryFile(r) => self.peer_answer(r).await,
+            PeerRequest::OwnDetachFile(r) => self.peer_answer(r).await,
+            PeerRequest::OwnTruncate(r) => self.peer_answer(r).await,
+            PeerRequest::DropFile(r) => self.peer_answer(r).await,
+            PeerRequest::ReadLog(r) => Encoded::data(self.read_log(r).await.map(|b| vec![b])),
+            PeerRequest::FlushFile(r) => self.peer_answer(r).await,
+            PeerRequest::FlushPart(r) => self.peer_answer(r).await,
+            PeerRequest::TableLock(r) => self.peer_answer(r).await,
+            PeerRequest::TableGetLock(r) => self.peer_answer(r).await,
+            PeerRequest::ReleaseLocks(r) => self.peer_answer(r).await,
+            PeerRequest::Status(r) => self.peer_answer(r).await,
+            PeerRequest::Shutdown(r) => self.peer_answer(r).await,
+        }
+    }
+
+    async fn client_answer<R: ClientCall>(&self, client: u64, r: R) -> Encoded
+    where
+        Node: ServeClient<R>,
+    {
+        Encoded::answer(self.serve_client(client, r).await)
+    }
+
+    async fn peer_answer<R: PeerCall>(&self, r: R) -> Encoded
+    where
+        Node: ServePeer<R>,
+    {
+        Encoded::answer(self.serve_peer(r).await)
+    }
+}

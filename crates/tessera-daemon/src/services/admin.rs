@@ -1,0 +1,65 @@
+//! The admin service: liveness, status and shutdown, asked by clients, peers and the
+//! `tessera` command (as the admin identity of the peer handshake).
+
+use crate::Node;
+use crate::rpc::{ServeClient, ServePeer};
+use std::sync::atomic::Ordering;
+use tessera_core::FsResult;
+use tessera_proto::{NodeStatus, Ping, Shutdown, Status};
+
+impl ServePeer<Ping> for Node {
+    async fn serve_peer(&self, _: Ping) -> FsResult<u32> {
+        Ok(self.id)
+    }
+}
+
+impl ServeClient<Status> for Node {
+    async fn serve_client(&self, _: u64, _: Status) -> FsResult<NodeStatus> {
+        Ok(self.status())
+    }
+}
+
+impl ServePeer<Status> for Node {
+    async fn serve_peer(&self, _: Status) -> FsResult<NodeStatus> {
+        Ok(self.status())
+    }
+}
+
+impl ServeClient<Shutdown> for Node {
+    async fn serve_client(&self, _: u64, _: Shutdown) -> FsResult<()> {
+        self.shutdown.notify_one();
+        Ok(())
+    }
+}
+
+impl ServePeer<Shutdown> for Node {
+    async fn serve_peer(&self, _: Shutdown) -> FsResult<()> {
+        self.shutdown.notify_one();
+        Ok(())
+    }
+}
+
+impl Node {
+    /// What this node holds and serves.
+    pub fn status(&self) -> NodeStatus {
+        let (files_owned, extents_owned) = self.own.lock().expect("own").stats();
+        // Measures the device: off the async workers.
+        let space = tokio::task::block_in_place(|| self.logs.space());
+        let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
+        NodeStatus {
+            node: self.id,
+            pid: std::process::id(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            bb_dir: self.cfg.bb_dir(self.id).display().to_string(),
+            bb_used: space.used,
+            bb_reserved: space.reserved,
+            bb_capacity: self.logs.capacity(),
+            bb_device_total: device.as_ref().map_or(0, |d| d.f_blocks * d.f_frsize),
+            bb_device_free: device.as_ref().map_or(0, |d| d.f_bavail * d.f_frsize),
+            clients: self.connected.load(Ordering::Relaxed),
+            files_owned,
+            extents_owned,
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The services of a daemon, one module per service. Each implements
+//! [`crate::rpc::ServeClient`] for the client requests it answers and
+//! [`crate::rpc::ServePeer`] for the shard requests it answers; the requests and their
+//! reply types are defined per service in `tessera_proto::calls`.
+//!
+//! * [`namespace`] / [`namespace_shard`]: paths and inodes (client side / shard side);
+//! * [`ownership`] / [`ownership_shard`]: which log holds each range, and leased copies;
+//! * [`read`]: bytes from the logs, local or remote;
+//! * [`flush`]: atomic publication into the PFS;
+//! * [`locks`]: byte-range locks;
+//! * [`space`]: burst-buffer reservations, and which files a client writes here;
+//! * [`admin`]: liveness, status, shutdown.
+//!
+//! Transactions, the catalogue and locality answers join as further modules here, each with
+//! its requests in `tessera_proto::calls` and one routing line per request in
+//! [`crate::router`].
+
+pub mod admin;
+pub mod flush;
+pub mod locks;
+pub mod namespace;
+pub mod namespace_shard;
+pub mod ownership;
+pub mod ownership_shard;
+pub mod read;
+pub mod space;

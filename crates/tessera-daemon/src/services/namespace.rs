@@ -1,0 +1,465 @@
+//! The namespace service, client side: what a daemon does for its clients' path operations
+//! (open, stat, mkdir, rmdir, unlink, readdir, rename, truncate, setattr, readlink).
+//!
+//! A path's entry lives on `path_shard(path)`, an inode on `ino_shard(ino)`; the shards
+//! answer in [`super::namespace_shard`]. The PFS copy of a path changes with it, on the
+//! blocking pool.
+
+use crate::Node;
+use crate::rpc::ServeClient;
+use crate::state::namespace::ROOT_INO;
+use std::collections::BTreeMap;
+use tessera_core::placement::{ino_shard, path_shard};
+use tessera_core::{Errno, FsError, FsResult, path};
+use tessera_proto::{
+    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, DropFile,
+    FileKind, HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren, Mkdir,
+    Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr, SizeChange, Stat,
+    Truncate, Unlink,
+};
+
+impl ServeClient<Open> for Node {
+    async fn serve_client(&self, _: u64, r: Open) -> FsResult<Opened> {
+        let Open {
+            path,
+            flags,
+            mode,
+            want_owners,
+        } = r;
+        let mut p = path::normalize(&path)?;
+        if p == "/" {
+            return Err(self.eisdir(&p));
+        }
+        let (mut dentry, mut attr) = if flags.create {
+            self.create_entry(&p, FileKind::File, mode, flags.exclusive)
+                .await?
+        } else {
+            self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?
+        };
+        // A read follows PFS links, each to a target beneath the PFS root; a change never.
+        let mut hops = 0;
+        while dentry.kind == FileKind::Symlink {
+            if flags.write || flags.truncate {
+                return Err(self.no_change_through_link(&p, "write"));
+            }
+            hops += 1;
+            if hops > path::MAX_LINK_HOPS {
+                return Err(FsError::new(
+                    Errno::Loop,
+                    format!(
+                        "{}: more than {} symbolic links in a row",
+                        self.user_path(&path),
+                        path::MAX_LINK_HOPS
+                    ),
+                ));
+            }
+            let target = self.on_pfs(&p, |pfs, p| pfs.read_link(p)).await?;
+            p = path::link_target(&p, &target, &self.cfg.pfs_dir.display().to_string())?;
+            (dentry, attr) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        }
+        if dentry.kind == FileKind::Dir {
+            return Err(self.eisdir(&p));
+        }
+        if flags.truncate && attr.size > 0 {
+            attr = self.truncate_ino(&p, dentry.ino, 0).await?;
+        }
+        let owners = if want_owners {
+            Some(self.query_file(dentry.ino).await?)
+        } else {
+            None
+        };
+        Ok(Opened {
+            attr,
+            owners,
+            path: p,
+        })
+    }
+}
+
+impl ServeClient<Stat> for Node {
+    async fn serve_client(&self, _: u64, r: Stat) -> FsResult<Attr> {
+        let p = path::normalize(&r.path)?;
+        Ok(self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?.1)
+    }
+}
+
+impl ServeClient<Mkdir> for Node {
+    async fn serve_client(&self, _: u64, r: Mkdir) -> FsResult<Attr> {
+        let p = path::normalize(&r.path)?;
+        if p == "/" {
+            return Err(FsError::new(
+                Errno::Exist,
+                format!("{} already exists", self.user_path(&p)),
+            ));
+        }
+        let (_, attr) = self.create_entry(&p, FileKind::Dir, r.mode, true).await?;
+        Ok(attr)
+    }
+}
+
+impl ServeClient<Rmdir> for Node {
+    async fn serve_client(&self, _: u64, r: Rmdir) -> FsResult<()> {
+        let p = path::normalize(&r.path)?;
+        if p == "/" {
+            return Err(FsError::new(
+                Errno::Inval,
+                "the root directory cannot be removed",
+            ));
+        }
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind != FileKind::Dir {
+            return Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory; use unlink", self.user_path(&p)),
+            ));
+        }
+        if self.has_children(&p).await? {
+            return Err(FsError::new(
+                Errno::NotEmpty,
+                format!("directory {} is not empty", self.user_path(&p)),
+            ));
+        }
+        self.remove_entry(&p, d.ino).await?;
+        self.call(ino_shard(d.ino), InodeRemove { ino: d.ino })
+            .await?;
+        if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_dir(p)).await {
+            tracing::warn!("rmdir {}: the PFS directory stays: {e}", self.user_path(&p));
+        }
+        Ok(())
+    }
+}
+
+impl ServeClient<Unlink> for Node {
+    async fn serve_client(&self, _: u64, r: Unlink) -> FsResult<()> {
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind == FileKind::Dir {
+            return Err(FsError::new(
+                Errno::IsDir,
+                format!("{} is a directory; use rmdir", self.user_path(&p)),
+            ));
+        }
+        self.remove_entry(&p, d.ino).await?;
+        self.destroy_file(d.ino).await?;
+        self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await
+    }
+}
+
+impl ServeClient<Readdir> for Node {
+    async fn serve_client(&self, _: u64, r: Readdir) -> FsResult<Vec<DirEntry>> {
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind != FileKind::Dir {
+            return Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory", self.user_path(&p)),
+            ));
+        }
+        let on_shards = self
+            .call_all(self.every_node(|| ListChildren { dir: p.clone() }))
+            .await?;
+        let mut all: BTreeMap<String, DirEntry> = on_shards
+            .into_iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e))
+            .collect();
+        // Entries that exist only on the PFS appear too (and are imported on the way).
+        for (name, _) in self.on_pfs(&p, |pfs, p| pfs.list(p)).await? {
+            if all.contains_key(&name) {
+                continue;
+            }
+            if let Some((d, _)) = self.lookup(&path::join(&p, &name)).await? {
+                all.insert(
+                    name.clone(),
+                    DirEntry {
+                        name,
+                        ino: d.ino,
+                        kind: d.kind,
+                    },
+                );
+            }
+        }
+        Ok(all.into_values().collect())
+    }
+}
+
+impl ServeClient<Rename> for Node {
+    async fn serve_client(&self, _: u64, r: Rename) -> FsResult<()> {
+        let from = path::normalize(&r.from)?;
+        let to = path::normalize(&r.to)?;
+        if from == "/" || to == "/" {
+            return Err(FsError::new(
+                Errno::Inval,
+                "the root directory cannot be renamed or replaced",
+            ));
+        }
+        let (src, _) = self
+            .lookup(&from)
+            .await?
+            .ok_or_else(|| self.enoent(&from))?;
+        if from == to {
+            return Ok(());
+        }
+        if path::is_within(&to, &from) {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("cannot move {} into itself", self.user_path(&from)),
+            ));
+        }
+        if src.kind == FileKind::Dir && self.has_children(&from).await? {
+            return Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "renaming the non-empty directory {} is not supported yet; copy it instead (mv does so by itself)",
+                    self.user_path(&from)
+                ),
+            ));
+        }
+        let (to_parent, _) = path::split(&to).expect("not the root");
+        self.require_dir(to_parent).await?;
+        if self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
+            // The PFS copy will move there: fail before the namespace changes if it cannot.
+            self.on_pfs(to_parent, |pfs, p| pfs.make_dirs(p).map(drop))
+                .await?;
+        }
+        if let Some((dst, _)) = self.lookup(&to).await? {
+            match (src.kind, dst.kind) {
+                (FileKind::File | FileKind::Symlink, FileKind::Dir) => {
+                    return Err(self.eisdir(&to));
+                }
+                (FileKind::Dir, FileKind::File | FileKind::Symlink) => {
+                    return Err(FsError::new(
+                        Errno::NotDir,
+                        format!("{} is not a directory", self.user_path(&to)),
+                    ));
+                }
+                (FileKind::Dir, FileKind::Dir) if self.has_children(&to).await? => {
+                    return Err(FsError::new(
+                        Errno::NotEmpty,
+                        format!("directory {} is not empty", self.user_path(&to)),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let put = DentryPut {
+            path: to.clone(),
+            dentry: src,
+        };
+        let replaced = self.call(path_shard(&to, self.cfg.nodes), put).await?;
+        if let Some(old) = replaced.filter(|o| o.ino != src.ino) {
+            self.destroy_file(old.ino).await?;
+        }
+        self.remove_entry(&from, src.ino).await?;
+        // The PFS copy moves with the file (a link moves as a link); a replaced file's copy
+        // goes.
+        let pfs = self.pfs.clone();
+        tokio::task::spawn_blocking(move || {
+            if !pfs.rename(&from, &to)? {
+                match pfs.lstat(&to)?.map(|m| m.kind) {
+                    Some(FileKind::Dir) => pfs.remove_dir(&to)?,
+                    Some(_) => pfs.remove_file(&to)?,
+                    None => {}
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(crate::blocking_failed)?
+    }
+}
+
+impl ServeClient<Truncate> for Node {
+    async fn serve_client(&self, _: u64, r: Truncate) -> FsResult<Attr> {
+        tessera_core::run::end_within_limit(r.size, 0, "truncate")?;
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        match d.kind {
+            FileKind::Dir => return Err(self.eisdir(&p)),
+            FileKind::Symlink => return Err(self.no_change_through_link(&p, "truncate")),
+            FileKind::File => {}
+        }
+        self.truncate_ino(&p, d.ino, r.size).await
+    }
+}
+
+impl ServeClient<SetAttr> for Node {
+    async fn serve_client(&self, _: u64, r: SetAttr) -> FsResult<Attr> {
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind == FileKind::Symlink {
+            return Err(self.no_change_through_link(&p, "chmod or utimes"));
+        }
+        let change = InodeSetAttr {
+            ino: d.ino,
+            change: r.change,
+        };
+        self.call(ino_shard(d.ino), change).await
+    }
+}
+
+impl ServeClient<ReadLink> for Node {
+    async fn serve_client(&self, _: u64, r: ReadLink) -> FsResult<String> {
+        let p = path::normalize(&r.path)?;
+        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        if d.kind != FileKind::Symlink {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!("{} is not a symbolic link", self.user_path(&p)),
+            ));
+        }
+        self.on_pfs(&p, |pfs, p| pfs.read_link(p)).await
+    }
+}
+
+impl Node {
+    pub(crate) fn enoent(&self, p: &str) -> FsError {
+        FsError::new(
+            Errno::NoEnt,
+            format!("{}: no such file or directory", self.user_path(p)),
+        )
+    }
+
+    /// The error for a change asked of a path whose last component is a PFS link.
+    fn no_change_through_link(&self, p: &str, what: &str) -> FsError {
+        FsError::new(
+            Errno::Loop,
+            format!(
+                "{} is a symbolic link in the PFS directory; Tessera does not {what} through links (name the target instead)",
+                self.user_path(p)
+            ),
+        )
+    }
+
+    fn eisdir(&self, p: &str) -> FsError {
+        FsError::new(
+            Errno::IsDir,
+            format!("{} is a directory", self.user_path(p)),
+        )
+    }
+
+    fn root_attr(&self) -> Attr {
+        Attr {
+            ino: ROOT_INO,
+            kind: FileKind::Dir,
+            mode: 0o755,
+            uid: self.uid,
+            gid: self.gid,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+        }
+    }
+
+    pub(crate) async fn inode_get(&self, ino: u64) -> FsResult<Attr> {
+        self.call(ino_shard(ino), InodeGet { ino }).await
+    }
+
+    /// Entry and attributes of a normalised path; `None` if it does not exist.
+    pub async fn lookup(&self, p: &str) -> FsResult<Option<(Dentry, Attr)>> {
+        if p == "/" {
+            return Ok(Some((
+                Dentry {
+                    ino: ROOT_INO,
+                    kind: FileKind::Dir,
+                },
+                self.root_attr(),
+            )));
+        }
+        let get = DentryGet {
+            path: p.to_string(),
+        };
+        match self.call(path_shard(p, self.cfg.nodes), get).await? {
+            None => Ok(None),
+            Some((d, Some(a))) => Ok(Some((d, a))),
+            Some((d, None)) => Ok(Some((d, self.inode_get(d.ino).await?))),
+        }
+    }
+
+    /// Fails unless `dir` exists and is a directory.
+    async fn require_dir(&self, dir: &str) -> FsResult<()> {
+        match self.lookup(dir).await? {
+            None => Err(FsError::new(
+                Errno::NoEnt,
+                format!(
+                    "directory {} does not exist; create it first (mkdir)",
+                    self.user_path(dir)
+                ),
+            )),
+            Some((d, _)) if d.kind != FileKind::Dir => Err(FsError::new(
+                Errno::NotDir,
+                format!("{} is not a directory", self.user_path(dir)),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn create_entry(
+        &self,
+        p: &str,
+        kind: FileKind,
+        mode: u32,
+        exclusive: bool,
+    ) -> FsResult<(Dentry, Attr)> {
+        let (parent, _) = path::split(p).expect("not the root");
+        self.require_dir(parent).await?;
+        let req = DentryCreate {
+            path: p.to_string(),
+            kind,
+            mode: mode & 0o7777,
+            uid: self.uid,
+            gid: self.gid,
+            exclusive,
+        };
+        match self.call(path_shard(p, self.cfg.nodes), req).await? {
+            Created {
+                dentry,
+                attr: Some(a),
+                ..
+            } => Ok((dentry, a)),
+            Created {
+                dentry, attr: None, ..
+            } => Ok((dentry, self.inode_get(dentry.ino).await?)),
+        }
+    }
+
+    /// Removes the entry of `p` from its shard if it still names `ino`.
+    async fn remove_entry(&self, p: &str, ino: u64) -> FsResult<()> {
+        let remove = DentryRemove {
+            path: p.to_string(),
+            ino,
+        };
+        self.call(path_shard(p, self.cfg.nodes), remove).await?;
+        Ok(())
+    }
+
+    /// Whether any shard (or the PFS copy) holds an entry inside `dir`.
+    async fn has_children(&self, dir: &str) -> FsResult<bool> {
+        let ask = self.every_node(|| HasChildren {
+            dir: dir.to_string(),
+        });
+        let any = self.call_all(ask).await?.into_iter().any(|b| b);
+        Ok(any || self.on_pfs(dir, |pfs, p| Ok(pfs.has_entries(p))).await?)
+    }
+
+    /// Forgets a file everywhere: inode, ownership, logs on every node.
+    async fn destroy_file(&self, ino: u64) -> FsResult<()> {
+        self.call(ino_shard(ino), InodeRemove { ino }).await?;
+        self.call_all(self.every_node(|| DropFile { ino })).await?;
+        Ok(())
+    }
+
+    /// Sets a file's size everywhere: inode, ownership on every node, PFS copy.
+    async fn truncate_ino(&self, p: &str, ino: u64, size: u64) -> FsResult<Attr> {
+        let set = InodeSetSize {
+            ino,
+            change: SizeChange::Set(size),
+        };
+        let attr = self.call(ino_shard(ino), set).await?;
+        self.call_all(self.every_node(|| OwnTruncate { ino, size }))
+            .await?;
+        self.on_pfs(p, move |pfs, p| pfs.truncate(p, size)).await?;
+        Ok(attr)
+    }
+}

@@ -1,0 +1,365 @@
+//! The ownership service, client side: attach and detach (a client's log becomes or stops
+//! being where readers find a range) and queries (who holds a range).
+//!
+//! The map of each (file, stripe) lives on `stripe_shard(ino, stripe)`; the shards answer in
+//! [`super::ownership_shard`]. Remote stripes are cached under leases (see
+//! [`crate::state::cache`]).
+
+use crate::Node;
+use crate::rpc::ServeClient;
+use tessera_core::placement::{ino_shard, runs_by_stripe, split_by_stripe, stripe_shard};
+use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, Run};
+use tessera_proto::{
+    Attach, Detach, DetachFile, InodeSetSize, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe,
+    OwnQueryFile, OwnedExtent, Owners, Query, QueryFile, SizeChange,
+};
+
+/// A query or detach spanning more stripes than this is answered by asking every daemon
+/// for the whole file instead of one request per stripe.
+const MAX_STRIPES_PER_REQUEST: u64 = 64;
+
+impl ServeClient<Attach> for Node {
+    async fn serve_client(&self, client: u64, r: Attach) -> FsResult<()> {
+        self.check_ino(r.ino)?;
+        self.attach(r.ino, self.owner(client), r.runs).await?;
+        if let Some(pos) = r.upto {
+            // Kept in the state too: after a restart of this daemon, what it publishes for the
+            // client if it dies must still start there. Not waited for: it reaches the state
+            // log with the next group, in microseconds, and until then the journal's own
+            // marker and the attach stand in for it.
+            self.clients.note_published(client, r.ino, pos);
+            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
+                client,
+                ino: r.ino,
+                pos,
+            }]));
+        }
+        Ok(())
+    }
+}
+
+impl ServeClient<Detach> for Node {
+    async fn serve_client(&self, client: u64, r: Detach) -> FsResult<()> {
+        self.check_ino(r.ino)?;
+        check_order(r.start, r.end, "detach")?;
+        self.detach(r.ino, self.owner(client), r.start, r.end).await
+    }
+}
+
+impl ServeClient<DetachFile> for Node {
+    async fn serve_client(&self, client: u64, r: DetachFile) -> FsResult<()> {
+        self.check_ino(r.ino)?;
+        let owner = self.owner(client);
+        let ino = r.ino;
+        self.call_all(self.every_node(|| OwnDetachFile { ino, owner }))
+            .await?;
+        Ok(())
+    }
+}
+
+impl ServeClient<Query> for Node {
+    async fn serve_client(&self, _: u64, r: Query) -> FsResult<Owners> {
+        self.check_ino(r.ino)?;
+        check_order(r.start, r.end, "query")?;
+        self.query(r.ino, r.start, r.end).await
+    }
+}
+
+impl ServeClient<QueryFile> for Node {
+    async fn serve_client(&self, _: u64, r: QueryFile) -> FsResult<Owners> {
+        self.check_ino(r.ino)?;
+        self.query_file(r.ino).await
+    }
+}
+
+impl Node {
+    /// The owner a client of this node is known as.
+    fn owner(&self, client: u64) -> Owner {
+        Owner {
+            node: self.id,
+            client,
+        }
+    }
+
+    /// Makes `owner` the owner of `runs` of `ino`, then extends the file's size over them.
+    pub(crate) async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
+        let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
+        // Ownership sends every reader of these bytes to this log: it must hold them.
+        self.logs.check_holds(ino, owner.client, &runs)?;
+        let Some(end) = runs.iter().map(Run::end).max() else {
+            return Ok(());
+        };
+        let n = self.cfg.nodes;
+        let attach_reqs: Vec<(u32, OwnAttach)> = per_stripe
+            .iter()
+            .map(|(stripe, runs)| {
+                let req = OwnAttach {
+                    ino,
+                    stripe: *stripe,
+                    owner,
+                    runs: runs.clone(),
+                };
+                (stripe_shard(ino, *stripe, n), req)
+            })
+            .collect();
+        // Ownership first, then the size: a query reads the size before the extents (see
+        // `query`), so a size that covers these bytes is never seen without their owners.
+        self.call_all(attach_reqs).await?;
+        let extend = InodeSetSize {
+            ino,
+            change: SizeChange::Extend(end),
+        };
+        if let Err(e) = self.call(ino_shard(ino), extend).await {
+            // The file is gone (unlinked while we wrote): take back what this attach installed
+            // so no ownership outlives the inode.
+            let undo = per_stripe
+                .iter()
+                .flat_map(|(stripe, runs)| runs.iter().map(move |r| (*stripe, r.start, r.end())))
+                .map(|(stripe, start, end)| self.own_detach(ino, owner, stripe, start, end))
+                .collect::<Vec<_>>();
+            let _ = self.call_all(undo).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The request dropping `owner`'s ownership of `[start, end)` within one stripe, and the
+    /// shard it goes to.
+    fn own_detach(
+        &self,
+        ino: u64,
+        owner: Owner,
+        stripe: u64,
+        start: u64,
+        end: u64,
+    ) -> (u32, OwnDetach) {
+        let req = OwnDetach {
+            ino,
+            stripe,
+            owner,
+            start,
+            end,
+        };
+        (stripe_shard(ino, stripe, self.cfg.nodes), req)
+    }
+
+    /// Inode numbers from the wire must name a node of this instance.
+    pub(crate) fn check_ino(&self, ino: u64) -> FsResult<()> {
+        if ino_shard(ino) >= self.cfg.nodes {
+            return Err(FsError::new(
+                Errno::NoEnt,
+                format!("inode {ino:#x} does not exist in this instance"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn detach(&self, ino: u64, owner: Owner, start: u64, end: u64) -> FsResult<()> {
+        let ss = self.cfg.stripe_size;
+        if start >= end {
+            return Ok(());
+        }
+        let stripes = (end - 1) / ss - start / ss + 1;
+        let reqs: Vec<_> = if stripes > MAX_STRIPES_PER_REQUEST * u64::from(self.cfg.nodes) {
+            // Detach only where the owner actually holds bytes.
+            let mine = self.query_file_only(ino, Some(owner)).await?;
+            mine.into_iter()
+                .filter(|e| e.start < end && e.end > start)
+                .flat_map(|e| split_by_stripe(e.start.max(start), e.end.min(end), ss))
+                .map(|(stripe, s, t)| self.own_detach(ino, owner, stripe, s, t))
+                .collect()
+        } else {
+            split_by_stripe(start, end, ss)
+                .map(|(stripe, s, t)| self.own_detach(ino, owner, stripe, s, t))
+                .collect()
+        };
+        self.call_all(reqs).await?;
+        Ok(())
+    }
+
+    /// Who holds `[start, end)`, and the size if any byte of the range is unowned.
+    ///
+    /// The size is read before the extents it is returned with. Attach installs ownership
+    /// before it extends the size, so every byte below a size we return that an attach had
+    /// published by then is owned in the answer: a reader never mistakes an appended, committed
+    /// range for a hole. Extents asked for before the size are asked for again where they
+    /// left a gap below it.
+    pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
+        let ss = self.cfg.stripe_size;
+        if start >= end {
+            return Ok(Owners {
+                size: Some(self.inode_get(ino).await?.size),
+                extents: Vec::new(),
+            });
+        }
+        let stripes = (end - 1) / ss - start / ss + 1;
+        if stripes > MAX_STRIPES_PER_REQUEST {
+            let mut all = self.query_file(ino).await?;
+            all.extents.retain(|e| e.start < end && e.end > start);
+            for e in &mut all.extents {
+                e.start = e.start.max(start);
+                e.end = e.end.min(end);
+            }
+            return Ok(all);
+        }
+        let mut extents = self.range_owners(ino, start, end).await?;
+        // Only a range with unowned bytes needs the size (zeros below it, end of file above).
+        let gaps = uncovered(&extents, start, end);
+        if gaps.is_empty() {
+            return Ok(Owners {
+                size: None,
+                extents,
+            });
+        }
+        let size = self.inode_get(ino).await?.size;
+        for (s, t) in gaps {
+            if s < size {
+                extents.extend(self.range_owners(ino, s, t.min(size)).await?);
+            }
+        }
+        extents.sort_by_key(|e| e.start);
+        Ok(Owners {
+            size: Some(size),
+            extents,
+        })
+    }
+
+    /// The owners of `[start, end)`, stripe by stripe, ascending.
+    async fn range_owners(&self, ino: u64, start: u64, end: u64) -> FsResult<Vec<OwnedExtent>> {
+        let per_stripe = split_by_stripe(start, end, self.cfg.stripe_size)
+            .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
+        Ok(futures::future::try_join_all(per_stripe)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    /// The owners of `[s, t)` within one stripe: from this node's shard, from a leased copy of
+    /// a remote stripe, or by fetching (and caching) the remote stripe.
+    async fn stripe_owners(
+        &self,
+        ino: u64,
+        stripe: u64,
+        s: u64,
+        t: u64,
+    ) -> FsResult<Vec<OwnedExtent>> {
+        let shard = stripe_shard(ino, stripe, self.cfg.nodes);
+        if shard == self.id {
+            return Ok(self.own.lock().expect("own").query(ino, stripe, s, t));
+        }
+        if let Some(map) = self
+            .stripe_cache
+            .lock()
+            .expect("stripe cache")
+            .get((ino, stripe))
+        {
+            return Ok(map
+                .overlapping(s, t)
+                .into_iter()
+                .map(|e| OwnedExtent {
+                    start: e.start,
+                    end: e.end,
+                    owner: e.value,
+                })
+                .collect());
+        }
+        let asked = std::time::Instant::now();
+        let fetch = OwnFetchStripe {
+            ino,
+            stripe,
+            from: self.id,
+        };
+        let got = self.call(shard, fetch).await?;
+        if got.cached {
+            let mut map = RangeMap::new();
+            for e in &got.extents {
+                map.insert(e.start, e.end, e.owner);
+            }
+            self.stripe_cache.lock().expect("stripe cache").put(
+                (ino, stripe),
+                map,
+                got.version,
+                asked,
+            );
+        }
+        Ok(got
+            .extents
+            .into_iter()
+            .filter(|e| e.start < t && e.end > s)
+            .map(|e| OwnedExtent {
+                start: e.start.max(s),
+                end: e.end.min(t),
+                owner: e.owner,
+            })
+            .collect())
+    }
+
+    /// Who holds every byte of the file, and its size (read first: see [`Node::query`]).
+    pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {
+        let size = self.inode_get(ino).await?.size;
+        Ok(Owners {
+            size: Some(size),
+            extents: self.query_file_only(ino, None).await?,
+        })
+    }
+
+    /// Every extent of `ino`, or only `only`'s, ascending.
+    async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedExtent>> {
+        let per_node = self
+            .call_all(self.every_node(|| OwnQueryFile { ino, only }))
+            .await?;
+        let mut out: Vec<OwnedExtent> = per_node.into_iter().flatten().collect();
+        out.sort_by_key(|e| e.start);
+        Ok(out)
+    }
+}
+
+/// The parts of `[start, end)` that no extent of `extents` (ascending, disjoint) covers.
+fn uncovered(extents: &[OwnedExtent], start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut gaps = Vec::new();
+    let mut at = start;
+    for e in extents {
+        if e.start > at {
+            gaps.push((at, e.start.min(end)));
+        }
+        at = at.max(e.end);
+        if at >= end {
+            break;
+        }
+    }
+    if at < end {
+        gaps.push((at, end));
+    }
+    gaps
+}
+
+/// A range from the wire must not be inverted (an empty one is a no-op).
+fn check_order(start: u64, end: u64, what: &str) -> FsResult<()> {
+    if start > end {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("{what} of the inverted range [{start}, {end})"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncovered_lists_the_gaps_between_ascending_extents() {
+        let o = Owner { node: 0, client: 1 };
+        let e = |start, end| OwnedExtent {
+            start,
+            end,
+            owner: o,
+        };
+        assert_eq!(uncovered(&[], 5, 9), vec![(5, 9)]);
+        assert_eq!(uncovered(&[e(5, 9)], 5, 9), vec![]);
+        assert_eq!(uncovered(&[e(6, 7), e(8, 20)], 5, 10), vec![(5, 6), (7, 8)]);
+        assert_eq!(uncovered(&[e(0, 3)], 2, 6), vec![(3, 6)]);
+    }
+}

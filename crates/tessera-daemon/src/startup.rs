@@ -1,0 +1,176 @@
+//! Starting a daemon: load its state, bind its sockets, register it in the host table, and
+//! serve until it is told to stop.
+
+use crate::node::Node;
+use crate::transport::{client as server, listen, peer};
+use crate::{logs, pfs, state, store};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::InstanceLayout;
+use tokio::sync::Notify;
+
+/// Removes the flush temporaries a crash left in the PFS directory (their names were recorded
+/// before they were created) and forgets them.
+async fn remove_flush_temps(node: &Node, temps: &[String]) -> FsResult<()> {
+    if temps.is_empty() {
+        return Ok(());
+    }
+    for t in temps {
+        match node.pfs.remove_temp(t) {
+            Ok(()) => tracing::info!(
+                "removed the flush temporary {} a crash left",
+                node.pfs.show(t)
+            ),
+            Err(e) => tracing::warn!("could not remove the flush temporary {t}: {e}"),
+        }
+    }
+    let forget = temps
+        .iter()
+        .cloned()
+        .map(store::DbOp::DelFlushTemp)
+        .collect();
+    node.store.submit(forget).durable().await
+}
+
+/// Runs daemon `node` of the instance in `layout` until it is told to stop.
+pub fn run(layout: InstanceLayout, node: u32) -> FsResult<()> {
+    // Read buffers of several MiB are allocated per request; above glibc's default mmap
+    // threshold each would map (and fault in, and zero) fresh pages. Keeping them in the heap
+    // lets freed buffers be reused: page faults were a quarter of the read path's CPU.
+    // SAFETY: mallopt only tunes the allocator; called before any thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("tessera-daemon")
+        .build()
+        .map_err(|e| FsError::io("starting the runtime", &e))?;
+    rt.block_on(serve(layout, node))
+}
+
+async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
+    let cfg = layout.load_config()?;
+    if id >= cfg.nodes {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!(
+                "node {id} does not exist: the instance has nodes 0..{}",
+                cfg.nodes
+            ),
+        ));
+    }
+    let secret = layout.load_secret()?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Before any state is touched: a host that cannot take part fails at once.
+    let listen_ip = listen::resolve(&cfg.listen_host)?;
+    let bb = cfg.bb_dir(id);
+    // The root may be shared (/dev/shm): created if missing, left as it is. The node's own
+    // directory and everything below it are private, or the daemon does not start.
+    std::fs::create_dir_all(&cfg.bb_root)
+        .map_err(|e| FsError::io(format!("creating {}", cfg.bb_root.display()), &e))?;
+    tessera_logstore::private::private_dir(&bb)?;
+    tessera_logstore::private::private_dir(&bb.join("logs"))?;
+    let (store, loaded) = store::Store::open(
+        &bb,
+        store::StoreOptions {
+            durability: cfg.state_durability,
+            checkpoint_idle: std::time::Duration::from_millis(cfg.state_checkpoint_idle_ms),
+            node: id,
+        },
+    )?;
+    for problem in &loaded.wal_problems {
+        tracing::warn!("{problem}");
+    }
+    // State from an earlier run means this daemon restarted: copies of its stripes may exist.
+    let restarted = loaded.next_client > 1 || !loaded.owners.is_empty();
+    let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
+    let node = Arc::new(Node {
+        id,
+        ns: Mutex::new(state::namespace::Namespace::new(id, &loaded)),
+        own: Mutex::new(state::ownership::Ownership::load(&loaded.owners)),
+        logs: logs::Logs::new(id, &cfg),
+        peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),
+        next_client: Mutex::new(loaded.next_client.max(1)),
+        cfg,
+        layout: layout.clone(),
+        secret,
+        store,
+        started: Instant::now(),
+        requests: AtomicU64::new(0),
+        connected: AtomicU64::new(0),
+        shutdown: Notify::new(),
+        uid,
+        gid,
+        flush_locks: Mutex::new(std::collections::HashMap::new()),
+        locks: crate::services::locks::LockService::default(),
+        clients: state::clients::Clients::default(),
+        pfs: Arc::new(pfs),
+        callbacks: Mutex::new(state::cache::Callbacks::new(restarted)),
+        stripe_cache: Mutex::new(state::cache::StripeCache::default()),
+    });
+    for problem in node.logs.scan() {
+        tracing::warn!("log check: {problem}");
+    }
+    remove_flush_temps(&node, &loaded.flush_temps).await?;
+    node.clients.expect_back(&loaded.clients);
+    for (client, ino, pos) in &loaded.published {
+        node.clients.note_published(*client, *ino, *pos);
+    }
+    let (files, extents) = node.own.lock().expect("own").stats();
+    tracing::info!(
+        node = id,
+        inodes = node.ns.lock().expect("ns").inode_count(),
+        files,
+        extents,
+        "state loaded"
+    );
+
+    let socket = node.cfg.socket_path(id);
+    let unix = server::bind(&socket).await?;
+    let tcp = tokio::net::TcpListener::bind((listen_ip, 0))
+        .await
+        .map_err(|e| FsError::io(format!("listening on {listen_ip}"), &e))?;
+    let addr = tcp
+        .local_addr()
+        .map_err(|e| FsError::io("local address", &e))?;
+    tokio::spawn(peer::serve(node.clone(), tcp));
+    tokio::spawn(server::serve(node.clone(), unix));
+    tokio::spawn(node.clone().watch_absent_clients());
+    // Registered last: a node in the host table serves both its clients and its peers.
+    let host = tessera_proto::hosts::this_host();
+    // 63 bits: TOML integers are signed.
+    let incarnation = rand::random::<u64>() >> 1;
+    layout.update_hosts(|t| {
+        t.register(tessera_proto::HostEntry {
+            node: id,
+            host: host.clone(),
+            addr: addr.to_string(),
+            pid: std::process::id(),
+            incarnation,
+        })
+    })?;
+    tracing::info!(node = id, %host, socket = %socket.display(), peers = %addr, "ready");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;
+    tokio::select! {
+        _ = node.shutdown.notified() => tracing::info!("shutdown requested"),
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+    }
+    // The state is written and its files closed before the node leaves the table: whoever
+    // sees it gone may start its successor on the same burst buffer.
+    let store_node = node.clone();
+    let _ = tokio::task::spawn_blocking(move || store_node.store.close()).await;
+    if let Err(e) = layout.update_hosts(|t| t.unregister(id, incarnation)) {
+        tracing::warn!("could not remove node {id} from the host table: {e}");
+    }
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! How requests reach a daemon and leave it.
+//!
+//! * [`client`]: the Unix socket of the node's clients (hello, then one request at a time);
+//! * [`peer`]: authenticated TCP between daemons, pooled connections, liveness;
+//! * [`listen`]: the address the peers reach this daemon at.
+
+pub mod client;
+pub mod listen;
+pub mod peer;

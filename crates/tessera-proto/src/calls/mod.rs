@@ -1,0 +1,272 @@
+//! Typed calls: every request is a type that names the type of its answer.
+//!
+//! A client sends a [`ClientCall`] to the daemon of its node, a daemon a [`PeerCall`] to the
+//! shard that holds the data. On the wire a request travels inside its protocol's enum
+//! ([`Request`], [`PeerRequest`]: the variant's index says which request it is) and the answer
+//! is the encoded [`Answer`] of the request's `Reply` type, followed by a raw data trailer for
+//! reads (see [`crate::frame`]). There is no answer enum: a caller decodes the reply type its
+//! request names, so answering a request with another request's reply does not compile.
+//!
+//! The requests are grouped by the service that answers them, one module each; the enums
+//! below list them in wire order (a variant's position is its tag: append, never reorder).
+
+pub mod admin;
+pub mod flush;
+pub mod locks;
+pub mod namespace;
+pub mod ownership;
+pub mod read;
+pub mod space;
+
+use crate::frame;
+use serde::{Serialize, de::DeserializeOwned};
+use tessera_core::locks::HeldLock;
+use tessera_core::{FsError, FsResult};
+
+pub use admin::*;
+pub use flush::*;
+pub use locks::*;
+pub use namespace::*;
+pub use ownership::*;
+pub use read::*;
+pub use space::*;
+
+/// What a daemon sends back for a request: its reply, or why it failed.
+pub type Answer<T> = Result<T, FsError>;
+
+/// A request from a client to its node's daemon.
+pub trait ClientCall: Into<Request> + Send + 'static {
+    /// What the daemon answers on success.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+    /// A short name for messages.
+    const NAME: &'static str;
+}
+
+/// A request from a daemon to the shard of another daemon (or its own).
+pub trait PeerCall: Into<PeerRequest> + Send + 'static {
+    /// What the shard answers on success.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+    /// A short name for messages.
+    const NAME: &'static str;
+}
+
+/// Defines a protocol's request enum (one newtype variant per request type, in wire order)
+/// and ties each request type to its reply type.
+macro_rules! protocol {
+    (
+        $(#[$meta:meta])*
+        pub enum $Enum:ident: $Call:ident {
+            $( $(#[$vmeta:meta])* $Var:ident = $name:literal -> $Reply:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        pub enum $Enum {
+            $( $(#[$vmeta])* $Var($Var), )*
+        }
+
+        $(
+            impl From<$Var> for $Enum {
+                fn from(r: $Var) -> Self {
+                    $Enum::$Var(r)
+                }
+            }
+
+            impl $Call for $Var {
+                type Reply = $Reply;
+                const NAME: &'static str = $name;
+            }
+        )*
+
+        impl $Enum {
+            /// The names of every request, in wire order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// A short name of the request for messages.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( $Enum::$Var(_) => $name, )*
+                }
+            }
+        }
+    };
+}
+
+protocol! {
+    /// Client -> its node's daemon.
+    pub enum Request: ClientCall {
+        /// First message on a connection.
+        Hello = "hello" -> Bound,
+        Open = "open" -> Opened,
+        Stat = "stat" -> crate::Attr,
+        Mkdir = "mkdir" -> crate::Attr,
+        Rmdir = "rmdir" -> (),
+        Unlink = "unlink" -> (),
+        Readdir = "readdir" -> Vec<crate::DirEntry>,
+        Rename = "rename" -> (),
+        Truncate = "truncate" -> crate::Attr,
+        SetAttr = "setattr" -> crate::Attr,
+        ReadLink = "readlink" -> String,
+        Attach = "attach" -> (),
+        Detach = "detach" -> (),
+        DetachFile = "detach_file" -> (),
+        Query = "query" -> crate::Owners,
+        QueryFile = "query_file" -> crate::Owners,
+        /// The bytes follow the answer in the frame.
+        Read = "read" -> Data,
+        Flush = "flush" -> Flushed,
+        Lock = "lock" -> (),
+        /// The conflicting lock, or `None` if the lock could be taken.
+        GetLock = "getlock" -> Option<HeldLock>,
+        /// The bytes granted.
+        Reserve = "reserve" -> u64,
+        Release = "release" -> (),
+        Writing = "writing" -> (),
+        Status = "status" -> crate::NodeStatus,
+        Shutdown = "shutdown" -> (),
+    }
+}
+
+protocol! {
+    /// Daemon -> daemon. Each acts on data the receiver's shard holds.
+    pub enum PeerRequest: PeerCall {
+        /// The node that answers.
+        Ping = "ping" -> u32,
+        DentryGet = "dentry_get" -> Found,
+        DentryCreate = "dentry_create" -> Created,
+        /// Whether the entry was removed.
+        DentryRemove = "dentry_remove" -> bool,
+        /// The replaced entry.
+        DentryPut = "dentry_put" -> Option<crate::Dentry>,
+        ListChildren = "list_children" -> Vec<crate::DirEntry>,
+        HasChildren = "has_children" -> bool,
+        InodeGet = "inode_get" -> crate::Attr,
+        InodeSetSize = "inode_set_size" -> crate::Attr,
+        InodeRemove = "inode_remove" -> (),
+        InodeSetAttr = "inode_set_attr" -> crate::Attr,
+        OwnAttach = "own_attach" -> (),
+        /// The bytes whose ownership was dropped.
+        OwnDetach = "own_detach" -> u64,
+        OwnFetchStripe = "own_fetch_stripe" -> Stripe,
+        Invalidate = "invalidate" -> (),
+        OwnQueryFile = "own_query_file" -> Vec<crate::OwnedExtent>,
+        OwnDetachFile = "own_detach_file" -> (),
+        OwnTruncate = "own_truncate" -> (),
+        DropFile = "drop_file" -> (),
+        /// The bytes follow the answer in the frame.
+        ReadLog = "read_log" -> Data,
+        FlushFile = "flush_file" -> Flushed,
+        /// The bytes written.
+        FlushPart = "flush_part" -> u64,
+        TableLock = "table_lock" -> (),
+        TableGetLock = "table_get_lock" -> Option<HeldLock>,
+        ReleaseLocks = "release_locks" -> (),
+        Status = "status" -> crate::NodeStatus,
+        Shutdown = "shutdown" -> (),
+    }
+}
+
+impl Request {
+    /// Whether sending the request again (after a lost connection, not knowing whether the
+    /// first copy took effect) cannot change the outcome. Exhaustive on purpose: a new request
+    /// must say whether it may be resent.
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            // An exclusive create that took effect would fail the second time.
+            Request::Open(o) => !(o.flags.create && o.flags.exclusive),
+            // The second copy would fail (EEXIST, ENOENT) or, for a rename, move something else.
+            Request::Mkdir(_) | Request::Rmdir(_) | Request::Unlink(_) | Request::Rename(_) => {
+                false
+            }
+            // Space counts: a second copy would reserve or release twice.
+            Request::Reserve(_) | Request::Release(_) => false,
+            // A waiting lock may have been granted; a second request would wait behind itself.
+            Request::Lock(_) => false,
+            Request::Shutdown(_) => false,
+            // Reads, and writes of a state that a second copy sets to the same value.
+            Request::Hello(_)
+            | Request::Stat(_)
+            | Request::Readdir(_)
+            | Request::Truncate(_)
+            | Request::SetAttr(_)
+            | Request::ReadLink(_)
+            | Request::Attach(_)
+            | Request::Detach(_)
+            | Request::DetachFile(_)
+            | Request::Query(_)
+            | Request::QueryFile(_)
+            | Request::Read(_)
+            | Request::Flush(_)
+            | Request::GetLock(_)
+            | Request::Writing(_)
+            | Request::Status(_) => true,
+        }
+    }
+}
+
+impl PeerRequest {
+    /// Whether a second copy of the request cannot change the outcome (see
+    /// [`Request::is_idempotent`]). Exhaustive on purpose, as there.
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            // An exclusive create that took effect would fail the second time.
+            PeerRequest::DentryCreate(c) => !c.exclusive,
+            // Returns the entry it replaced: the second copy would return the first's entry.
+            PeerRequest::DentryPut(_) => false,
+            PeerRequest::Shutdown(_) => false,
+            // Reads; removals guarded by the inode they expect; sets to a value; the same
+            // owner's lock taken again (POSIX locks of one owner merge).
+            PeerRequest::Ping(_)
+            | PeerRequest::DentryGet(_)
+            | PeerRequest::DentryRemove(_)
+            | PeerRequest::ListChildren(_)
+            | PeerRequest::HasChildren(_)
+            | PeerRequest::InodeGet(_)
+            | PeerRequest::InodeSetSize(_)
+            | PeerRequest::InodeRemove(_)
+            | PeerRequest::InodeSetAttr(_)
+            | PeerRequest::OwnAttach(_)
+            | PeerRequest::OwnDetach(_)
+            | PeerRequest::OwnFetchStripe(_)
+            | PeerRequest::Invalidate(_)
+            | PeerRequest::OwnQueryFile(_)
+            | PeerRequest::OwnDetachFile(_)
+            | PeerRequest::OwnTruncate(_)
+            | PeerRequest::DropFile(_)
+            | PeerRequest::ReadLog(_)
+            | PeerRequest::FlushFile(_)
+            | PeerRequest::FlushPart(_)
+            | PeerRequest::TableLock(_)
+            | PeerRequest::TableGetLock(_)
+            | PeerRequest::ReleaseLocks(_)
+            | PeerRequest::Status(_) => true,
+        }
+    }
+}
+
+/// Encodes an answer as the message part of a frame body (a data trailer may follow).
+pub fn encode_answer<T: Serialize>(answer: &Answer<T>) -> Vec<u8> {
+    frame::encode(answer)
+}
+
+/// Decodes the answer at the start of a frame body: the reply, and the raw trailer after it.
+/// An error answer becomes `Err`; so does a body that is not an answer of type `T`.
+pub fn decode_answer<T: DeserializeOwned>(body: &[u8]) -> FsResult<(T, &[u8])> {
+    let (answer, rest): (Answer<T>, &[u8]) = frame::split_message(body)?;
+    Ok((answer?, rest))
+}
+
+/// Checks that a data answer's trailer holds exactly the bytes it announces.
+pub fn check_data(data: &Data, trailer: &[u8]) -> FsResult<()> {
+    if data.len != trailer.len() as u64 {
+        return Err(FsError::new(
+            tessera_core::Errno::Proto,
+            format!(
+                "data answer announces {} bytes but carries {}",
+                data.len,
+                trailer.len()
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Requests of the namespace service: paths and inodes. A path's entry lives on
+//! `path_shard(path)`, an inode on `ino_shard(ino)`; clients name paths, daemons ask the
+//! shards.
+
+use crate::{Attr, AttrChange, Dentry, FileKind, OpenFlags, Owners, SizeChange};
+use serde::{Deserialize, Serialize};
+
+/// Look up (and with `flags.create`, create) a regular file; with `want_owners`, also run a
+/// whole-file query (the session_open of session and MPI-IO consistency).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Open {
+    pub path: String,
+    pub flags: OpenFlags,
+    pub mode: u32,
+    pub want_owners: bool,
+}
+
+/// Answer to [`Open`]. `path` is the file opened: the path asked for, or where its PFS links
+/// led.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Opened {
+    pub attr: Attr,
+    pub owners: Option<Owners>,
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mkdir {
+    pub path: String,
+    pub mode: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rmdir {
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unlink {
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Readdir {
+    pub path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rename {
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Truncate {
+    pub path: String,
+    pub size: u64,
+}
+
+/// Change the permission bits and/or times of a file or directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetAttr {
+    pub path: String,
+    pub change: AttrChange,
+}
+
+/// The target of a symbolic link (found in the PFS directory).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReadLink {
+    pub path: String,
+}
+
+/// Directory entry of `path` (imports it from the PFS on a miss).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryGet {
+    pub path: String,
+}
+
+/// Answer to [`DentryGet`]: the entry, with its attributes when the inode lives on the same
+/// node; `None` if the path does not exist.
+pub type Found = Option<(Dentry, Option<Attr>)>;
+
+/// Create the entry and its inode here; returns the existing one unless `exclusive`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryCreate {
+    pub path: String,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub exclusive: bool,
+}
+
+/// Answer to [`DentryCreate`], with the attributes when the inode lives on the same node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Created {
+    pub dentry: Dentry,
+    pub created: bool,
+    pub attr: Option<Attr>,
+}
+
+/// Remove the entry if it still names `ino`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryRemove {
+    pub path: String,
+    pub ino: u64,
+}
+
+/// Insert or replace an entry (rename target); returns the replaced entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryPut {
+    pub path: String,
+    pub dentry: Dentry,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListChildren {
+    pub dir: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HasChildren {
+    pub dir: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeGet {
+    pub ino: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeSetSize {
+    pub ino: u64,
+    pub change: SizeChange,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeRemove {
+    pub ino: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeSetAttr {
+    pub ino: u64,
+    pub change: AttrChange,
+}

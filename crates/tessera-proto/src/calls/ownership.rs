@@ -1,0 +1,111 @@
+//! Requests of the ownership service: which log holds the newest bytes of each range. The
+//! map of each (file, stripe) lives on `stripe_shard(ino, stripe)`.
+
+use crate::OwnedExtent;
+use serde::{Deserialize, Serialize};
+use tessera_core::{Owner, Run};
+
+/// Make the caller the owner of these logical runs of `ino` (its log holds them). With `upto`,
+/// this attach publishes every write stored below that data-log position: what the daemon
+/// publishes for the process if it dies starts there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attach {
+    pub ino: u64,
+    pub runs: Vec<Run>,
+    pub upto: Option<u64>,
+}
+
+/// Drop the caller's ownership of `[start, end)`; others' ownership stays.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Detach {
+    pub ino: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DetachFile {
+    pub ino: u64,
+}
+
+/// Who holds `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Query {
+    pub ino: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Who holds every byte of the file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueryFile {
+    pub ino: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnAttach {
+    pub ino: u64,
+    pub stripe: u64,
+    pub owner: Owner,
+    pub runs: Vec<Run>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnDetach {
+    pub ino: u64,
+    pub stripe: u64,
+    pub owner: Owner,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The whole ownership map of one stripe, to be cached by node `from` under a lease; this
+/// shard will invalidate the copy before any change to the stripe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnFetchStripe {
+    pub ino: u64,
+    pub stripe: u64,
+    pub from: u32,
+}
+
+/// Answer to [`OwnFetchStripe`]: a stripe's whole map; `cached` says whether a lease was
+/// granted (small enough).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stripe {
+    pub extents: Vec<OwnedExtent>,
+    pub version: u64,
+    pub cached: bool,
+}
+
+/// The shard changed a stripe this node holds a copy of: drop it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Invalidate {
+    pub ino: u64,
+    pub stripe: u64,
+    pub version: u64,
+}
+
+/// Every extent of `ino` held by this node, optionally only the caller's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnQueryFile {
+    pub ino: u64,
+    pub only: Option<Owner>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnDetachFile {
+    pub ino: u64,
+    pub owner: Owner,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnTruncate {
+    pub ino: u64,
+    pub size: u64,
+}
+
+/// The file is gone: drop its ownership and delete its logs on this node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DropFile {
+    pub ino: u64,
+}
