@@ -25,7 +25,8 @@
  * functions returning ssize_t or int64_t return -1 on failure; functions returning a pointer
  * return NULL on failure. On failure errno is set (ENOENT, EACCES, EINVAL, ENOSPC, EAGAIN,
  * ECONNREFUSED, ...) and tessera_errmsg() returns a sentence that names what was wrong and how
- * to fix it. Passing NULL for a required pointer fails with EINVAL; it never crashes.
+ * to fix it. Passing NULL for a required handle fails with EINVAL, for a buffer, a string or
+ * a result pointer with EFAULT (as the kernel answers); it never crashes.
  *
  * Threads: a tessera_client may be shared by the threads of a process; a tessera_file must be
  * used by one thread at a time. The library starts no threads of its own. After fork, the
@@ -105,7 +106,7 @@ int tessera_version(void);
 const char *tessera_model_name(tessera_model model);
 
 /* Parses a model name (as TESSERA_MODEL accepts: posix, commit, session, mpiio); -1 and
- * EINVAL for anything else. */
+ * EINVAL for anything else (EFAULT for NULL). */
 int tessera_model_from_name(const char *name);
 
 /* ---- connecting --------------------------------------------------------------------------- */

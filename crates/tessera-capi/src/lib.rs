@@ -7,7 +7,13 @@
 //! `EIO` failure with a message.
 //!
 //! Handles: `tessera_client` is a boxed [`Client`] (shared by threads, as the client is);
-//! `tessera_file` a boxed [`CFile`], freed by `tessera_close`.
+//! `tessera_file` a boxed [`CFile`], freed by `tessera_close`. A NULL handle is `EINVAL`; a
+//! NULL buffer, string or result pointer is `EFAULT`, as the kernel answers.
+//!
+//! Every helper that dereferences a caller's pointer is an `unsafe fn` stating what the
+//! pointer must be; every `unsafe` block says why that holds.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use libc::{c_char, c_int, mode_t, size_t, ssize_t};
 use std::cell::RefCell;
@@ -17,6 +23,9 @@ use tessera_client::{
     Attr, Client, Errno, File, FileKind, FsError, FsResult, InstanceLayout, LockKind, Model,
     OpenOptions, OwnedExtent, Whence, posix::OpenIntent,
 };
+
+#[cfg(test)]
+mod layout_test;
 
 /// The `TESSERA_VERSION` of `tessera.h`.
 pub const VERSION: c_int = 100;
@@ -94,34 +103,52 @@ fn guard<T>(on_err: T, f: impl FnOnce() -> FsResult<T>) -> T {
     }
 }
 
+/// The error for a NULL data pointer (a buffer, a string, a result): `EFAULT`, as the kernel
+/// answers. A NULL handle is `EINVAL` instead (see [`client_ref`]).
+fn efault(func: &str, what: &str) -> FsError {
+    FsError::new(Errno::Fault, format!("{func}: {what} is NULL"))
+}
+
 /// A required C string argument, as UTF-8.
-fn text<'a>(p: *const c_char, func: &str, what: &str) -> FsResult<&'a str> {
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that outlives `'a`.
+unsafe fn text<'a>(p: *const c_char, func: &str, what: &str) -> FsResult<&'a str> {
     if p.is_null() {
-        return Err(inval(format!("{func}: {what} is NULL")));
+        return Err(efault(func, what));
     }
-    // SAFETY: non-null and NUL-terminated by the API's contract.
+    // SAFETY: non-null and NUL-terminated by this function's contract.
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .map_err(|_| inval(format!("{func}: {what} is not valid UTF-8")))
 }
 
-fn client_ref<'a>(c: *mut CClient, func: &str) -> FsResult<&'a Client> {
+/// The client behind a handle.
+///
+/// # Safety
+/// `c` is NULL or a handle `tessera_connect` returned and `tessera_disconnect` has not freed.
+unsafe fn client_ref<'a>(c: *mut CClient, func: &str) -> FsResult<&'a Client> {
     if c.is_null() {
         return Err(inval(format!(
             "{func}: client is NULL; call tessera_connect first"
         )));
     }
-    // SAFETY: a handle tessera_connect returned (the API's contract).
+    // SAFETY: non-null, so a live handle by this function's contract.
     Ok(unsafe { &(*c).0 })
 }
 
-fn file_mut<'a>(f: *mut CFile, func: &str) -> FsResult<&'a mut CFile> {
+/// The file behind a handle.
+///
+/// # Safety
+/// `f` is NULL or a handle `tessera_open` returned, not closed, and used by one thread at a
+/// time.
+unsafe fn file_mut<'a>(f: *mut CFile, func: &str) -> FsResult<&'a mut CFile> {
     if f.is_null() {
         return Err(inval(format!(
             "{func}: file is NULL; call tessera_open first"
         )));
     }
-    // SAFETY: a handle tessera_open returned, used by one thread at a time (the contract).
+    // SAFETY: non-null, so a live handle used by this thread only (this function's contract).
     Ok(unsafe { &mut *f })
 }
 
@@ -167,21 +194,36 @@ fn stat_of(a: &Attr) -> CStat {
     }
 }
 
-fn out_ptr<'a, T>(p: *mut T, func: &str, what: &str) -> FsResult<&'a mut T> {
+/// A result pointer, as a reference.
+///
+/// # Safety
+/// `p` is NULL or points to writable, aligned storage for a `T` that outlives `'a`.
+unsafe fn out_ptr<'a, T>(p: *mut T, func: &str, what: &str) -> FsResult<&'a mut T> {
     if p.is_null() {
-        return Err(inval(format!("{func}: {what} is NULL")));
+        return Err(efault(func, what));
     }
-    // SAFETY: non-null, pointing to caller-owned storage (the contract).
+    // SAFETY: non-null, so writable storage for a `T` (this function's contract).
     Ok(unsafe { &mut *p })
 }
 
 /// Copies up to `max` extents to `out`; returns the total number.
-fn store_extents(ext: &[OwnedExtent], out: *mut CExtent, max: size_t, func: &str) -> FsResult<i64> {
+///
+/// # Safety
+/// `out` is NULL or points to writable storage for `max` extents.
+unsafe fn store_extents(
+    ext: &[OwnedExtent],
+    out: *mut CExtent,
+    max: size_t,
+    func: &str,
+) -> FsResult<i64> {
     if max > 0 && out.is_null() {
-        return Err(inval(format!("{func}: out is NULL but max is {max}")));
+        return Err(FsError::new(
+            Errno::Fault,
+            format!("{func}: out is NULL but max is {max}"),
+        ));
     }
     for (i, e) in ext.iter().take(max).enumerate() {
-        // SAFETY: `out` holds at least `max` extents (the contract).
+        // SAFETY: `out` holds at least `max` extents (this function's contract).
         unsafe {
             out.add(i).write(CExtent {
                 start: e.start,
@@ -201,7 +243,10 @@ fn offset(off: i64, func: &str) -> FsResult<u64> {
 /// A buffer argument: NULL is allowed only with a zero count.
 fn check_buf(p: *const libc::c_void, n: size_t, func: &str) -> FsResult<()> {
     if p.is_null() && n > 0 {
-        return Err(inval(format!("{func}: buf is NULL but count is {n}")));
+        return Err(FsError::new(
+            Errno::Fault,
+            format!("{func}: buf is NULL but count is {n}"),
+        ));
     }
     if n > isize::MAX as usize {
         return Err(inval(format!("{func}: count {n} is larger than SSIZE_MAX")));
@@ -244,7 +289,8 @@ pub extern "C" fn tessera_model_name(model: c_int) -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_model_from_name(name: *const c_char) -> c_int {
     guard(-1, || {
-        let s = text(name, "tessera_model_from_name", "name")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let s = unsafe { text(name, "tessera_model_from_name", "name") }?;
         let m: Model = s.parse().map_err(|e: String| inval(e))?;
         Ok(model_value(m))
     })
@@ -262,7 +308,8 @@ pub unsafe extern "C" fn tessera_connect(instance: *const c_char, node: c_int) -
         let layout = if instance.is_null() {
             InstanceLayout::from_env()
         } else {
-            InstanceLayout::new(text(instance, "tessera_connect", "instance")?)
+            // SAFETY: the pointers are as this function's contract states.
+            InstanceLayout::new(unsafe { text(instance, "tessera_connect", "instance") }?)
         };
         let node = match node {
             -1 => None,
@@ -306,9 +353,12 @@ pub unsafe extern "C" fn tessera_stat(
     st: *mut CStat,
 ) -> c_int {
     guard(-1, || {
-        let c = client_ref(client, "tessera_stat")?;
-        let p = text(path, "tessera_stat", "path")?;
-        let out = out_ptr(st, "tessera_stat", "st")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_stat") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        let p = unsafe { text(path, "tessera_stat", "path") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        let out = unsafe { out_ptr(st, "tessera_stat", "st") }?;
         *out = stat_of(&c.stat(p)?);
         Ok(0)
     })
@@ -325,8 +375,14 @@ pub unsafe extern "C" fn tessera_mkdir(
     mode: mode_t,
 ) -> c_int {
     guard(-1, || {
-        let c = client_ref(client, "tessera_mkdir")?;
-        c.mkdir(text(path, "tessera_mkdir", "path")?, mode & 0o7777)?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_mkdir") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        c.mkdir(
+            // SAFETY: forwarded under this function's own contract.
+            unsafe { text(path, "tessera_mkdir", "path") }?,
+            mode & 0o7777,
+        )?;
         Ok(0)
     })
 }
@@ -338,8 +394,10 @@ pub unsafe extern "C" fn tessera_mkdir(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_rmdir(client: *mut CClient, path: *const c_char) -> c_int {
     guard(-1, || {
-        let c = client_ref(client, "tessera_rmdir")?;
-        c.rmdir(text(path, "tessera_rmdir", "path")?)?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_rmdir") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        c.rmdir(unsafe { text(path, "tessera_rmdir", "path") }?)?;
         Ok(0)
     })
 }
@@ -351,8 +409,10 @@ pub unsafe extern "C" fn tessera_rmdir(client: *mut CClient, path: *const c_char
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_unlink(client: *mut CClient, path: *const c_char) -> c_int {
     guard(-1, || {
-        let c = client_ref(client, "tessera_unlink")?;
-        c.unlink(text(path, "tessera_unlink", "path")?)?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_unlink") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        c.unlink(unsafe { text(path, "tessera_unlink", "path") }?)?;
         Ok(0)
     })
 }
@@ -368,10 +428,13 @@ pub unsafe extern "C" fn tessera_rename(
     to: *const c_char,
 ) -> c_int {
     guard(-1, || {
-        let c = client_ref(client, "tessera_rename")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_rename") }?;
         c.rename(
-            text(from, "tessera_rename", "from")?,
-            text(to, "tessera_rename", "to")?,
+            // SAFETY: the pointers are as this function's contract states.
+            unsafe { text(from, "tessera_rename", "from") }?,
+            // SAFETY: the pointers are as this function's contract states.
+            unsafe { text(to, "tessera_rename", "to") }?,
         )?;
         Ok(0)
     })
@@ -392,8 +455,10 @@ pub unsafe extern "C" fn tessera_open(
     model: c_int,
 ) -> *mut CFile {
     guard(std::ptr::null_mut(), || {
-        let c = client_ref(client, "tessera_open")?;
-        let p = text(path, "tessera_open", "path")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let c = unsafe { client_ref(client, "tessera_open") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        let p = unsafe { text(path, "tessera_open", "path") }?;
         let intent = OpenIntent::from_flags(flags)?;
         if intent.directory || intent.path_only {
             return Err(inval(format!(
@@ -442,7 +507,8 @@ pub unsafe extern "C" fn tessera_read(
     count: size_t,
 ) -> ssize_t {
     guard(-1, || {
-        let f = file_mut(file, "tessera_read")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_read") }?;
         check_buf(buf, count, "tessera_read")?;
         if count == 0 {
             return Ok(0);
@@ -464,7 +530,8 @@ pub unsafe extern "C" fn tessera_write(
     count: size_t,
 ) -> ssize_t {
     guard(-1, || {
-        let f = file_mut(file, "tessera_write")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_write") }?;
         check_buf(buf, count, "tessera_write")?;
         if count == 0 {
             return Ok(0);
@@ -487,7 +554,8 @@ pub unsafe extern "C" fn tessera_pread(
     off: i64,
 ) -> ssize_t {
     guard(-1, || {
-        let f = file_mut(file, "tessera_pread")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_pread") }?;
         check_buf(buf, count, "tessera_pread")?;
         let off = offset(off, "tessera_pread")?;
         if count == 0 {
@@ -511,7 +579,8 @@ pub unsafe extern "C" fn tessera_pwrite(
     off: i64,
 ) -> ssize_t {
     guard(-1, || {
-        let f = file_mut(file, "tessera_pwrite")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_pwrite") }?;
         check_buf(buf, count, "tessera_pwrite")?;
         let off = offset(off, "tessera_pwrite")?;
         if count == 0 {
@@ -530,7 +599,8 @@ pub unsafe extern "C" fn tessera_pwrite(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_seek(file: *mut CFile, off: i64, whence: c_int) -> i64 {
     guard(-1, || {
-        let f = file_mut(file, "tessera_seek")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_seek") }?;
         let w = match whence {
             libc::SEEK_SET => Whence::Start(offset(off, "tessera_seek")?),
             libc::SEEK_CUR => Whence::Current(off),
@@ -553,8 +623,10 @@ pub unsafe extern "C" fn tessera_seek(file: *mut CFile, off: i64, whence: c_int)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_fstat(file: *mut CFile, st: *mut CStat) -> c_int {
     guard(-1, || {
-        let f = file_mut(file, "tessera_fstat")?;
-        let out = out_ptr(st, "tessera_fstat", "st")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_fstat") }?;
+        // SAFETY: the pointers are as this function's contract states.
+        let out = unsafe { out_ptr(st, "tessera_fstat", "st") }?;
         let mut s = stat_of(&f.client.stat(&f.path)?);
         s.size = f.file.len()?;
         *out = s;
@@ -570,7 +642,10 @@ pub unsafe extern "C" fn tessera_fstat(file: *mut CFile, st: *mut CStat) -> c_in
 pub unsafe extern "C" fn tessera_file_model(file: *mut CFile) -> c_int {
     guard(-1, || {
         Ok(model_value(
-            file_mut(file, "tessera_file_model")?.file.model(),
+            // SAFETY: the pointers are as this function's contract states.
+            unsafe { file_mut(file, "tessera_file_model") }?
+                .file
+                .model(),
         ))
     })
 }
@@ -585,7 +660,10 @@ macro_rules! file_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(file: *mut CFile) -> c_int {
             guard(-1, || {
-                file_mut(file, stringify!($name))?.file.$method()?;
+                // SAFETY: the pointers are as this function's contract states.
+                unsafe { file_mut(file, stringify!($name)) }?
+                    .file
+                    .$method()?;
                 Ok(0)
             })
         }
@@ -610,7 +688,10 @@ macro_rules! range_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(file: *mut CFile, off: u64, len: u64) -> c_int {
             guard(-1, || {
-                file_mut(file, stringify!($name))?.file.$method(off, len)?;
+                // SAFETY: the pointers are as this function's contract states.
+                unsafe { file_mut(file, stringify!($name)) }?
+                    .file
+                    .$method(off, len)?;
                 Ok(0)
             })
         }
@@ -634,9 +715,11 @@ pub unsafe extern "C" fn tessera_query(
     max: size_t,
 ) -> i64 {
     guard(-1, || {
-        let f = file_mut(file, "tessera_query")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_query") }?;
         let ext = f.file.query(off, len)?;
-        store_extents(&ext, out, max, "tessera_query")
+        // SAFETY: the pointers are as this function's contract states.
+        unsafe { store_extents(&ext, out, max, "tessera_query") }
     })
 }
 
@@ -651,9 +734,11 @@ pub unsafe extern "C" fn tessera_query_file(
     max: size_t,
 ) -> i64 {
     guard(-1, || {
-        let f = file_mut(file, "tessera_query_file")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_query_file") }?;
         let ext = f.file.query_file()?;
-        store_extents(&ext, out, max, "tessera_query_file")
+        // SAFETY: the pointers are as this function's contract states.
+        unsafe { store_extents(&ext, out, max, "tessera_query_file") }
     })
 }
 
@@ -664,7 +749,10 @@ pub unsafe extern "C" fn tessera_query_file(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_flush(file: *mut CFile, off: u64, len: u64) -> i64 {
     guard(-1, || {
-        let n = file_mut(file, "tessera_flush")?.file.flush(off, len)?;
+        // SAFETY: the pointers are as this function's contract states.
+        let n = unsafe { file_mut(file, "tessera_flush") }?
+            .file
+            .flush(off, len)?;
         Ok(n as i64)
     })
 }
@@ -676,7 +764,10 @@ pub unsafe extern "C" fn tessera_flush(file: *mut CFile, off: u64, len: u64) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_flush_file(file: *mut CFile) -> i64 {
     guard(-1, || {
-        let n = file_mut(file, "tessera_flush_file")?.file.flush_file()?;
+        // SAFETY: the pointers are as this function's contract states.
+        let n = unsafe { file_mut(file, "tessera_flush_file") }?
+            .file
+            .flush_file()?;
         Ok(n as i64)
     })
 }
@@ -696,7 +787,8 @@ pub unsafe extern "C" fn tessera_lock(
     wait: c_int,
 ) -> c_int {
     guard(-1, || {
-        let f = file_mut(file, "tessera_lock")?;
+        // SAFETY: the pointers are as this function's contract states.
+        let f = unsafe { file_mut(file, "tessera_lock") }?;
         let k = match kind {
             0 => LockKind::Shared,
             1 => LockKind::Exclusive,

@@ -371,6 +371,43 @@ print(os.stat("/tessera/big").st_size)
     assert_eq!(cat.stdout, b"valid");
 }
 
+/// NULL buffers and result pointers given to interposed calls on Tessera files fail with
+/// EFAULT, as the kernel's do, instead of crashing the program or reading as end of file.
+#[test]
+fn null_pointers_are_efault() {
+    let inst = Inst::start(1);
+    let script = r#"
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+libc.fstat.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+fd = os.open("/tessera/n", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"0123456789")
+def call(name, *args):
+    ctypes.set_errno(0)
+    rc = getattr(libc, name)(fd, *args)
+    print(name, rc, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+call("read", None, 10)
+call("write", None, 10)
+call("pread", None, 10, 0)
+call("fstat", None)
+call("readv", None, 2)
+call("read", None, 0)
+os.close(fd)
+print(open("/tessera/n").read())
+"#;
+    let out = ok(&inst, 0, "python3", &["-c", script]);
+    assert_eq!(
+        stdout(&out),
+        "read -1 EFAULT\nwrite -1 EFAULT\npread -1 EFAULT\nfstat -1 EFAULT\nreadv -1 EFAULT\nread 0 0\n0123456789\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Links found in the PFS directory, through the interposer: lstat shows a link, readlink
 /// its target, stat and open follow it beneath the PFS root, never out of it.
 #[test]

@@ -68,6 +68,8 @@ pub enum Errno {
     IlSeq,
     /// No address of this host matches the network a daemon was told to listen on.
     AddrNotAvail,
+    /// A NULL (or otherwise unusable) pointer was passed for a buffer or a string.
+    Fault,
 }
 
 impl Errno {
@@ -103,6 +105,7 @@ impl Errno {
             Errno::Loop => libc::ELOOP,
             Errno::IlSeq => libc::EILSEQ,
             Errno::AddrNotAvail => libc::EADDRNOTAVAIL,
+            Errno::Fault => libc::EFAULT,
         }
     }
 
@@ -138,6 +141,7 @@ impl Errno {
             Errno::Loop => "ELOOP",
             Errno::IlSeq => "EILSEQ",
             Errno::AddrNotAvail => "EADDRNOTAVAIL",
+            Errno::Fault => "EFAULT",
         }
     }
 

@@ -110,10 +110,13 @@ unsafe fn tessera(cb: *const aiocb) -> bool {
 /// As `aio_read(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_read(cb: *mut aiocb) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     if unsafe { tessera(cb) } {
+        // SAFETY: forwarded under this function's own contract.
         return unsafe { run_now(cb, libc::LIO_READ) };
     }
     forget(cb);
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::aio_read(cb) }
 }
 alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
@@ -124,10 +127,13 @@ alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
 /// As `aio_write(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_write(cb: *mut aiocb) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     if unsafe { tessera(cb) } {
+        // SAFETY: forwarded under this function's own contract.
         return unsafe { run_now(cb, libc::LIO_WRITE) };
     }
     forget(cb);
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::aio_write(cb) }
 }
 alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
@@ -138,10 +144,13 @@ alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
 /// As `aio_fsync(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_fsync(op: c_int, cb: *mut aiocb) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     if unsafe { tessera(cb) } {
+        // SAFETY: forwarded under this function's own contract.
         return unsafe { run_now(cb, libc::LIO_NOP) };
     }
     forget(cb);
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::aio_fsync(op, cb) }
 }
 alias!(aio_fsync64 => aio_fsync(op: c_int, cb: *mut aiocb) -> c_int);
@@ -168,6 +177,7 @@ fn outcome(cb: *const aiocb, take: bool) -> Option<(ssize_t, c_int)> {
 pub unsafe extern "C" fn aio_error(cb: *const aiocb) -> c_int {
     match outcome(cb, false) {
         Some((_, err)) => err,
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::aio_error(cb) },
     }
 }
@@ -187,6 +197,7 @@ pub unsafe extern "C" fn aio_return(cb: *mut aiocb) -> ssize_t {
             }
             ret
         }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::aio_return(cb) },
     }
 }
@@ -209,6 +220,7 @@ pub unsafe extern "C" fn aio_suspend(
             return 0;
         }
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::aio_suspend(list, n, timeout) }
 }
 alias!(aio_suspend64 => aio_suspend(list: *const *const aiocb, n: c_int, timeout: *const timespec) -> c_int);
@@ -222,6 +234,7 @@ pub unsafe extern "C" fn aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int {
     if desc(fd).is_some() {
         return libc::AIO_ALLDONE;
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::aio_cancel(fd, cb) }
 }
 alias!(aio_cancel64 => aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int);
@@ -238,11 +251,14 @@ pub unsafe extern "C" fn lio_listio(
     ev: *mut sigevent,
 ) -> c_int {
     if list.is_null() || n <= 0 {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         return unsafe { real::lio_listio(mode, list, n, ev) };
     }
     // SAFETY: `n` entries, by the caller's contract.
     let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
+    // SAFETY: each entry is a control block of the caller's list (lio_listio's contract).
     if !cbs.iter().any(|&cb| unsafe { tessera(cb) }) {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         return unsafe { real::lio_listio(mode, list, n, ev) };
     }
     // The list's own notification is checked before anything runs.
@@ -256,6 +272,7 @@ pub unsafe extern "C" fn lio_listio(
     let mut rest: Vec<*mut aiocb> = Vec::new();
     let mut failed = false;
     for &cb in cbs {
+        // SAFETY: forwarded under this function's own contract.
         if unsafe { tessera(cb) } {
             // SAFETY: a listed control block.
             let op = unsafe { (*cb).aio_lio_opcode };
@@ -263,6 +280,7 @@ pub unsafe extern "C" fn lio_listio(
                 continue;
             }
             // A request fails by its outcome (aio_error tells which) or by its notification.
+            // SAFETY: forwarded under this function's own contract.
             if unsafe { run_now(cb, op) } != 0 || outcome(cb, false).is_some_and(|(_, e)| e != 0) {
                 failed = true;
             }
@@ -278,6 +296,7 @@ pub unsafe extern "C" fn lio_listio(
         }
         0
     } else {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         unsafe { real::lio_listio(mode, rest.as_ptr(), rest.len() as c_int, ev) }
     };
     if failed && mode == libc::LIO_WAIT {

@@ -64,6 +64,7 @@ fn with_stream<T>(d: *mut libc::DIR, f: impl FnOnce(&mut DirStream) -> T) -> T {
 /// As `opendir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => {
             let _b = Busy::enter();
@@ -82,6 +83,7 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
                 std::ptr::null_mut()
             })
         }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::opendir(path) },
     }
 }
@@ -104,6 +106,7 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut libc::DIR {
             std::ptr::null_mut()
         });
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fdopendir(fd) }
 }
 
@@ -131,6 +134,7 @@ pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
     if ours(d) {
         return with_stream(d, next);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::readdir64(d) }
 }
 alias!(readdir => readdir64(d: *mut libc::DIR) -> *mut libc::dirent64);
@@ -169,6 +173,7 @@ pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
             None => 0,
         };
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::closedir(d) }
 }
 /// # Safety
@@ -178,6 +183,7 @@ pub unsafe extern "C" fn dirfd(d: *mut libc::DIR) -> c_int {
     if ours(d) {
         return with_stream(d, |s| s.fd);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::dirfd(d) }
 }
 /// # Safety
@@ -187,6 +193,7 @@ pub unsafe extern "C" fn rewinddir(d: *mut libc::DIR) {
     if ours(d) {
         return with_stream(d, |s| s.pos = 0);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::rewinddir(d) }
 }
 /// # Safety
@@ -196,6 +203,7 @@ pub unsafe extern "C" fn telldir(d: *mut libc::DIR) -> c_long {
     if ours(d) {
         return with_stream(d, |s| s.pos as c_long);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::telldir(d) }
 }
 /// # Safety
@@ -205,5 +213,6 @@ pub unsafe extern "C" fn seekdir(d: *mut libc::DIR, pos: c_long) {
     if ours(d) {
         return with_stream(d, |s| s.pos = pos.max(0) as usize);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::seekdir(d, pos) }
 }

@@ -96,5 +96,6 @@ pub unsafe extern "C" fn _exit(status: c_int) -> ! {
 /// As `_Exit(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { _exit(status) }
 }

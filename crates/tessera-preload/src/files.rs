@@ -93,12 +93,14 @@ pub unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
 /// # Safety
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
 alias!(openat => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
@@ -109,30 +111,35 @@ alias!(openat64 => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mo
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
 }
 /// # Safety
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
 }
 /// # Safety
 /// As `openat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(dirfd, path, flags, 0) }
 }
 /// # Safety
 /// As `openat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(dirfd, path, flags, 0) }
 }
 /// # Safety
 /// As `creat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn creat(path: *const c_char, mode: c_uint) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe {
         open_impl(
             libc::AT_FDCWD,
@@ -193,20 +200,42 @@ fn with_file<T>(
     }
 }
 
-fn slice_mut<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
-    if n == 0 || buf.is_null() {
-        return &mut [];
-    }
-    // SAFETY: the caller of read passed a buffer of n bytes.
-    unsafe { std::slice::from_raw_parts_mut(buf.cast(), n) }
+/// The error for a NULL buffer with a nonzero length, as the kernel answers it.
+pub fn efault(what: &str, n: size_t) -> FsError {
+    FsError::new(
+        Errno::Fault,
+        format!("{what} is NULL but {n} bytes were asked for"),
+    )
 }
 
-fn slice<'a>(buf: *const c_void, n: size_t) -> &'a [u8] {
-    if n == 0 || buf.is_null() {
-        return &[];
+/// The caller's read buffer.
+///
+/// # Safety
+/// `buf` is NULL or points to `n` writable bytes that outlive `'a`.
+unsafe fn slice_mut<'a>(buf: *mut c_void, n: size_t) -> FsResult<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
     }
-    // SAFETY: the caller of write passed a buffer of n bytes.
-    unsafe { std::slice::from_raw_parts(buf.cast(), n) }
+    if buf.is_null() {
+        return Err(efault("the buffer", n));
+    }
+    // SAFETY: non-null, so `n` writable bytes by this function's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast(), n) })
+}
+
+/// The caller's write buffer.
+///
+/// # Safety
+/// `buf` is NULL or points to `n` readable bytes that outlive `'a`.
+unsafe fn slice<'a>(buf: *const c_void, n: size_t) -> FsResult<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if buf.is_null() {
+        return Err(efault("the buffer", n));
+    }
+    // SAFETY: non-null, so `n` readable bytes by this function's contract.
+    Ok(unsafe { std::slice::from_raw_parts(buf.cast(), n) })
 }
 
 fn offset(off: off_t) -> FsResult<u64> {
@@ -244,7 +273,9 @@ fn read_desc(d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| read_desc(&d, slice_mut(buf, n), None)),
+        // SAFETY: `buf` holds `n` bytes (read(2)'s contract).
+        Some(d) => run(|| read_desc(&d, unsafe { slice_mut(buf, n) }?, None)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::read(fd, buf, n) },
     }
 }
@@ -259,6 +290,7 @@ pub unsafe extern "C" fn __read_chk(
     n: size_t,
     _len: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { read(fd, buf, n) }
 }
 /// # Safety
@@ -266,7 +298,9 @@ pub unsafe extern "C" fn __read_chk(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| write_desc(&d, slice(buf, n), None)),
+        // SAFETY: `buf` holds `n` bytes (write(2)'s contract).
+        Some(d) => run(|| write_desc(&d, unsafe { slice(buf, n) }?, None)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::write(fd, buf, n) },
     }
 }
@@ -275,7 +309,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| read_desc(&d, slice_mut(buf, n), Some(offset(off)?))),
+        // SAFETY: `buf` holds `n` bytes (pread(2)'s contract).
+        Some(d) => run(|| read_desc(&d, unsafe { slice_mut(buf, n) }?, Some(offset(off)?))),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pread64(fd, buf, n, off) },
     }
 }
@@ -290,6 +326,7 @@ pub unsafe extern "C" fn __pread_chk(
     off: off_t,
     _l: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { pread(fd, buf, n, off) }
 }
 /// # Safety
@@ -302,6 +339,7 @@ pub unsafe extern "C" fn __pread64_chk(
     off: off_t,
     _l: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { pread(fd, buf, n, off) }
 }
 /// # Safety
@@ -309,39 +347,74 @@ pub unsafe extern "C" fn __pread64_chk(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| write_desc(&d, slice(buf, n), Some(offset(off)?))),
+        // SAFETY: `buf` holds `n` bytes (pwrite(2)'s contract).
+        Some(d) => run(|| write_desc(&d, unsafe { slice(buf, n) }?, Some(offset(off)?))),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwrite64(fd, buf, n, off) },
     }
 }
 alias!(pwrite64 => pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t);
 
-fn iovecs<'a>(iov: *const iovec, n: c_int) -> FsResult<&'a [iovec]> {
+/// The caller's iovec array.
+///
+/// # Safety
+/// `iov` is NULL or points to `n` iovecs that outlive `'a`.
+unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> FsResult<&'a [iovec]> {
     if !(0..=libc::UIO_MAXIOV).contains(&n) {
         return Err(FsError::new(
             Errno::Inval,
             format!("iovec count {n} is outside 0..={}", libc::UIO_MAXIOV),
         ));
     }
-    if n == 0 || iov.is_null() {
+    if n == 0 {
         return Ok(&[]);
     }
-    // SAFETY: the caller passed n iovecs.
+    if iov.is_null() {
+        return Err(FsError::new(
+            Errno::Fault,
+            format!("the iovec array is NULL but its count is {n}"),
+        ));
+    }
+    // SAFETY: non-null, so `n` iovecs by this function's contract.
     Ok(unsafe { std::slice::from_raw_parts(iov, n as usize) })
 }
 
 /// Gathers the buffers into one write (one log append, one index record).
-fn writev_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsResult<ssize_t> {
-    let v = iovecs(iov, n)?;
+///
+/// # Safety
+/// `iov` is NULL or points to `n` iovecs, each NULL or pointing to `iov_len` readable bytes.
+unsafe fn writev_desc(
+    d: &DescRef,
+    iov: *const iovec,
+    n: c_int,
+    at: Option<u64>,
+) -> FsResult<ssize_t> {
+    // SAFETY: this function's contract.
+    let v = unsafe { iovecs(iov, n) }?;
     let total: usize = v.iter().map(|i| i.iov_len).sum();
     let mut buf = Vec::with_capacity(total);
     for i in v {
-        buf.extend_from_slice(slice(i.iov_base, i.iov_len));
+        // SAFETY: each iovec is NULL or holds `iov_len` bytes (this function's contract).
+        buf.extend_from_slice(unsafe { slice(i.iov_base, i.iov_len) }?);
     }
     write_desc(d, &buf, at)
 }
 
-fn readv_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsResult<ssize_t> {
-    let v = iovecs(iov, n)?;
+/// Reads into the buffers in order.
+///
+/// # Safety
+/// `iov` is NULL or points to `n` iovecs, each NULL or pointing to `iov_len` writable bytes.
+unsafe fn readv_desc(
+    d: &DescRef,
+    iov: *const iovec,
+    n: c_int,
+    at: Option<u64>,
+) -> FsResult<ssize_t> {
+    // SAFETY: this function's contract.
+    let v = unsafe { iovecs(iov, n) }?;
+    if let Some(i) = v.iter().find(|i| i.iov_base.is_null() && i.iov_len > 0) {
+        return Err(efault("an iovec's base", i.iov_len));
+    }
     let total: usize = v.iter().map(|i| i.iov_len).sum();
     let mut buf = vec![0u8; total];
     let got = read_desc(d, &mut buf, at)? as usize;
@@ -351,7 +424,8 @@ fn readv_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsRe
             break;
         }
         let k = i.iov_len.min(got - done);
-        slice_mut(i.iov_base, k).copy_from_slice(&buf[done..done + k]);
+        // SAFETY: non-null (checked above), so `iov_len >= k` writable bytes (the contract).
+        unsafe { slice_mut(i.iov_base, k) }?.copy_from_slice(&buf[done..done + k]);
         done += k;
     }
     Ok(got as ssize_t)
@@ -362,7 +436,9 @@ fn readv_desc(d: &DescRef, iov: *const iovec, n: c_int, at: Option<u64>) -> FsRe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| writev_desc(&d, iov, n, None)),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => run(|| unsafe { writev_desc(&d, iov, n, None) }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::writev(fd, iov, n) },
     }
 }
@@ -371,7 +447,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| readv_desc(&d, iov, n, None)),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => run(|| unsafe { readv_desc(&d, iov, n, None) }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::readv(fd, iov, n) },
     }
 }
@@ -380,7 +458,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| writev_desc(&d, iov, n, Some(offset(off)?))),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => run(|| unsafe { writev_desc(&d, iov, n, Some(offset(off)?)) }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwritev64(fd, iov, n, off) },
     }
 }
@@ -390,7 +470,9 @@ alias!(pwritev64 => pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| readv_desc(&d, iov, n, Some(offset(off)?))),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => run(|| unsafe { readv_desc(&d, iov, n, Some(offset(off)?)) }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::preadv64(fd, iov, n, off) },
     }
 }
@@ -408,7 +490,11 @@ pub unsafe extern "C" fn pwritev2(
     flags: c_int,
 ) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| writev_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => run(|| unsafe {
+            writev_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)
+        }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwritev64v2(fd, iov, n, off, flags) },
     }
 }
@@ -424,7 +510,12 @@ pub unsafe extern "C" fn preadv2(
     flags: c_int,
 ) -> ssize_t {
     match desc(fd) {
-        Some(d) => run(|| readv_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)),
+        // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
+        Some(d) => {
+            // SAFETY: forwarded under this function's own contract.
+            run(|| unsafe { readv_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?) })
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::preadv64v2(fd, iov, n, off, flags) },
     }
 }
@@ -452,6 +543,7 @@ fn lseek_desc(d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
 pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
     match desc(fd) {
         Some(d) => run(|| lseek_desc(&d, off, whence)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::lseek64(fd, off, whence) },
     }
 }
@@ -481,6 +573,7 @@ fn fsync_desc(d: &DescRef) -> FsResult<c_int> {
 pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     match desc(fd) {
         Some(d) => run(|| fsync_desc(&d)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fsync(fd) },
     }
 }
@@ -490,6 +583,7 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     match desc(fd) {
         Some(d) => run(|| fsync_desc(&d)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fdatasync(fd) },
     }
 }
@@ -519,6 +613,7 @@ fn ftruncate_desc(d: &DescRef, len: off_t) -> FsResult<c_int> {
 pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
     match desc(fd) {
         Some(d) => run(|| ftruncate_desc(&d, len)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::ftruncate64(fd, len) },
     }
 }
@@ -539,8 +634,10 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     match desc(fd) {
         Some(d) => {
             let _b = Busy::enter();
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
             dup_into(unsafe { real::dup(fd) }, d)
         }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::dup(fd) },
     }
 }
@@ -549,6 +646,7 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
     let (from, to) = (desc(old), desc(new));
     if from.is_none() && to.is_none() {
+        // SAFETY: libc's own calls, with the caller's arguments under the same contract.
         return unsafe {
             if dup2 {
                 if old == new {
@@ -596,12 +694,14 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
 /// As `dup2(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { dup_to(old, new, 0, true) }
 }
 /// # Safety
 /// As `dup3(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { dup_to(old, new, flags, false) }
 }
 
@@ -639,6 +739,7 @@ pub unsafe extern "C" fn copy_file_range(
             return fail(&no_copy(fd)) as ssize_t;
         }
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::copy_file_range(fi, oi, fo, oo, n, flags) }
 }
 
@@ -656,6 +757,7 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: size
             return fail(&e) as ssize_t;
         }
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::sendfile64(out, inp, off, n) }
 }
 alias!(sendfile64 => sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t);
@@ -670,6 +772,7 @@ pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice
     if desc(fd).is_some() {
         return 0;
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::posix_fadvise64(fd, off, len, advice) }
 }
 alias!(posix_fadvise64 => posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int);
@@ -693,6 +796,7 @@ pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c
         crate::report(&e);
         return e.code();
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::posix_fallocate64(fd, off, len) }
 }
 alias!(posix_fallocate64 => posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int);
@@ -704,6 +808,7 @@ pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_
         let _b = Busy::enter();
         return fail(&no_alloc(fd));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fallocate64(fd, mode, off, len) }
 }
 alias!(fallocate64 => fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int);
@@ -732,6 +837,7 @@ pub unsafe extern "C" fn mmap(
         ));
         return libc::MAP_FAILED;
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
 }
 alias!(mmap64 => mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void);

@@ -16,6 +16,13 @@
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
 //! variadic integer or pointer argument travels exactly where a fixed one would.
+//!
+//! Soundness at the C edge: every helper that dereferences a caller's pointer is an `unsafe
+//! fn` stating what the pointer must be, and every `unsafe` block says why that holds; a NULL
+//! buffer with a nonzero length is `EFAULT`, as the kernel answers; Tessera work runs inside
+//! [`run`] (or [`caught`]), which catches a panic before it reaches the C caller.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(not(all(
     target_os = "linux",
@@ -33,6 +40,7 @@ macro_rules! alias {
         /// As the target.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: the caller's contract is the target's.
             unsafe { $target($($arg),*) }
         }
     };
@@ -95,16 +103,32 @@ pub fn report(e: &FsError) {
     }
 }
 
-/// Runs a Tessera operation with the thread marked busy; maps errors to -1 and errno.
+/// Runs a Tessera operation with the thread marked busy; maps errors to -1 and errno. A panic
+/// is caught here, before it could unwind into the C caller, and becomes `EIO` with a message.
 pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
     let _b = Busy::enter();
-    match f() {
+    match caught(f) {
         Ok(v) => v,
         Err(e) => {
             fail(&e);
             T::from(-1)
         }
     }
+}
+
+/// Runs `f`, turning a panic into an `EIO` error that names it.
+pub fn caught<T>(f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        Err(FsError::new(
+            Errno::Io,
+            format!("internal error in the Tessera interposer: {what}; please report it"),
+        ))
+    })
 }
 
 /// The Tessera path named by `(dirfd, path)`, normalised, or `None` when the call belongs to

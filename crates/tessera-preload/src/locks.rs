@@ -43,11 +43,18 @@ fn flock_range(d: &DescRef, fl: &libc::flock) -> FsResult<(u64, u64)> {
     Ok((start as u64, len as u64))
 }
 
-fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) -> FsResult<c_int> {
+/// fcntl's record locks (F_SETLK, F_SETLKW, F_GETLK and their OFD forms).
+///
+/// # Safety
+/// `fl` is NULL or points to a `struct flock` the caller lets us read and write.
+unsafe fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) -> FsResult<c_int> {
     if fl.is_null() {
-        return Err(FsError::new(Errno::Inval, "fcntl: null struct flock"));
+        return Err(FsError::new(
+            Errno::Fault,
+            "fcntl: the struct flock pointer is NULL",
+        ));
     }
-    // SAFETY: the caller passed a struct flock.
+    // SAFETY: non-null, so a struct flock (this function's contract).
     let fl = unsafe { &mut *fl };
     let (off, len) = flock_range(d, fl)?;
     let mut g = state::lock_desc(d);
@@ -152,6 +159,7 @@ fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_
             Ok(0)
         }
         // The close-on-exec flag lives on the kernel placeholder.
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         libc::F_GETFD | libc::F_SETFD => Ok(unsafe { real::fcntl(fd, cmd, arg) }),
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => Ok(dupfd(fd, d, cmd, arg)),
         libc::F_GETLK
@@ -159,7 +167,11 @@ fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_
         | libc::F_SETLKW
         | libc::F_OFD_GETLK
         | libc::F_OFD_SETLK
-        | libc::F_OFD_SETLKW => record_lock(fd, &d, cmd, arg as usize as *mut libc::flock),
+        // SAFETY: for these commands the argument is the caller's struct flock (fcntl's
+        // contract).
+        | libc::F_OFD_SETLKW => unsafe {
+            record_lock(fd, &d, cmd, arg as usize as *mut libc::flock)
+        },
         _ => Err(FsError::new(
             Errno::Inval,
             format!("fcntl command {cmd} is not supported on Tessera descriptor {fd}"),
@@ -173,6 +185,7 @@ fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     match desc(fd) {
         Some(d) => run(|| fcntl_tessera(fd, d, cmd, arg)),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fcntl(fd, cmd, arg) },
     }
 }
@@ -183,6 +196,7 @@ alias!(fcntl64 => fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int);
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     let Some(d) = desc(fd) else {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         return unsafe { real::flock(fd, op) };
     };
     run(|| {
@@ -223,5 +237,6 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
             format!("ioctl {req:#x} on Tessera descriptor {fd}: not supported"),
         ));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::ioctl(fd, req, arg) }
 }

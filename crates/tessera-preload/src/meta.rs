@@ -26,8 +26,16 @@ fn mode_of(a: &Attr) -> u32 {
     kind | (a.mode & 0o7777)
 }
 
-fn fill_stat(a: &Attr, st: *mut libc::stat64) {
-    // SAFETY: the caller passed a struct stat; every field is set from zero.
+/// Writes `a` into the caller's `struct stat`.
+///
+/// # Safety
+/// `st` is NULL or points to writable storage for a `struct stat64`.
+unsafe fn fill_stat(a: &Attr, st: *mut libc::stat64) -> FsResult<c_int> {
+    if st.is_null() {
+        return Err(efault("stat: the struct stat pointer"));
+    }
+    // SAFETY: non-null, so storage for a struct stat (this function's contract); every field
+    // is set from zero.
     unsafe {
         let mut s: libc::stat64 = std::mem::zeroed();
         s.st_dev = TESSERA_DEV;
@@ -47,6 +55,7 @@ fn fill_stat(a: &Attr, st: *mut libc::stat64) {
         s.st_ctime_nsec = a.ctime_ns.rem_euclid(1_000_000_000);
         st.write(s);
     }
+    Ok(0)
 }
 
 fn ts(ns: i64) -> libc::statx_timestamp {
@@ -57,8 +66,16 @@ fn ts(ns: i64) -> libc::statx_timestamp {
     t
 }
 
-fn fill_statx(a: &Attr, st: *mut libc::statx) {
-    // SAFETY: the caller passed a struct statx; every field is set from zero.
+/// Writes `a` into the caller's `struct statx`.
+///
+/// # Safety
+/// `st` is NULL or points to writable storage for a `struct statx`.
+unsafe fn fill_statx(a: &Attr, st: *mut libc::statx) -> FsResult<c_int> {
+    if st.is_null() {
+        return Err(efault("statx: the struct statx pointer"));
+    }
+    // SAFETY: non-null, so storage for a struct statx (this function's contract); every field
+    // is set from zero.
     unsafe {
         let mut s: libc::statx = std::mem::zeroed();
         s.stx_mask = libc::STATX_BASIC_STATS;
@@ -77,6 +94,7 @@ fn fill_statx(a: &Attr, st: *mut libc::statx) {
         s.stx_dev_minor = (TESSERA_DEV & 0xff) as u32;
         st.write(s);
     }
+    Ok(0)
 }
 
 /// Attributes of `p`, following a link at its end unless `flags` has `AT_SYMLINK_NOFOLLOW`.
@@ -99,30 +117,35 @@ fn fd_attr(fd: c_int) -> FsResult<Attr> {
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat(libc::AT_FDCWD, path, buf, 0) }
 }
 /// # Safety
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat64(libc::AT_FDCWD, path, buf, 0) }
 }
 /// # Safety
 /// As `lstat(2)`: a symbolic link found in the PFS directory is shown as a link.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
 /// As `lstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat64(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstat64(fd, buf.cast()) }
 }
 /// # Safety
@@ -132,10 +155,11 @@ pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
     if desc(fd).is_some() {
         return run(|| {
             let a = fd_attr(fd)?;
-            fill_stat(&a, buf);
-            Ok(0)
+            // SAFETY: `buf` is the caller's struct stat (fstat's contract).
+            unsafe { fill_stat(&a, buf) }
         });
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fstat64(fd, buf) }
 }
 /// # Safety
@@ -147,6 +171,7 @@ pub unsafe extern "C" fn fstatat(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat64(dirfd, path, buf.cast(), flags) }
 }
 /// # Safety
@@ -158,15 +183,20 @@ pub unsafe extern "C" fn fstatat64(
     buf: *mut libc::stat64,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: non-null, and NUL-terminated by the call's contract.
     if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
+        // SAFETY: forwarded under this function's own contract.
         return unsafe { fstat64(dirfd, buf) };
     }
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            fill_stat(&stat_at(&p, flags)?, buf);
-            Ok(0)
+            let a = stat_at(&p, flags)?;
+            // SAFETY: `buf` is the caller's struct stat (fstatat's contract).
+            unsafe { fill_stat(&a, buf) }
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fstatat64(dirfd, path, buf, flags) },
     }
 }
@@ -175,6 +205,7 @@ pub unsafe extern "C" fn fstatat64(
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { stat(path, buf) }
 }
 /// # Safety
@@ -185,12 +216,14 @@ pub unsafe extern "C" fn __xstat64(
     path: *const c_char,
     buf: *mut libc::stat64,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { stat64(path, buf) }
 }
 /// # Safety
 /// As `lstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { lstat(path, buf) }
 }
 /// # Safety
@@ -201,18 +234,21 @@ pub unsafe extern "C" fn __lxstat64(
     path: *const c_char,
     buf: *mut libc::stat64,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { lstat64(path, buf) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstat(fd, buf) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstat64(fd, buf) }
 }
 /// # Safety
@@ -225,6 +261,7 @@ pub unsafe extern "C" fn __fxstatat(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat(dirfd, path, buf, flags) }
 }
 /// # Safety
@@ -237,6 +274,7 @@ pub unsafe extern "C" fn __fxstatat64(
     buf: *mut libc::stat64,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fstatat64(dirfd, path, buf, flags) }
 }
 
@@ -250,19 +288,24 @@ pub unsafe extern "C" fn statx(
     mask: c_uint,
     buf: *mut libc::statx,
 ) -> c_int {
+    // SAFETY: non-null, and NUL-terminated by the call's contract.
     let empty = !path.is_null() && unsafe { *path } == 0;
     if empty && flags & libc::AT_EMPTY_PATH != 0 && desc(dirfd).is_some() {
         return run(|| {
-            fill_statx(&fd_attr(dirfd)?, buf);
-            Ok(0)
+            let a = fd_attr(dirfd)?;
+            // SAFETY: `buf` is the caller's struct statx (statx's contract).
+            unsafe { fill_statx(&a, buf) }
         });
     }
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            fill_statx(&stat_at(&p, flags)?, buf);
-            Ok(0)
+            let a = stat_at(&p, flags)?;
+            // SAFETY: `buf` is the caller's struct statx (statx's contract).
+            unsafe { fill_statx(&a, buf) }
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::statx(dirfd, path, flags, mask, buf) },
     }
 }
@@ -287,6 +330,7 @@ fn access_check(p: &str, mode: c_int) -> FsResult<c_int> {
 /// As `access(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { faccessat(libc::AT_FDCWD, path, mode, 0) }
 }
 /// # Safety
@@ -298,11 +342,13 @@ pub unsafe extern "C" fn faccessat(
     mode: c_int,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
             access_check(&p, mode)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::faccessat(dirfd, path, mode, flags) },
     }
 }
@@ -310,6 +356,7 @@ pub unsafe extern "C" fn faccessat(
 /// As `euidaccess(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { faccessat(libc::AT_FDCWD, path, mode, libc::AT_EACCESS) }
 }
 alias!(eaccess => euidaccess(path: *const c_char, mode: c_int) -> c_int);
@@ -318,18 +365,21 @@ alias!(eaccess => euidaccess(path: *const c_char, mode: c_int) -> c_int);
 /// As `unlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
 }
 /// # Safety
 /// As `rmdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
 }
 /// # Safety
 /// As `unlinkat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -341,6 +391,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
             }
             Ok(0)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::unlinkat(dirfd, path, flags) },
     }
 }
@@ -348,17 +399,20 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 /// As `mkdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
 }
 /// # Safety
 /// As `mkdirat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
             client()?.mkdir(&p, mode & 0o7777).map(|()| 0)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::mkdirat(dirfd, path, mode) },
     }
 }
@@ -367,6 +421,7 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 /// As `rename(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
 }
 /// # Safety
@@ -378,6 +433,7 @@ pub unsafe extern "C" fn renameat(
     nd: c_int,
     new: *const c_char,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { renameat2(od, old, nd, new, 0) }
 }
 /// Renames inside Tessera; a rename between Tessera and another file system fails with
@@ -394,8 +450,10 @@ pub unsafe extern "C" fn renameat2(
     new: *const c_char,
     flags: c_uint,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
     match (from, to) {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         (None, None) => unsafe { real::renameat2(od, old, nd, new, flags) },
         (Some(Err(e)), _) | (_, Some(Err(e))) => run(|| Err::<c_int, _>(e)),
         (Some(a), Some(b)) => run(|| {
@@ -417,7 +475,9 @@ pub unsafe extern "C" fn renameat2(
                 Errno::XDev,
                 format!(
                     "rename {} -> {}: only one side is on Tessera (copy, then remove)",
+                    // SAFETY: forwarded under this function's own contract.
                     unsafe { show(old) },
+                    // SAFETY: forwarded under this function's own contract.
                     unsafe { show(new) }
                 ),
             ))
@@ -429,6 +489,7 @@ pub unsafe extern "C" fn renameat2(
 /// As `truncate(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -436,6 +497,7 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
                 .map_err(|_| FsError::new(Errno::Inval, format!("truncate to {len}")))?;
             client()?.truncate(&p, len).map(|()| 0)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::truncate64(path, len) },
     }
 }
@@ -458,9 +520,16 @@ fn fs_numbers() -> FsResult<(u64, u64)> {
     Ok((total / bsize, free / bsize))
 }
 
-fn fill_statfs(buf: *mut libc::statfs64) -> FsResult<c_int> {
+/// Fills the caller's `struct statfs`.
+///
+/// # Safety
+/// `buf` is NULL or points to writable storage for a `struct statfs64`.
+unsafe fn fill_statfs(buf: *mut libc::statfs64) -> FsResult<c_int> {
+    if buf.is_null() {
+        return Err(efault("statfs: the struct statfs pointer"));
+    }
     let (total, free) = fs_numbers()?;
-    // SAFETY: the caller passed a struct statfs.
+    // SAFETY: non-null, so storage for a struct statfs (this function's contract).
     unsafe {
         let mut s: libc::statfs64 = std::mem::zeroed();
         s.f_type = TESSERA_MAGIC;
@@ -477,9 +546,16 @@ fn fill_statfs(buf: *mut libc::statfs64) -> FsResult<c_int> {
     Ok(0)
 }
 
-fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> {
+/// Fills the caller's `struct statvfs`.
+///
+/// # Safety
+/// `buf` is NULL or points to writable storage for a `struct statvfs64`.
+unsafe fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> {
+    if buf.is_null() {
+        return Err(efault("statvfs: the struct statvfs pointer"));
+    }
     let (total, free) = fs_numbers()?;
-    // SAFETY: the caller passed a struct statvfs.
+    // SAFETY: non-null, so storage for a struct statvfs (this function's contract).
     unsafe {
         let mut s: libc::statvfs64 = std::mem::zeroed();
         s.f_bsize = 4096;
@@ -501,12 +577,15 @@ fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> {
 /// As `statfs(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             client()?.stat(&p)?;
-            fill_statfs(buf)
+            // SAFETY: `buf` is the caller's struct statfs (statfs's contract).
+            unsafe { fill_statfs(buf) }
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::statfs64(path, buf) },
     }
 }
@@ -516,8 +595,10 @@ alias!(statfs64 => statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_in
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int {
     if desc(fd).is_some() {
-        return run(|| fill_statfs(buf));
+        // SAFETY: `buf` is the caller's struct statfs (fstatfs's contract).
+        return run(|| unsafe { fill_statfs(buf) });
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fstatfs64(fd, buf) }
 }
 alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
@@ -525,12 +606,15 @@ alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
 /// As `statvfs(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             client()?.stat(&p)?;
-            fill_statvfs(buf)
+            // SAFETY: `buf` is the caller's struct statvfs (statvfs's contract).
+            unsafe { fill_statvfs(buf) }
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::statvfs64(path, buf) },
     }
 }
@@ -540,8 +624,10 @@ alias!(statvfs64 => statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int {
     if desc(fd).is_some() {
-        return run(|| fill_statvfs(buf));
+        // SAFETY: `buf` is the caller's struct statvfs (fstatvfs's contract).
+        return run(|| unsafe { fill_statvfs(buf) });
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fstatvfs64(fd, buf) }
 }
 alias!(fstatvfs64 => fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int);
@@ -581,6 +667,7 @@ fn fd_path(fd: c_int) -> FsResult<String> {
 /// As `chmod(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fchmodat(libc::AT_FDCWD, path, mode, 0) }
 }
 /// # Safety
@@ -592,11 +679,13 @@ pub unsafe extern "C" fn fchmodat(
     mode: mode_t,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
             chmod_path(&p, mode)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fchmodat(dirfd, path, mode, flags) },
     }
 }
@@ -607,18 +696,21 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
     if desc(fd).is_some() {
         return run(|| chmod_path(&fd_path(fd)?, mode));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fchmod(fd, mode) }
 }
 /// # Safety
 /// As `chown(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, 0) }
 }
 /// # Safety
 /// As `lchown(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
@@ -631,11 +723,13 @@ pub unsafe extern "C" fn fchownat(
     gid: libc::gid_t,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
             same_or_refuse(&client()?.stat(&p)?, (uid, gid), &format!("chown {p}"))
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fchownat(dirfd, path, uid, gid, flags) },
     }
 }
@@ -646,11 +740,15 @@ pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -
     if desc(fd).is_some() {
         return run(|| same_or_refuse(&fd_attr(fd)?, (uid, gid), "fchown"));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fchown(fd, uid, gid) }
 }
 
 /// Sets access and modification times (NULL: both now; UTIME_NOW, UTIME_OMIT honoured).
-fn set_times(p: &str, times: *const libc::timespec) -> FsResult<c_int> {
+///
+/// # Safety
+/// `times` is NULL or points to two `timespec`s.
+unsafe fn set_times(p: &str, times: *const libc::timespec) -> FsResult<c_int> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
@@ -667,7 +765,7 @@ fn set_times(p: &str, times: *const libc::timespec) -> FsResult<c_int> {
     let (a, m) = if times.is_null() {
         (None, None)
     } else {
-        // SAFETY: two timespecs when not null.
+        // SAFETY: non-null, so two timespecs (this function's contract).
         let t = unsafe { std::slice::from_raw_parts(times, 2) };
         (Some(&t[0]), Some(&t[1]))
     };
@@ -689,13 +787,17 @@ pub unsafe extern "C" fn utimensat(
     flags: c_int,
 ) -> c_int {
     if path.is_null() && desc(dirfd).is_some() {
+        // SAFETY: forwarded under this function's own contract.
         return unsafe { futimens(dirfd, times) };
     }
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            set_times(&p, times)
+            // SAFETY: `times` is NULL or two timespecs (utimensat's contract).
+            unsafe { set_times(&p, times) }
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::utimensat(dirfd, path, times, flags) },
     }
 }
@@ -704,8 +806,10 @@ pub unsafe extern "C" fn utimensat(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_int {
     if desc(fd).is_some() {
-        return run(|| set_times(&fd_path(fd)?, times));
+        // SAFETY: `times` is NULL or two timespecs (futimens's contract).
+        return run(|| unsafe { set_times(&fd_path(fd)?, times) });
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::futimens(fd, times) }
 }
 
@@ -725,11 +829,13 @@ pub unsafe extern "C" fn getxattr(
     v: *mut c_void,
     n: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             Err(no_xattr(&p))
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::getxattr(path, name, v, n) },
     }
 }
@@ -742,11 +848,13 @@ pub unsafe extern "C" fn lgetxattr(
     v: *mut c_void,
     n: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             Err(no_xattr(&p))
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::lgetxattr(path, name, v, n) },
     }
 }
@@ -762,6 +870,7 @@ pub unsafe extern "C" fn fgetxattr(
     if desc(fd).is_some() {
         return run(|| Err(no_xattr(&format!("descriptor {fd}"))));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fgetxattr(fd, name, v, n) }
 }
 /// An empty list of extended attributes.
@@ -770,11 +879,13 @@ pub unsafe extern "C" fn fgetxattr(
 /// As `listxattr(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             client()?.stat(&p).map(|_| 0)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::listxattr(path, list, n) },
     }
 }
@@ -782,11 +893,13 @@ pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: si
 /// As `llistxattr(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             client()?.stat(&p).map(|_| 0)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::llistxattr(path, list, n) },
     }
 }
@@ -797,6 +910,7 @@ pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> 
     if desc(fd).is_some() {
         return 0;
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::flistxattr(fd, list, n) }
 }
 
@@ -807,6 +921,7 @@ pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> 
 /// As `readlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { readlinkat(libc::AT_FDCWD, path, buf, n) }
 }
 /// # Safety
@@ -818,6 +933,7 @@ pub unsafe extern "C" fn readlinkat(
     buf: *mut c_char,
     n: size_t,
 ) -> ssize_t {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -831,6 +947,7 @@ pub unsafe extern "C" fn readlinkat(
             unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), buf.cast::<u8>(), len) };
             Ok(len as ssize_t)
         }),
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::readlinkat(dirfd, path, buf, n) },
     }
 }
@@ -855,12 +972,14 @@ fn enter_dir(p: &str) -> FsResult<c_int> {
 /// As `chdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
             enter_dir(&p)
         }),
         None => {
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
             let r = unsafe { real::chdir(path) };
             if r == 0 {
                 state::set_cwd(None);
@@ -877,6 +996,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
         let p = state::lock_desc(&d).path.clone();
         return run(|| enter_dir(&p));
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     let r = unsafe { real::fchdir(fd) };
     if r == 0 {
         state::set_cwd(None);
@@ -888,6 +1008,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
     let Some(cwd) = state::cwd() else {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         return unsafe { real::getcwd(buf, size) };
     };
     let _b = crate::state::Busy::enter();
@@ -903,6 +1024,7 @@ pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
         if p.is_null() {
             return p;
         }
+        // SAFETY: `p` holds `bytes.len() + 1` bytes, just allocated.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), p, bytes.len());
             *p.add(bytes.len()) = 0;
@@ -926,4 +1048,9 @@ pub fn is_dir_fd(fd: c_int) -> Option<String> {
     let d = lookup(fd)?;
     let g = state::lock_desc(&d);
     matches!(g.obj, Object::Dir).then(|| g.path.clone())
+}
+
+/// The error for a NULL result pointer, as the kernel answers it.
+fn efault(what: &str) -> FsError {
+    FsError::new(Errno::Fault, format!("{what} is NULL"))
 }

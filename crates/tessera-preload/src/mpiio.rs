@@ -373,6 +373,7 @@ unsafe fn file_open(
         if let Some(path) = unsafe { tessera_file(name) } {
             let _b = Busy::enter();
             files().insert(
+                // SAFETY: non-null (checked above) and just written by MPI.
                 unsafe { *fh },
                 MpiFile {
                     path,
@@ -440,6 +441,7 @@ macro_rules! manage {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
             let next = next!($sym: fn($($ty),*) -> c_int);
+            // SAFETY: forwarded under this function's own contract.
             unsafe { $imp(next, $($arg),*) }
         }
     };

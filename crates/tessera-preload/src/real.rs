@@ -38,6 +38,7 @@ macro_rules! real_fns {
                 let p = lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
                 // SAFETY: the symbol has this C signature.
                 let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+                // SAFETY: libc's definition of this symbol, called with the caller's arguments.
                 unsafe { f($($arg),*) }
             }
         )*
@@ -135,5 +136,6 @@ pub unsafe fn _exit(status: c_int) -> ! {
     let p = lookup(&SLOT, b"_exit\0");
     // SAFETY: the symbol has this C signature.
     let f: unsafe extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(p) };
+    // SAFETY: libc's definition of this symbol, called with the caller's argument.
     unsafe { f(status) }
 }

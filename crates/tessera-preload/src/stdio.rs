@@ -30,10 +30,12 @@ fn fd_of(cookie: *mut c_void) -> c_int {
 }
 
 unsafe extern "C" fn ck_read(c: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: glibc passes the cookie (our descriptor) and a buffer of `n` bytes.
     unsafe { read(fd_of(c), buf.cast(), n) }
 }
 unsafe extern "C" fn ck_write(c: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
     // glibc treats 0 as an error for a write cookie; a failed write returns -1 with errno.
+    // SAFETY: glibc passes the cookie (our descriptor) and a buffer of `n` bytes.
     unsafe { write(fd_of(c), buf.cast(), n) }
 }
 unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
@@ -48,6 +50,7 @@ unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_
     0
 }
 unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
+    // SAFETY: glibc passes the cookie, our descriptor, once, at fclose.
     unsafe { close(fd_of(c)) }
 }
 
@@ -72,12 +75,14 @@ unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
 /// As `fopen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => {
             let _b = Busy::enter();
             let m = if mode.is_null() {
                 String::new()
             } else {
+                // SAFETY: non-null, and NUL-terminated by fopen's contract.
                 unsafe { CStr::from_ptr(mode) }
                     .to_string_lossy()
                     .into_owned()
@@ -85,8 +90,10 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
             let fd = p.and_then(|p| fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666)));
             match fd {
                 Ok(fd) => {
+                    // SAFETY: `fd` is the Tessera descriptor just opened; `mode` is the caller's string.
                     let f = unsafe { stream(fd, mode) };
                     if f.is_null() {
+                        // SAFETY: the descriptor just opened, not handed out.
                         unsafe { close(fd) };
                     }
                     f
@@ -97,6 +104,7 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
                 }
             }
         }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fopen64(path, mode) },
     }
 }
@@ -104,6 +112,7 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
 /// As `fopen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: forwarded under this function's own contract.
     unsafe { fopen(path, mode) }
 }
 /// # Safety
@@ -112,6 +121,7 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     if desc(fd).is_some() {
         let _b = Busy::enter();
+        // SAFETY: `fd` is a Tessera descriptor; `mode` is the caller's string.
         let f = unsafe { stream(fd, mode) };
         if f.is_null() {
             fail(&FsError::new(
@@ -121,6 +131,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
         }
         return f;
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fdopen(fd, mode) }
 }
 
@@ -137,6 +148,7 @@ fn our_stream(f: *mut libc::FILE) -> Option<c_int> {
 pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
     match our_stream(f) {
         Some(fd) => fd,
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::fileno(f) },
     }
 }
@@ -148,5 +160,6 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
         table().streams.remove(&(f as usize));
         FILE_STREAMS.fetch_sub(1, Ordering::Relaxed);
     }
+    // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::fclose(f) }
 }

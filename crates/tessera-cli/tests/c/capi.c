@@ -72,7 +72,7 @@ static int do_errors(const char *dir) {
     /* Models by name and number. */
     EXPECT(tessera_model_from_name("MPIIO") == TESSERA_MODEL_MPIIO, "mpiio by name");
     EXPECT(tessera_model_from_name("bogus") == -1 && failed_with(EINVAL, "bogus"), "bad name");
-    EXPECT(tessera_model_from_name(NULL) == -1 && failed_with(EINVAL, "NULL"), "NULL name");
+    EXPECT(tessera_model_from_name(NULL) == -1 && failed_with(EFAULT, "NULL"), "NULL name");
     EXPECT(strcmp(tessera_model_name(TESSERA_MODEL_COMMIT), "commit") == 0, "model name");
     EXPECT(tessera_model_name((tessera_model)42) == NULL, "name of a non-model");
 
@@ -93,9 +93,13 @@ static int do_errors(const char *dir) {
     EXPECT(tessera_disconnect(NULL) == 0, "disconnect(NULL) is a no-op");
 
     tessera_client *fs = connect_or_die();
-    EXPECT(tessera_open(fs, NULL, O_RDONLY, 0, 0) == NULL && failed_with(EINVAL, "path is NULL"),
+    EXPECT(tessera_open(fs, NULL, O_RDONLY, 0, 0) == NULL && failed_with(EFAULT, "path is NULL"),
            "NULL path");
-    EXPECT(tessera_stat(fs, dir, NULL) == -1 && failed_with(EINVAL, "st is NULL"), "NULL st");
+    EXPECT(tessera_stat(fs, dir, NULL) == -1 && failed_with(EFAULT, "st is NULL"), "NULL st");
+    EXPECT(tessera_stat(fs, NULL, &st) == -1 && failed_with(EFAULT, "path is NULL"),
+           "stat of a NULL path");
+    EXPECT(tessera_mkdir(fs, NULL, 0755) == -1 && failed_with(EFAULT, "path is NULL"),
+           "mkdir of a NULL path");
     EXPECT(tessera_stat(fs, dir, &st) == 0 && st.kind == TESSERA_KIND_DIR, "stat dir");
 
     /* Paths and flags. */
@@ -117,7 +121,10 @@ static int do_errors(const char *dir) {
     EXPECT(tessera_file_model(w) == TESSERA_MODEL_COMMIT, "model of the handle");
 
     /* Buffers, offsets, whence. */
-    EXPECT(tessera_pwrite(w, NULL, 10, 0) == -1 && failed_with(EINVAL, "buf is NULL"), "NULL buf");
+    EXPECT(tessera_pwrite(w, NULL, 10, 0) == -1 && failed_with(EFAULT, "buf is NULL"), "NULL buf");
+    EXPECT(tessera_write(w, NULL, 10) == -1 && failed_with(EFAULT, "buf is NULL"), "write NULL");
+    EXPECT(tessera_pread(w, NULL, 4, 0) == -1 && failed_with(EFAULT, "buf is NULL"),
+           "read into NULL");
     EXPECT(tessera_pwrite(w, NULL, 0, 0) == 0, "zero-length write with NULL");
     EXPECT(tessera_pwrite(w, buf, 10, -1) == -1 && failed_with(EINVAL, "negative"), "offset -1");
     EXPECT(tessera_seek(w, 0, 7) == -1 && failed_with(EINVAL, "whence 7"), "whence 7");
@@ -132,7 +139,7 @@ static int do_errors(const char *dir) {
     EXPECT(tessera_detach(w, 0, 10) == -1 && failed_with(EINVAL, "not attached"),
            "detach of unattached bytes");
     EXPECT(tessera_attach(w, 0, 64) == 0, "attach");
-    EXPECT(tessera_query(w, 0, 64, NULL, 5) == -1 && failed_with(EINVAL, "out is NULL"),
+    EXPECT(tessera_query(w, 0, 64, NULL, 5) == -1 && failed_with(EFAULT, "out is NULL"),
            "query into NULL");
     EXPECT(tessera_query(w, 0, 64, NULL, 0) == 1, "query count only");
     struct tessera_extent ext[2];
