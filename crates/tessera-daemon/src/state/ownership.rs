@@ -173,14 +173,18 @@ impl Ownership {
             .collect()
     }
 
-    /// Drops every byte of `ino` owned by `owner` on this shard.
-    pub fn detach_file(&mut self, ino: u64, owner: Owner) -> Vec<DbOp> {
-        let stripes: Vec<u64> = self
-            .maps
+    /// The stripes of `ino` this shard holds a map for.
+    fn stripes_of(&self, ino: u64) -> Vec<u64> {
+        self.maps
             .keys()
             .filter(|(i, _)| *i == ino)
             .map(|(_, s)| *s)
-            .collect();
+            .collect()
+    }
+
+    /// Drops every byte of `ino` owned by `owner` on this shard.
+    pub fn detach_file(&mut self, ino: u64, owner: Owner) -> Vec<DbOp> {
+        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
             let ranges: Vec<(u64, u64)> = self.maps[&(ino, s)]
@@ -199,12 +203,7 @@ impl Ownership {
 
     /// Drops every byte at or beyond `size`.
     pub fn truncate(&mut self, ino: u64, size: u64) -> Vec<DbOp> {
-        let stripes: Vec<u64> = self
-            .maps
-            .keys()
-            .filter(|(i, _)| *i == ino)
-            .map(|(_, s)| *s)
-            .collect();
+        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
             let end = self.maps[&(ino, s)].max_end();
@@ -217,12 +216,7 @@ impl Ownership {
 
     /// Forgets the file entirely.
     pub fn drop_file(&mut self, ino: u64) -> Vec<DbOp> {
-        let stripes: Vec<u64> = self
-            .maps
-            .keys()
-            .filter(|(i, _)| *i == ino)
-            .map(|(_, s)| *s)
-            .collect();
+        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
             let map = self.maps.remove(&(ino, s)).expect("key listed above");
