@@ -68,7 +68,7 @@ pub fn open(dir: &Path) -> FsResult<StateFiles> {
 
 /// The intact records' operations, in log order; `None` for a record whose payload does not
 /// decode (written by another build).
-fn decode(bytes: &[u8], scan: &Scan) -> Vec<(usize, Option<Vec<DbOp>>)> {
+pub fn decode(bytes: &[u8], scan: &Scan) -> Vec<(usize, Option<Vec<DbOp>>)> {
     scan.records
         .iter()
         .map(|(at, r)| {

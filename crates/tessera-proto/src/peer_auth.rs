@@ -163,7 +163,7 @@ impl Authenticator {
         &self,
         dir: Direction,
         expected_seq: u64,
-        header: &[u8],
+        header: &[u8; HEADER_LEN],
         max: usize,
     ) -> Result<usize, FsError> {
         let len = u32::from_be_bytes(header[0..4].try_into().expect("4 bytes"));
@@ -228,6 +228,32 @@ impl Authenticator {
             ))
         }
     }
+}
+
+/// The acceptor's check of a connector's [`Hello`] to `challenge`: it speaks this protocol,
+/// names a node of the instance (one of `nodes`, or [`ADMIN_NODE`]) and proves it holds
+/// `secret`. Returns the authentication of the connection.
+pub fn accept_hello(
+    secret: &[u8],
+    challenge: &Challenge,
+    hello: &Hello,
+    nodes: u32,
+) -> Result<Authenticator, FsError> {
+    if hello.version != crate::PROTOCOL_VERSION || (hello.from >= nodes && hello.from != ADMIN_NODE)
+    {
+        return Err(FsError::new(
+            Errno::Proto,
+            format!(
+                "a peer says it is node {} speaking protocol {} (this instance: nodes 0..{nodes}, protocol {})",
+                hello.from,
+                hello.version,
+                crate::PROTOCOL_VERSION
+            ),
+        ));
+    }
+    let auth = Authenticator::new(secret, challenge, hello.from, hello.nonce);
+    auth.check_proof(auth.connector_proof(), hello.proof, "a connecting peer")?;
+    Ok(auth)
 }
 
 /// Writes one sealed frame (blocking; the daemons use their own vectored writer).

@@ -16,7 +16,7 @@
 //! from the host table when connecting, so a restarted daemon (new port, maybe a new host) is
 //! found again.
 //!
-//! The `tessera` command connects as [`ADMIN_NODE`] (it holds the secret but is no daemon)
+//! The `tessera` command connects as [`ADMIN_NODE`](tessera_proto::peer_auth::ADMIN_NODE) (it holds the secret but is no daemon)
 //! to ask a node for its status or to stop it.
 
 use crate::Node;
@@ -29,8 +29,8 @@ use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
 use tessera_proto::peer_auth::{
-    ADMIN_NODE, Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN,
-    Welcome,
+    Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN, Welcome,
+    accept_hello,
 };
 use tessera_proto::{
     InstanceLayout, PROTOCOL_VERSION, PeerCall, PeerRequest, ReadLog, check_data, decode_answer,
@@ -160,7 +160,12 @@ impl Decoder for SealedCodec {
                 }
                 let len = self
                     .auth
-                    .open_header(self.dir, self.seq, &src[..HEADER_LEN], self.max)
+                    .open_header(
+                        self.dir,
+                        self.seq,
+                        src[..HEADER_LEN].try_into().expect("HEADER_LEN bytes"),
+                        self.max,
+                    )
                     .map_err(refuse)?;
                 src.advance(HEADER_LEN);
                 self.pending = Some(len);
@@ -503,19 +508,7 @@ async fn accept_handshake(
         .ok_or_else(|| FsError::new(Errno::Proto, "closed during the handshake"))?
         .map_err(io)?;
     let hello: Hello = frame::decode(&f)?;
-    if hello.version != PROTOCOL_VERSION
-        || (hello.from >= node.cfg.nodes && hello.from != ADMIN_NODE)
-    {
-        return Err(FsError::new(
-            Errno::Proto,
-            format!(
-                "a peer says it is node {} speaking protocol {} (this instance: nodes 0..{}, protocol {PROTOCOL_VERSION})",
-                hello.from, hello.version, node.cfg.nodes
-            ),
-        ));
-    }
-    let auth = Authenticator::new(&node.secret, &ch, hello.from, hello.nonce);
-    auth.check_proof(auth.connector_proof(), hello.proof, "a connecting peer")?;
+    let auth = accept_hello(&node.secret, &ch, &hello, node.cfg.nodes)?;
     framed
         .send(wire(&Welcome {
             proof: auth.acceptor_proof(),
