@@ -3,7 +3,7 @@
 #
 #   bash scripts/test.sh          the representative tier (CI): format, lint, every test
 #   bash scripts/test.sh --full   the full tier: 5x the conformance programs, 4x the property
-#                                 cases (run it before resolving an issue)
+#                                 cases, 10x the fuzz inputs (run it before resolving an issue)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 full=0
 for arg in "$@"; do
@@ -16,7 +16,8 @@ done
 if [ "$full" -eq 1 ]; then
     export TESSERA_CONFORMANCE_PROGRAMS="${TESSERA_CONFORMANCE_PROGRAMS:-1000}"
     export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
-    say "full tier: $TESSERA_CONFORMANCE_PROGRAMS conformance programs per model, $PROPTEST_CASES property cases"
+    export TESSERA_FUZZ_CASES="${TESSERA_FUZZ_CASES:-100000}"
+    say "full tier: $TESSERA_CONFORMANCE_PROGRAMS conformance programs per model, $PROPTEST_CASES property cases, $TESSERA_FUZZ_CASES fuzz inputs per target"
 fi
 ensure_build_deps
 ensure_test_deps
