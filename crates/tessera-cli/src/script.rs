@@ -61,6 +61,8 @@ pub enum Cmd {
         len: u64,
         exclusive: bool,
     },
+    /// The process's client statistics; the answer's data is their JSON, hex-encoded.
+    Stats,
     Close,
     Exit,
 }
@@ -159,6 +161,10 @@ fn run_cmd(client: &Client, file: &mut Option<File>, cmd: Cmd) -> Result<Option<
                 ),
             };
             return Ok(Some(text.into_bytes()));
+        }
+        Cmd::Stats => {
+            let json = serde_json::to_vec(&client.stats()).expect("statistics are plain data");
+            return Ok(Some(json));
         }
         Cmd::Close => file.take().ok_or_else(no_file)?.close()?,
         Cmd::Exit => {}

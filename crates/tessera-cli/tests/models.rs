@@ -119,9 +119,58 @@ fn same_node_reader_reads_the_writers_log_directly() {
     });
     writer.ok(&Cmd::Commit);
     reader.ok(&open("/tessera/local", Model::Commit, false));
+    let before = reader.stats();
     assert_eq!(reader.read(5, 1000), pattern(7, 5, 1000));
+    let after = reader.stats();
+    assert_eq!(
+        after.read.node_logs - before.read.node_logs,
+        1000,
+        "read straight from the writer's log: {after:?}"
+    );
+    assert_eq!(after.read.remote, before.read.remote, "{after:?}");
     // Bytes 0..5 were never written: a hole reads as zeros.
     assert_eq!(reader.read(0, 5), vec![0; 5]);
+    assert_eq!(reader.stats().read.holes - after.read.holes, 5);
+}
+
+/// A session reader reading another node's bytes in a regular pattern is served from what it
+/// read ahead: few requests, most bytes without one.
+#[test]
+fn pattern_reads_are_served_from_read_ahead() {
+    let inst = Inst::start(2);
+    let mut writer = inst.rank(1);
+    let mut reader = inst.rank(0);
+    let path = "/tessera/ahead";
+    let (piece, pieces) = (4096u64, 64u64);
+    writer.ok(&open(path, Model::Commit, true));
+    writer.ok(&Cmd::Write {
+        off: 0,
+        len: piece * pieces,
+        id: 3,
+    });
+    writer.ok(&Cmd::Commit);
+    reader.ok(&open(path, Model::Session, false));
+    let before = reader.stats();
+    for i in 0..pieces {
+        assert_eq!(reader.read(i * piece, piece), pattern(3, i * piece, piece));
+    }
+    let s = reader.stats();
+    let hits = s.read.read_ahead_hits - before.read.read_ahead_hits;
+    let remote = s.read.remote - before.read.remote;
+    assert_eq!(
+        hits + remote,
+        piece * pieces,
+        "every byte came from node 1: {s:?}"
+    );
+    assert!(
+        hits >= piece * (pieces - 4),
+        "after three reads the pattern is read ahead: {s:?}"
+    );
+    assert!(
+        s.requests - before.requests < 8,
+        "{} requests for {pieces} reads",
+        s.requests - before.requests
+    );
 }
 
 /// Queries served from a daemon's leased copy of a remote stripe never miss a later commit:
@@ -143,7 +192,8 @@ fn cached_remote_stripes_see_every_commit() {
         let writer = &mut writers[id as usize % 2];
         writer.ok(&Cmd::Write { off: 0, len, id });
         writer.ok(&Cmd::Commit);
-        // Read twice: the first query fills the caches, the second is served from them.
+        // Read twice: the first query fills the caches, the second is served from them
+        // (checked below: the daemon counts the queries its copies answered).
         for _ in 0..2 {
             for chunk in 0..16u64 {
                 let off = chunk * 65536;
@@ -155,4 +205,9 @@ fn cached_remote_stripes_see_every_commit() {
             }
         }
     }
+    let status = inst.client(0).status().unwrap();
+    assert!(
+        status.stripe_copy_hits > 0 && status.stripe_copy_misses > 0,
+        "node 0 fetched copies of remote stripes and answered queries from them: {status:?}"
+    );
 }

@@ -15,11 +15,14 @@ use tessera_proto::{
     Stat, Status, Truncate, Unlink, Writing,
 };
 
+use serde::{Deserialize, Serialize};
+
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
 const GRANT_CHUNK: u64 = 64 << 20;
 
-/// Counters of what this process asked of the daemons (benchmarks report them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters of what this process asked of the daemons and where its reads were served
+/// from (benchmarks report them; tests check them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
     /// Query requests (query, query_file, and opens/syncs that query).
     pub queries: u64,
@@ -27,6 +30,29 @@ pub struct Stats {
     pub attaches: u64,
     /// All requests.
     pub requests: u64,
+    /// Bytes read, by source.
+    pub read: ReadSources,
+}
+
+/// Bytes a process read, by where they came from (see `read.rs` for the order of sources).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadSources {
+    /// Its own writes that were not attached yet.
+    pub own_unattached: u64,
+    /// Its own attached writes, from its own data log.
+    pub own_log: u64,
+    /// Other processes' logs on this node, read straight from their files (no request).
+    pub node_logs: u64,
+    /// Bytes on other nodes fetched through the daemon when they were needed.
+    pub remote: u64,
+    /// Bytes on other nodes served from what the handle had read ahead (no request).
+    pub read_ahead_hits: u64,
+    /// Bytes on other nodes fetched ahead of use, along with needed ones.
+    pub read_ahead_fetched: u64,
+    /// The file's PFS copy.
+    pub pfs: u64,
+    /// Holes (no one's bytes, beyond the PFS copy): zeros.
+    pub holes: u64,
 }
 
 /// What one process knows about one file, shared by all its handles of that file.

@@ -26,7 +26,7 @@ mod conn;
 mod file;
 mod read;
 
-pub use client::{Client, Stats};
+pub use client::{Client, ReadSources, Stats};
 pub use file::{File, OpenOptions, Whence};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;

@@ -160,6 +160,7 @@ pub(crate) fn fill(
                     let dst = &mut out[(ext.start - offset) as usize..(ext.end - offset) as usize];
                     w.read_at(dst, ext.value)?;
                     todo.remove(ext.start, ext.end);
+                    g.stats.read.own_unattached += ext.end - ext.start;
                 }
             }
         }
@@ -188,6 +189,7 @@ pub(crate) fn fill(
                     let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
                     w.read_at(d, ext.value)?;
                     todo.remove(ext.start, ext.end);
+                    g.stats.read.own_log += ext.end - ext.start;
                 }
                 continue;
             } else if o.value.node == g.node {
@@ -204,10 +206,13 @@ pub(crate) fn fill(
                         ),
                     ));
                 }
-            } else if !read_ahead
+                g.stats.read.node_logs += e - s;
+            } else if read_ahead
                 .as_ref()
                 .is_some_and(|ra| ra.ahead.take(s, e, dst))
             {
+                g.stats.read.read_ahead_hits += e - s;
+            } else {
                 remote.push((o.value, s, e));
             }
             todo.remove(s, e);
@@ -249,8 +254,8 @@ pub(crate) fn fill(
     for (s, e) in gaps {
         let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
         dst.fill(0);
+        let mut done = 0;
         if let Some(f) = &pfs {
-            let mut done = 0;
             while done < dst.len() {
                 match f.read_at(&mut dst[done..], s + done as u64) {
                     Ok(0) => break,
@@ -262,6 +267,8 @@ pub(crate) fn fill(
                 }
             }
         }
+        g.stats.read.pfs += done as u64;
+        g.stats.read.holes += (e - s) - done as u64;
     }
     Ok(())
 }
@@ -298,6 +305,8 @@ fn fetch_remote(
             }
         }
     }
+    // Bytes fetched: needed now, and ahead of use.
+    let mut fetched = (0, 0);
     let mut start = 0;
     while start < pieces.len() {
         // Take pieces until the request is full; stop at the first extra piece that would
@@ -337,8 +346,10 @@ fn fetch_remote(
             let bytes = got[&(*s, *e)];
             if *now {
                 out[(s - offset) as usize..(e - offset) as usize].copy_from_slice(bytes);
+                fetched.0 += e - s;
             } else if let Some(a) = ahead.as_deref_mut() {
                 a.put(*s, *e, bytes.to_vec());
+                fetched.1 += e - s;
             }
         }
         start = stop.max(start + 1);
@@ -347,6 +358,8 @@ fn fetch_remote(
             break;
         }
     }
+    g.stats.read.remote += fetched.0;
+    g.stats.read.read_ahead_fetched += fetched.1;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tessera_core::Owner;
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {
@@ -84,6 +84,10 @@ pub struct NodeStatus {
     pub files_owned: u64,
     pub extents_owned: u64,
     pub requests: u64,
+    /// Queries of stripes held by other daemons answered from a leased copy, and those that
+    /// had to ask the stripe's shard.
+    pub stripe_copy_hits: u64,
+    pub stripe_copy_misses: u64,
 }
 
 /// A directory entry as stored on its path's shard.

@@ -95,6 +95,8 @@ fn status() -> NodeStatus {
         files_owned: 7,
         extents_owned: 8,
         requests: 9,
+        stripe_copy_hits: 10,
+        stripe_copy_misses: 11,
     }
 }
 

@@ -387,6 +387,13 @@ impl Rank {
         let r = self.ok(&Cmd::Read { off, len });
         decode_hex(r.data.as_deref().unwrap_or(""))
     }
+
+    /// The rank's client statistics (requests, and where its reads came from).
+    pub fn stats(&mut self) -> tessera_client::Stats {
+        let r = self.ok(&Cmd::Stats);
+        serde_json::from_slice(&decode_hex(r.data.as_deref().unwrap_or("")))
+            .expect("statistics as JSON")
+    }
 }
 
 impl Drop for Rank {

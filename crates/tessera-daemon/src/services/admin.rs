@@ -43,6 +43,8 @@ impl Node {
     /// What this node holds and serves.
     pub fn status(&self) -> NodeStatus {
         let (files_owned, extents_owned) = self.own.lock().expect("own").stats();
+        let (stripe_copy_hits, stripe_copy_misses) =
+            self.stripe_cache.lock().expect("stripe cache").counts();
         // Measures the device: off the async workers.
         let space = tokio::task::block_in_place(|| self.logs.space());
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
@@ -60,6 +62,8 @@ impl Node {
             files_owned,
             extents_owned,
             requests: self.requests.load(Ordering::Relaxed),
+            stripe_copy_hits,
+            stripe_copy_misses,
         }
     }
 }

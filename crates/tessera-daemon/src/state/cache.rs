@@ -147,15 +147,29 @@ impl Callbacks {
 pub struct StripeCache {
     copies: HashMap<Key, (RangeMap<Owner>, u64, Instant)>,
     dropped: HashMap<Key, u64>,
+    /// Lookups answered by a copy, and lookups that found none (reported in the status).
+    hits: u64,
+    misses: u64,
 }
 
 impl StripeCache {
-    /// The copy of `key`, if it is still within its lease.
-    pub fn get(&self, key: Key) -> Option<&RangeMap<Owner>> {
+    /// The copy of `key`, if it is still within its lease (counted as a hit or a miss).
+    pub fn get(&mut self, key: Key) -> Option<&RangeMap<Owner>> {
         match self.copies.get(&key) {
-            Some((map, _, expires)) if *expires > Instant::now() => Some(map),
-            _ => None,
+            Some((map, _, expires)) if *expires > Instant::now() => {
+                self.hits += 1;
+                Some(map)
+            }
+            _ => {
+                self.misses += 1;
+                None
+            }
         }
+    }
+
+    /// Lookups answered by a copy, and lookups that found none, since start.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.hits, self.misses)
     }
 
     /// Keeps a copy fetched at `asked` with `version`, unless an invalidation at least as new
