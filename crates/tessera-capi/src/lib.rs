@@ -18,10 +18,9 @@
 use libc::{c_char, c_int, mode_t, size_t, ssize_t};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use tessera_client::{
     Attr, Client, Errno, File, FileKind, FsError, FsResult, InstanceLayout, LockKind, Model,
-    OpenOptions, OwnedExtent, Whence, posix::OpenIntent,
+    OpenOptions, OwnedExtent, Whence, catch_panic, posix::OpenIntent,
 };
 
 #[cfg(test)]
@@ -82,22 +81,10 @@ fn inval(msg: impl Into<String>) -> FsError {
 
 /// Runs `f`, turning an error (or a panic) into errno, the message, and `on_err`.
 fn guard<T>(on_err: T, f: impl FnOnce() -> FsResult<T>) -> T {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
+    match catch_panic("libtessera", f) {
+        Ok(v) => v,
+        Err(e) => {
             set_error(&e);
-            on_err
-        }
-        Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
-            set_error(&FsError::new(
-                Errno::Io,
-                format!("internal error in libtessera: {what}; please report it"),
-            ));
             on_err
         }
     }

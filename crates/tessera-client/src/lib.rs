@@ -31,7 +31,7 @@ pub use file::{File, OpenOptions, Whence};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;
 pub use tessera_core::posix;
-pub use tessera_core::{Errno, FsError, FsResult, Model};
+pub use tessera_core::{Errno, FsError, FsResult, Model, catch_panic};
 pub use tessera_proto::{
     Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
 };

@@ -19,7 +19,7 @@ pub mod sums;
 pub mod wal;
 
 pub use consistency::Model;
-pub use error::{Errno, FsError, FsResult};
+pub use error::{Errno, FsError, FsResult, catch_panic};
 pub use range_map::{Extent, RangeMap, RangeSet, Slice};
 pub use run::Run;
 

@@ -175,11 +175,13 @@ fn outcome(cb: *const aiocb, take: bool) -> Option<(ssize_t, c_int)> {
 /// As `aio_error(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_error(cb: *const aiocb) -> c_int {
-    match outcome(cb, false) {
-        Some((_, err)) => err,
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::aio_error(cb) },
-    }
+    crate::guarded(|| {
+        match outcome(cb, false) {
+            Some((_, err)) => err,
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            None => unsafe { real::aio_error(cb) },
+        }
+    })
 }
 alias!(aio_error64 => aio_error(cb: *const aiocb) -> c_int);
 
@@ -189,17 +191,19 @@ alias!(aio_error64 => aio_error(cb: *const aiocb) -> c_int);
 /// As `aio_return(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_return(cb: *mut aiocb) -> ssize_t {
-    match outcome(cb, true) {
-        Some((ret, err)) => {
-            if ret < 0 {
-                // SAFETY: errno is thread-local.
-                unsafe { *libc::__errno_location() = err };
+    crate::guarded(|| {
+        match outcome(cb, true) {
+            Some((ret, err)) => {
+                if ret < 0 {
+                    // SAFETY: errno is thread-local.
+                    unsafe { *libc::__errno_location() = err };
+                }
+                ret
             }
-            ret
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            None => unsafe { real::aio_return(cb) },
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::aio_return(cb) },
-    }
+    })
 }
 alias!(aio_return64 => aio_return(cb: *mut aiocb) -> ssize_t);
 
@@ -213,15 +217,17 @@ pub unsafe extern "C" fn aio_suspend(
     n: c_int,
     timeout: *const timespec,
 ) -> c_int {
-    if !list.is_null() && n > 0 {
-        // SAFETY: `n` entries, by the caller's contract.
-        let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
-        if cbs.iter().any(|&cb| outcome(cb, false).is_some()) {
-            return 0;
+    crate::guarded(|| {
+        if !list.is_null() && n > 0 {
+            // SAFETY: `n` entries, by the caller's contract.
+            let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
+            if cbs.iter().any(|&cb| outcome(cb, false).is_some()) {
+                return 0;
+            }
         }
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::aio_suspend(list, n, timeout) }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::aio_suspend(list, n, timeout) }
+    })
 }
 alias!(aio_suspend64 => aio_suspend(list: *const *const aiocb, n: c_int, timeout: *const timespec) -> c_int);
 
@@ -231,11 +237,13 @@ alias!(aio_suspend64 => aio_suspend(list: *const *const aiocb, n: c_int, timeout
 /// As `aio_cancel(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int {
-    if desc(fd).is_some() {
-        return libc::AIO_ALLDONE;
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::aio_cancel(fd, cb) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            return libc::AIO_ALLDONE;
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::aio_cancel(fd, cb) }
+    })
 }
 alias!(aio_cancel64 => aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int);
 

@@ -64,50 +64,54 @@ fn with_stream<T>(d: *mut libc::DIR, f: impl FnOnce(&mut DirStream) -> T) -> T {
 /// As `opendir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => {
-            let _b = Busy::enter();
-            let r = p.and_then(|p| {
-                open_path(&p, libc::O_RDONLY | libc::O_DIRECTORY, 0).map(|fd| (fd, p))
-            });
-            let r = r.and_then(|(fd, p)| {
-                stream_of(fd, &p).inspect_err(|_| {
-                    if let Some(d) = state::lookup(fd) {
-                        let _ = close_tessera(fd, d);
-                    }
+    crate::guarded(|| {
+        // SAFETY: forwarded under this function's own contract.
+        match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+            Some(p) => {
+                let _b = Busy::enter();
+                let r = p.and_then(|p| {
+                    open_path(&p, libc::O_RDONLY | libc::O_DIRECTORY, 0).map(|fd| (fd, p))
+                });
+                let r = r.and_then(|(fd, p)| {
+                    stream_of(fd, &p).inspect_err(|_| {
+                        if let Some(d) = state::lookup(fd) {
+                            let _ = close_tessera(fd, d);
+                        }
+                    })
+                });
+                r.unwrap_or_else(|e| {
+                    fail(&e);
+                    std::ptr::null_mut()
                 })
-            });
-            r.unwrap_or_else(|e| {
-                fail(&e);
-                std::ptr::null_mut()
-            })
+            }
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            None => unsafe { real::opendir(path) },
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::opendir(path) },
-    }
+    })
 }
 
 /// # Safety
 /// As `fdopendir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut libc::DIR {
-    if desc(fd).is_some() {
-        let _b = Busy::enter();
-        let r = match is_dir_fd(fd) {
-            Some(p) => stream_of(fd, &p),
-            None => Err(FsError::new(
-                Errno::NotDir,
-                format!("fdopendir: descriptor {fd} is a Tessera file, not a directory"),
-            )),
-        };
-        return r.unwrap_or_else(|e| {
-            fail(&e);
-            std::ptr::null_mut()
-        });
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::fdopendir(fd) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            let r = match is_dir_fd(fd) {
+                Some(p) => stream_of(fd, &p),
+                None => Err(FsError::new(
+                    Errno::NotDir,
+                    format!("fdopendir: descriptor {fd} is a Tessera file, not a directory"),
+                )),
+            };
+            return r.unwrap_or_else(|e| {
+                fail(&e);
+                std::ptr::null_mut()
+            });
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::fdopendir(fd) }
+    })
 }
 
 fn next(s: &mut DirStream) -> *mut libc::dirent64 {
@@ -131,11 +135,13 @@ fn next(s: &mut DirStream) -> *mut libc::dirent64 {
 /// As `readdir(3)` (`struct dirent` and `struct dirent64` are the same on 64-bit Linux).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
-    if ours(d) {
-        return with_stream(d, next);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::readdir64(d) }
+    crate::guarded(|| {
+        if ours(d) {
+            return with_stream(d, next);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::readdir64(d) }
+    })
 }
 alias!(readdir => readdir64(d: *mut libc::DIR) -> *mut libc::dirent64);
 /// # Safety
@@ -146,17 +152,19 @@ pub unsafe extern "C" fn readdir64_r(
     entry: *mut libc::dirent64,
     result: *mut *mut libc::dirent64,
 ) -> c_int {
-    // SAFETY: the caller's buffers.
-    unsafe {
-        let e = readdir64(d);
-        if e.is_null() {
-            *result = std::ptr::null_mut();
-        } else {
-            entry.copy_from_nonoverlapping(e, 1);
-            *result = entry;
+    crate::guarded(|| {
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let e = readdir64(d);
+            if e.is_null() {
+                *result = std::ptr::null_mut();
+            } else {
+                entry.copy_from_nonoverlapping(e, 1);
+                *result = entry;
+            }
         }
-    }
-    0
+        0
+    })
 }
 alias!(readdir_r => readdir64_r(d: *mut libc::DIR, entry: *mut libc::dirent64, result: *mut *mut libc::dirent64) -> c_int);
 
@@ -180,39 +188,47 @@ pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
 /// As `dirfd(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dirfd(d: *mut libc::DIR) -> c_int {
-    if ours(d) {
-        return with_stream(d, |s| s.fd);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::dirfd(d) }
+    crate::guarded(|| {
+        if ours(d) {
+            return with_stream(d, |s| s.fd);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::dirfd(d) }
+    })
 }
 /// # Safety
 /// As `rewinddir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rewinddir(d: *mut libc::DIR) {
-    if ours(d) {
-        return with_stream(d, |s| s.pos = 0);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::rewinddir(d) }
+    crate::guarded(|| {
+        if ours(d) {
+            return with_stream(d, |s| s.pos = 0);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::rewinddir(d) }
+    })
 }
 /// # Safety
 /// As `telldir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn telldir(d: *mut libc::DIR) -> c_long {
-    if ours(d) {
-        return with_stream(d, |s| s.pos as c_long);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::telldir(d) }
+    crate::guarded(|| {
+        if ours(d) {
+            return with_stream(d, |s| s.pos as c_long);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::telldir(d) }
+    })
 }
 /// # Safety
 /// As `seekdir(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn seekdir(d: *mut libc::DIR, pos: c_long) {
-    if ours(d) {
-        return with_stream(d, |s| s.pos = pos.max(0) as usize);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::seekdir(d, pos) }
+    crate::guarded(|| {
+        if ours(d) {
+            return with_stream(d, |s| s.pos = pos.max(0) as usize);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::seekdir(d, pos) }
+    })
 }

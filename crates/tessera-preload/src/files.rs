@@ -139,15 +139,17 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 /// As `creat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn creat(path: *const c_char, mode: c_uint) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe {
-        open_impl(
-            libc::AT_FDCWD,
-            path,
-            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
-            mode,
-        )
-    }
+    crate::guarded(|| {
+        // SAFETY: forwarded under this function's own contract.
+        unsafe {
+            open_impl(
+                libc::AT_FDCWD,
+                path,
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                mode,
+            )
+        }
+    })
 }
 alias!(creat64 => creat(path: *const c_char, mode: c_uint) -> c_int);
 
@@ -631,15 +633,17 @@ fn dup_into(new: c_int, d: DescRef) -> c_int {
 /// As `dup(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    match desc(fd) {
-        Some(d) => {
-            let _b = Busy::enter();
+    crate::guarded(|| {
+        match desc(fd) {
+            Some(d) => {
+                let _b = Busy::enter();
+                // SAFETY: libc's own call, with the caller's arguments under the same contract.
+                dup_into(unsafe { real::dup(fd) }, d)
+            }
             // SAFETY: libc's own call, with the caller's arguments under the same contract.
-            dup_into(unsafe { real::dup(fd) }, d)
+            None => unsafe { real::dup(fd) },
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::dup(fd) },
-    }
+    })
 }
 
 /// dup2/dup3: if `new` was a Tessera descriptor it is closed first, as the kernel does.
@@ -732,33 +736,37 @@ pub unsafe extern "C" fn copy_file_range(
     n: size_t,
     flags: c_uint,
 ) -> ssize_t {
-    for fd in [fi, fo] {
-        if desc(fd).is_some() {
-            let _b = Busy::enter();
-            // EXDEV is the answer a program expects between file systems.
-            return fail(&no_copy(fd)) as ssize_t;
+    crate::guarded(|| {
+        for fd in [fi, fo] {
+            if desc(fd).is_some() {
+                let _b = Busy::enter();
+                // EXDEV is the answer a program expects between file systems.
+                return fail(&no_copy(fd)) as ssize_t;
+            }
         }
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::copy_file_range(fi, oi, fo, oo, n, flags) }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::copy_file_range(fi, oi, fo, oo, n, flags) }
+    })
 }
 
 /// # Safety
 /// As `sendfile(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t {
-    for fd in [out, inp] {
-        if desc(fd).is_some() {
-            let _b = Busy::enter();
-            let e = FsError::new(
-                Errno::Inval,
-                format!("sendfile: descriptor {fd} is a Tessera file; use read and write"),
-            );
-            return fail(&e) as ssize_t;
+    crate::guarded(|| {
+        for fd in [out, inp] {
+            if desc(fd).is_some() {
+                let _b = Busy::enter();
+                let e = FsError::new(
+                    Errno::Inval,
+                    format!("sendfile: descriptor {fd} is a Tessera file; use read and write"),
+                );
+                return fail(&e) as ssize_t;
+            }
         }
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::sendfile64(out, inp, off, n) }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::sendfile64(out, inp, off, n) }
+    })
 }
 alias!(sendfile64 => sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) -> ssize_t);
 
@@ -769,11 +777,13 @@ alias!(sendfile64 => sendfile(out: c_int, inp: c_int, off: *mut i64, n: size_t) 
 /// As `posix_fadvise(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
-    if desc(fd).is_some() {
-        return 0;
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::posix_fadvise64(fd, off, len, advice) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            return 0;
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::posix_fadvise64(fd, off, len, advice) }
+    })
 }
 alias!(posix_fadvise64 => posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int);
 
@@ -790,26 +800,30 @@ fn no_alloc(fd: c_int) -> FsError {
 /// As `posix_fallocate(3)` (returns the error number).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
-    if desc(fd).is_some() {
-        let _b = Busy::enter();
-        let e = no_alloc(fd);
-        crate::report(&e);
-        return e.code();
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::posix_fallocate64(fd, off, len) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            let e = no_alloc(fd);
+            crate::report(&e);
+            return e.code();
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::posix_fallocate64(fd, off, len) }
+    })
 }
 alias!(posix_fallocate64 => posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int);
 /// # Safety
 /// As `fallocate(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    if desc(fd).is_some() {
-        let _b = Busy::enter();
-        return fail(&no_alloc(fd));
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::fallocate64(fd, mode, off, len) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            return fail(&no_alloc(fd));
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::fallocate64(fd, mode, off, len) }
+    })
 }
 alias!(fallocate64 => fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int);
 
@@ -827,18 +841,20 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    if fd >= 0 && desc(fd).is_some() {
-        let _b = Busy::enter();
-        fail(&FsError::new(
-            Errno::NoDev,
-            format!(
-                "mmap of descriptor {fd}: Tessera files cannot be memory-mapped; read them instead"
-            ),
-        ));
-        return libc::MAP_FAILED;
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+    crate::guarded_or(libc::MAP_FAILED, || {
+        if fd >= 0 && desc(fd).is_some() {
+            let _b = Busy::enter();
+            fail(&FsError::new(
+                Errno::NoDev,
+                format!(
+                    "mmap of descriptor {fd}: Tessera files cannot be memory-mapped; read them instead"
+                ),
+            ));
+            return libc::MAP_FAILED;
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
+    })
 }
 alias!(mmap64 => mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void);
 

@@ -118,17 +118,45 @@ pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
 
 /// Runs `f`, turning a panic into an `EIO` error that names it.
 pub fn caught<T>(f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let what = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown".into());
-        Err(FsError::new(
-            Errno::Io,
-            format!("internal error in the Tessera interposer: {what}; please report it"),
-        ))
-    })
+    tessera_client::catch_panic("the Tessera interposer", f)
+}
+
+/// What an entry point returns when it fails: -1, a null pointer, or nothing.
+pub trait Failed {
+    fn failed() -> Self;
+}
+
+macro_rules! failed_is_minus_one {
+    ($($t:ty),*) => { $(impl Failed for $t { fn failed() -> Self { -1 } })* };
+}
+failed_is_minus_one!(i32, i64, isize);
+
+impl<T> Failed for *mut T {
+    fn failed() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl Failed for () {
+    fn failed() -> Self {}
+}
+
+/// Runs the body of an entry point that does Tessera work outside [`run`] (streams,
+/// directories, aio, callbacks): a panic is caught before it could unwind into the C caller
+/// and becomes `EIO` with a message and the call's failure value.
+pub fn guarded<T: Failed>(f: impl FnOnce() -> T) -> T {
+    guarded_or(T::failed(), f)
+}
+
+/// As [`guarded`], with the failure value given (`MAP_FAILED` for mmap).
+pub fn guarded_or<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    match caught(|| Ok(f())) {
+        Ok(v) => v,
+        Err(e) => {
+            fail(&e);
+            on_panic
+        }
+    }
 }
 
 /// The Tessera path named by `(dirfd, path)`, normalised, or `None` when the call belongs to

@@ -230,13 +230,15 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 /// As `ioctl(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
-    if desc(fd).is_some() {
-        let _b = Busy::enter();
-        return fail(&FsError::new(
-            Errno::NoTty,
-            format!("ioctl {req:#x} on Tessera descriptor {fd}: not supported"),
-        ));
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::ioctl(fd, req, arg) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            return fail(&FsError::new(
+                Errno::NoTty,
+                format!("ioctl {req:#x} on Tessera descriptor {fd}: not supported"),
+            ));
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::ioctl(fd, req, arg) }
+    })
 }

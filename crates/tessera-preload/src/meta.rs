@@ -907,11 +907,13 @@ pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: s
 /// As `flistxattr(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> ssize_t {
-    if desc(fd).is_some() {
-        return 0;
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::flistxattr(fd, list, n) }
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            return 0;
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::flistxattr(fd, list, n) }
+    })
 }
 
 /// The target of a symbolic link found in the PFS directory (Tessera creates none); EINVAL
@@ -1007,40 +1009,42 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 /// As `getcwd(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
-    let Some(cwd) = state::cwd() else {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        return unsafe { real::getcwd(buf, size) };
-    };
-    let _b = crate::state::Busy::enter();
-    let bytes = cwd.as_bytes();
-    if buf.is_null() {
-        // glibc's extension: allocate (size 0: as large as needed).
-        if size != 0 && size < bytes.len() + 1 {
+    crate::guarded(|| {
+        let Some(cwd) = state::cwd() else {
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            return unsafe { real::getcwd(buf, size) };
+        };
+        let _b = crate::state::Busy::enter();
+        let bytes = cwd.as_bytes();
+        if buf.is_null() {
+            // glibc's extension: allocate (size 0: as large as needed).
+            if size != 0 && size < bytes.len() + 1 {
+                fail(&FsError::new(Errno::Range, "getcwd: buffer too small"));
+                return std::ptr::null_mut();
+            }
+            // SAFETY: malloc'd for the caller to free, as glibc does.
+            let p = unsafe { libc::malloc(bytes.len() + 1) } as *mut c_char;
+            if p.is_null() {
+                return p;
+            }
+            // SAFETY: `p` holds `bytes.len() + 1` bytes, just allocated.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), p, bytes.len());
+                *p.add(bytes.len()) = 0;
+            }
+            return p;
+        }
+        if size < bytes.len() + 1 {
             fail(&FsError::new(Errno::Range, "getcwd: buffer too small"));
             return std::ptr::null_mut();
         }
-        // SAFETY: malloc'd for the caller to free, as glibc does.
-        let p = unsafe { libc::malloc(bytes.len() + 1) } as *mut c_char;
-        if p.is_null() {
-            return p;
-        }
-        // SAFETY: `p` holds `bytes.len() + 1` bytes, just allocated.
+        // SAFETY: the caller's buffer holds `size` bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), p, bytes.len());
-            *p.add(bytes.len()) = 0;
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), buf, bytes.len());
+            *buf.add(bytes.len()) = 0;
         }
-        return p;
-    }
-    if size < bytes.len() + 1 {
-        fail(&FsError::new(Errno::Range, "getcwd: buffer too small"));
-        return std::ptr::null_mut();
-    }
-    // SAFETY: the caller's buffer holds `size` bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), buf, bytes.len());
-        *buf.add(bytes.len()) = 0;
-    }
-    buf
+        buf
+    })
 }
 
 /// Whether the descriptor refers to a Tessera directory (for `fdopendir`).

@@ -210,23 +210,27 @@ unsafe fn completed_request(dt: Handle, status: &[u64; 16], req: *mut c_void) ->
         elements: c_int,
     }
     unsafe extern "C" fn query(extra: *mut c_void, status: *mut c_void) -> c_int {
-        // SAFETY: `extra` is the `Done` given to MPI_Grequest_start below.
-        let d = unsafe { &*(extra as *const Done) };
-        let set = next!(PMPI_Status_set_elements: fn(*mut c_void, Handle, c_int) -> c_int);
-        let cancelled = next!(PMPI_Status_set_cancelled: fn(*mut c_void, c_int) -> c_int);
-        // SAFETY: the status MPI passes; the datatype the program passed.
-        unsafe {
-            cancelled(status, 0);
-            set(status, d.dt, d.elements)
-        }
+        crate::guarded(|| {
+            // SAFETY: `extra` is the `Done` given to MPI_Grequest_start below.
+            let d = unsafe { &*(extra as *const Done) };
+            let set = next!(PMPI_Status_set_elements: fn(*mut c_void, Handle, c_int) -> c_int);
+            let cancelled = next!(PMPI_Status_set_cancelled: fn(*mut c_void, c_int) -> c_int);
+            // SAFETY: the status MPI passes; the datatype the program passed.
+            unsafe {
+                cancelled(status, 0);
+                set(status, d.dt, d.elements)
+            }
+        })
     }
     unsafe extern "C" fn free(extra: *mut c_void) -> c_int {
-        // SAFETY: the box given to MPI_Grequest_start, freed once by MPI.
-        drop(unsafe { Box::from_raw(extra as *mut Done) });
-        0
+        crate::guarded(|| {
+            // SAFETY: the box given to MPI_Grequest_start, freed once by MPI.
+            drop(unsafe { Box::from_raw(extra as *mut Done) });
+            0
+        })
     }
     unsafe extern "C" fn cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
-        0
+        crate::guarded(|| 0)
     }
     type Query = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
     type Free = unsafe extern "C" fn(*mut c_void) -> c_int;

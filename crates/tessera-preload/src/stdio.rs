@@ -75,38 +75,41 @@ unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
 /// As `fopen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => {
-            let _b = Busy::enter();
-            let m = if mode.is_null() {
-                String::new()
-            } else {
-                // SAFETY: non-null, and NUL-terminated by fopen's contract.
-                unsafe { CStr::from_ptr(mode) }
-                    .to_string_lossy()
-                    .into_owned()
-            };
-            let fd = p.and_then(|p| fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666)));
-            match fd {
-                Ok(fd) => {
-                    // SAFETY: `fd` is the Tessera descriptor just opened; `mode` is the caller's string.
-                    let f = unsafe { stream(fd, mode) };
-                    if f.is_null() {
-                        // SAFETY: the descriptor just opened, not handed out.
-                        unsafe { close(fd) };
+    crate::guarded(|| {
+        // SAFETY: forwarded under this function's own contract.
+        match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+            Some(p) => {
+                let _b = Busy::enter();
+                let m = if mode.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: non-null, and NUL-terminated by fopen's contract.
+                    unsafe { CStr::from_ptr(mode) }
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                let fd =
+                    p.and_then(|p| fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666)));
+                match fd {
+                    Ok(fd) => {
+                        // SAFETY: `fd` is the Tessera descriptor just opened; `mode` is the caller's string.
+                        let f = unsafe { stream(fd, mode) };
+                        if f.is_null() {
+                            // SAFETY: the descriptor just opened, not handed out.
+                            unsafe { close(fd) };
+                        }
+                        f
                     }
-                    f
-                }
-                Err(e) => {
-                    fail(&e);
-                    std::ptr::null_mut()
+                    Err(e) => {
+                        fail(&e);
+                        std::ptr::null_mut()
+                    }
                 }
             }
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            None => unsafe { real::fopen64(path, mode) },
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::fopen64(path, mode) },
-    }
+    })
 }
 /// # Safety
 /// As `fopen(3)`.
@@ -119,20 +122,22 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 /// As `fdopen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    if desc(fd).is_some() {
-        let _b = Busy::enter();
-        // SAFETY: `fd` is a Tessera descriptor; `mode` is the caller's string.
-        let f = unsafe { stream(fd, mode) };
-        if f.is_null() {
-            fail(&FsError::new(
-                Errno::Inval,
-                format!("fdopen of Tessera descriptor {fd}: bad mode"),
-            ));
+    crate::guarded(|| {
+        if desc(fd).is_some() {
+            let _b = Busy::enter();
+            // SAFETY: `fd` is a Tessera descriptor; `mode` is the caller's string.
+            let f = unsafe { stream(fd, mode) };
+            if f.is_null() {
+                fail(&FsError::new(
+                    Errno::Inval,
+                    format!("fdopen of Tessera descriptor {fd}: bad mode"),
+                ));
+            }
+            return f;
         }
-        return f;
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::fdopen(fd, mode) }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::fdopen(fd, mode) }
+    })
 }
 
 fn our_stream(f: *mut libc::FILE) -> Option<c_int> {
@@ -146,20 +151,24 @@ fn our_stream(f: *mut libc::FILE) -> Option<c_int> {
 /// As `fileno(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
-    match our_stream(f) {
-        Some(fd) => fd,
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::fileno(f) },
-    }
+    crate::guarded(|| {
+        match our_stream(f) {
+            Some(fd) => fd,
+            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            None => unsafe { real::fileno(f) },
+        }
+    })
 }
 /// # Safety
 /// As `fclose(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
-    if our_stream(f).is_some() {
-        table().streams.remove(&(f as usize));
-        FILE_STREAMS.fetch_sub(1, Ordering::Relaxed);
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::fclose(f) }
+    crate::guarded(|| {
+        if our_stream(f).is_some() {
+            table().streams.remove(&(f as usize));
+            FILE_STREAMS.fetch_sub(1, Ordering::Relaxed);
+        }
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        unsafe { real::fclose(f) }
+    })
 }
