@@ -9,6 +9,7 @@ pub mod consistency;
 pub mod error;
 pub mod index;
 pub mod locks;
+pub mod ownership;
 pub mod path;
 pub mod placement;
 pub mod posix;

@@ -16,7 +16,7 @@ pub struct Node {
     pub secret: Vec<u8>,
     pub store: store::Store,
     pub ns: Mutex<state::namespace::Namespace>,
-    pub own: Mutex<state::ownership::Ownership>,
+    pub own: Mutex<tessera_core::ownership::Ownership>,
     pub logs: logs::Logs,
     pub peers: peer::Peers,
     pub(crate) next_client: Mutex<u64>,

@@ -93,7 +93,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let node = Arc::new(Node {
         id,
         ns: Mutex::new(state::namespace::Namespace::new(id, &loaded)),
-        own: Mutex::new(state::ownership::Ownership::load(&loaded.owners)),
+        own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
         peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),
         next_client: Mutex::new(loaded.next_client.max(1)),

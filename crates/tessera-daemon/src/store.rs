@@ -27,6 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
+use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
@@ -125,6 +126,28 @@ pub enum DbOp {
         ino: u64,
         pos: u64,
     },
+}
+
+/// An ownership shard's change, as the row it writes or deletes.
+impl From<OwnerChange> for DbOp {
+    fn from(c: OwnerChange) -> Self {
+        match c {
+            OwnerChange::Put {
+                ino,
+                stripe,
+                start,
+                end,
+                owner,
+            } => DbOp::PutOwner {
+                ino,
+                stripe,
+                start,
+                end,
+                owner,
+            },
+            OwnerChange::Del { ino, stripe, start } => DbOp::DelOwner { ino, stripe, start },
+        }
+    }
 }
 
 /// Everything the state held at startup.

@@ -46,6 +46,16 @@ pub struct OwnedExtent {
     pub owner: Owner,
 }
 
+impl From<tessera_core::range_map::Extent<Owner>> for OwnedExtent {
+    fn from(e: tessera_core::range_map::Extent<Owner>) -> Self {
+        OwnedExtent {
+            start: e.start,
+            end: e.end,
+            owner: e.value,
+        }
+    }
+}
+
 /// Answer to a query: the owned extents, ascending, and the file size known to the namespace.
 /// A ranged query whose extents cover the whole range leaves the size out (`None`): the reader
 /// then knows the bytes exist, and the answer needs no trip to the inode's node.

@@ -246,7 +246,12 @@ impl Node {
     ) -> FsResult<Vec<OwnedExtent>> {
         let shard = stripe_shard(ino, stripe, self.cfg.nodes);
         if shard == self.id {
-            return Ok(self.own.lock().expect("own").query(ino, stripe, s, t));
+            let own = self.own.lock().expect("own");
+            return Ok(own
+                .query(ino, stripe, s, t)
+                .into_iter()
+                .map(OwnedExtent::from)
+                .collect());
         }
         if let Some(map) = self
             .stripe_cache

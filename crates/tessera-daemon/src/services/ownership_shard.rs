@@ -5,8 +5,8 @@
 use crate::Node;
 use crate::rpc::ServePeer;
 use crate::state::cache::Change;
-use crate::state::ownership::Ownership;
 use crate::store::DbOp;
+use tessera_core::ownership::{OwnerChange, Ownership};
 use tessera_core::{Errno, FsError, FsResult, Run};
 use tessera_proto::{
     DropFile, Invalidate, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe, OwnQueryFile,
@@ -67,7 +67,11 @@ impl ServePeer<DropFile> for Node {
 impl ServePeer<OwnFetchStripe> for Node {
     async fn serve_peer(&self, r: OwnFetchStripe) -> FsResult<Stripe> {
         let own = self.own.lock().expect("own");
-        let extents = own.query(r.ino, r.stripe, 0, u64::MAX);
+        let extents: Vec<OwnedExtent> = own
+            .query(r.ino, r.stripe, 0, u64::MAX)
+            .into_iter()
+            .map(OwnedExtent::from)
+            .collect();
         let cached = r.from != self.id && extents.len() <= crate::state::cache::MAX_CACHED_EXTENTS;
         // Granted under the ownership lock: no change can slip between map and lease.
         let version = if cached {
@@ -98,7 +102,12 @@ impl ServePeer<Invalidate> for Node {
 
 impl ServePeer<OwnQueryFile> for Node {
     async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<Vec<OwnedExtent>> {
-        Ok(self.own.lock().expect("own").query_file(r.ino, r.only))
+        let own = self.own.lock().expect("own");
+        Ok(own
+            .query_file(r.ino, r.only)
+            .into_iter()
+            .map(OwnedExtent::from)
+            .collect())
     }
 }
 
@@ -108,7 +117,7 @@ impl Node {
     async fn change_ownership<T>(
         &self,
         stale: Stale,
-        change: impl FnOnce(&mut Ownership) -> (T, Vec<DbOp>),
+        change: impl FnOnce(&mut Ownership) -> (T, Vec<OwnerChange>),
     ) -> FsResult<T> {
         let (out, pending, tell) = {
             let mut own = self.own.lock().expect("own");
@@ -121,6 +130,7 @@ impl Node {
                     cb.change(keys)
                 }
             };
+            let ops = ops.into_iter().map(DbOp::from).collect();
             (out, self.store.submit(ops), tell)
         };
         pending.durable().await?;

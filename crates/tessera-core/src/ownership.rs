@@ -1,16 +1,33 @@
-//! The ownership shard of one daemon: for each (file, stripe) placed here, which log holds the
-//! newest attached bytes of each range.
+//! The state machine of an ownership shard: for each (file, stripe) placed on a daemon, which
+//! log holds the newest attached bytes of each range.
 //!
 //! Last attach wins; a partial overlap splits, a range fully covered is removed, contiguous
-//! ranges of one owner merge (the contract of `tessera_core::RangeMap`). Each mutation returns
-//! the exact [`DbOp`]s that bring the database to the same state: the entries around the
-//! touched ranges are compared before and after, so an attach costs database work in
-//! proportion to what it changed, not to the size of the map.
+//! ranges of one owner merge (the contract of [`RangeMap`]). Each mutation returns the exact
+//! [`OwnerChange`]s that bring the persisted owner table to the same state: the entries around
+//! the touched ranges are compared before and after, so an attach costs database work in
+//! proportion to what it changed, not to the size of the map. The daemon persists the changes
+//! and serves the queries; nothing here waits or does I/O.
 
-use crate::store::DbOp;
+use crate::range_map::Extent;
+use crate::{Owner, RangeMap, Run};
 use std::collections::{BTreeMap, HashMap};
-use tessera_core::{Owner, RangeMap, Run};
-use tessera_proto::OwnedExtent;
+
+/// A change to the persisted owner table, whose rows are keyed by (file, stripe, start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerChange {
+    Put {
+        ino: u64,
+        stripe: u64,
+        start: u64,
+        end: u64,
+        owner: Owner,
+    },
+    Del {
+        ino: u64,
+        stripe: u64,
+        start: u64,
+    },
+}
 
 #[derive(Default)]
 pub struct Ownership {
@@ -31,12 +48,12 @@ fn snapshot(map: &RangeMap<Owner>, ranges: &[(u64, u64)]) -> Snapshot {
     out
 }
 
-/// Database operations turning `before` into `after` for one (file, stripe).
-fn diff(ino: u64, stripe: u64, before: &Snapshot, after: &Snapshot) -> Vec<DbOp> {
+/// The changes turning `before` into `after` for one (file, stripe).
+fn diff(ino: u64, stripe: u64, before: &Snapshot, after: &Snapshot) -> Vec<OwnerChange> {
     let mut ops = Vec::new();
     for (start, v) in before {
         if after.get(start) != Some(v) {
-            ops.push(DbOp::DelOwner {
+            ops.push(OwnerChange::Del {
                 ino,
                 stripe,
                 start: *start,
@@ -45,7 +62,7 @@ fn diff(ino: u64, stripe: u64, before: &Snapshot, after: &Snapshot) -> Vec<DbOp>
     }
     for (start, (end, owner)) in after {
         if before.get(start) != Some(&(*end, *owner)) {
-            ops.push(DbOp::PutOwner {
+            ops.push(OwnerChange::Put {
                 ino,
                 stripe,
                 start: *start,
@@ -77,7 +94,7 @@ impl Ownership {
         stripe: u64,
         ranges: &[(u64, u64)],
         f: impl FnOnce(&mut RangeMap<Owner>),
-    ) -> Vec<DbOp> {
+    ) -> Vec<OwnerChange> {
         let map = self.maps.entry((ino, stripe)).or_default();
         let before = snapshot(map, ranges);
         f(map);
@@ -89,7 +106,13 @@ impl Ownership {
     }
 
     /// Makes `owner` the owner of every byte of `runs` (already clipped to this stripe).
-    pub fn attach(&mut self, ino: u64, stripe: u64, owner: Owner, runs: &[Run]) -> Vec<DbOp> {
+    pub fn attach(
+        &mut self,
+        ino: u64,
+        stripe: u64,
+        owner: Owner,
+        runs: &[Run],
+    ) -> Vec<OwnerChange> {
         let map = self.maps.entry((ino, stripe)).or_default();
         let mut ops = Vec::new();
         for r in runs {
@@ -102,7 +125,7 @@ impl Ownership {
                     .is_empty()
                 {
                     map.insert(s, e, owner);
-                    ops.push(DbOp::PutOwner {
+                    ops.push(OwnerChange::Put {
                         ino,
                         stripe,
                         start: s,
@@ -128,7 +151,7 @@ impl Ownership {
         owner: Owner,
         start: u64,
         end: u64,
-    ) -> (u64, Vec<DbOp>) {
+    ) -> (u64, Vec<OwnerChange>) {
         if !self.maps.contains_key(&(ino, stripe)) {
             return (0, Vec::new());
         }
@@ -139,21 +162,15 @@ impl Ownership {
         (removed, ops)
     }
 
-    pub fn query(&self, ino: u64, stripe: u64, start: u64, end: u64) -> Vec<OwnedExtent> {
-        self.maps.get(&(ino, stripe)).map_or_else(Vec::new, |m| {
-            m.overlapping(start, end)
-                .into_iter()
-                .map(|e| OwnedExtent {
-                    start: e.start,
-                    end: e.end,
-                    owner: e.value,
-                })
-                .collect()
-        })
+    /// The owners of `[start, end)` of a stripe, clipped to it.
+    pub fn query(&self, ino: u64, stripe: u64, start: u64, end: u64) -> Vec<Extent<Owner>> {
+        self.maps
+            .get(&(ino, stripe))
+            .map_or_else(Vec::new, |m| m.overlapping(start, end))
     }
 
     /// All extents of `ino` on this shard (optionally only `only`'s), ascending.
-    pub fn query_file(&self, ino: u64, only: Option<Owner>) -> Vec<OwnedExtent> {
+    pub fn query_file(&self, ino: u64, only: Option<Owner>) -> Vec<Extent<Owner>> {
         let mut stripes: Vec<u64> = self
             .maps
             .keys()
@@ -165,11 +182,6 @@ impl Ownership {
             .into_iter()
             .flat_map(|s| self.maps[&(ino, s)].iter())
             .filter(|e| only.is_none_or(|o| o == e.value))
-            .map(|e| OwnedExtent {
-                start: e.start,
-                end: e.end,
-                owner: e.value,
-            })
             .collect()
     }
 
@@ -183,7 +195,7 @@ impl Ownership {
     }
 
     /// Drops every byte of `ino` owned by `owner` on this shard.
-    pub fn detach_file(&mut self, ino: u64, owner: Owner) -> Vec<DbOp> {
+    pub fn detach_file(&mut self, ino: u64, owner: Owner) -> Vec<OwnerChange> {
         let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
@@ -202,7 +214,7 @@ impl Ownership {
     }
 
     /// Drops every byte at or beyond `size`.
-    pub fn truncate(&mut self, ino: u64, size: u64) -> Vec<DbOp> {
+    pub fn truncate(&mut self, ino: u64, size: u64) -> Vec<OwnerChange> {
         let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
@@ -215,12 +227,12 @@ impl Ownership {
     }
 
     /// Forgets the file entirely.
-    pub fn drop_file(&mut self, ino: u64) -> Vec<DbOp> {
+    pub fn drop_file(&mut self, ino: u64) -> Vec<OwnerChange> {
         let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
         for s in stripes {
             let map = self.maps.remove(&(ino, s)).expect("key listed above");
-            ops.extend(map.iter().map(|e| DbOp::DelOwner {
+            ops.extend(map.iter().map(|e| OwnerChange::Del {
                 ino,
                 stripe: s,
                 start: e.start,
@@ -250,10 +262,10 @@ mod tests {
     const B: Owner = Owner { node: 1, client: 2 };
 
     /// Replays DbOps onto a model of the owners table.
-    fn apply(table: &mut BTreeMap<(u64, u64, u64), (u64, Owner)>, ops: &[DbOp]) {
+    fn apply(table: &mut BTreeMap<(u64, u64, u64), (u64, Owner)>, ops: &[OwnerChange]) {
         for op in ops {
             match op {
-                DbOp::PutOwner {
+                OwnerChange::Put {
                     ino,
                     stripe,
                     start,
@@ -262,10 +274,9 @@ mod tests {
                 } => {
                     table.insert((*ino, *stripe, *start), (*end, *owner));
                 }
-                DbOp::DelOwner { ino, stripe, start } => {
+                OwnerChange::Del { ino, stripe, start } => {
                     table.remove(&(*ino, *stripe, *start));
                 }
-                other => panic!("unexpected op {other:?}"),
             }
         }
     }
@@ -302,16 +313,16 @@ mod tests {
         assert!(
             q.iter()
                 .enumerate()
-                .all(|(i, e)| e.owner == if i % 2 == 0 { A } else { B })
+                .all(|(i, e)| e.value == if i % 2 == 0 { A } else { B })
         );
         // A re-attaches everything: one merged extent.
         o.attach(7, 0, A, &[Run::single(0, 60)]);
         assert_eq!(
             o.query_file(7, None),
-            vec![OwnedExtent {
+            vec![Extent {
                 start: 0,
                 end: 60,
-                owner: A
+                value: A
             }]
         );
         let (removed, _) = o.detach(7, 0, B, 0, 60);
@@ -319,7 +330,7 @@ mod tests {
     }
 
     proptest! {
-        /// The DbOps of every mutation keep the database equal to memory.
+        /// The changes of every mutation keep the persisted table equal to memory.
         #[test]
         fn db_ops_mirror_memory(ops in proptest::collection::vec((0u8..5, 0u64..80, 1u64..20, 0u64..2, 1u64..4, any::<bool>()), 1..40)) {
             let mut o = Ownership::default();
