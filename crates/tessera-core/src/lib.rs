@@ -9,6 +9,8 @@ pub mod consistency;
 pub mod error;
 pub mod index;
 pub mod locks;
+pub mod meta;
+pub mod namespace;
 pub mod ownership;
 pub mod path;
 pub mod placement;

@@ -15,7 +15,7 @@ pub struct Node {
     pub layout: InstanceLayout,
     pub secret: Vec<u8>,
     pub store: store::Store,
-    pub ns: Mutex<state::namespace::Namespace>,
+    pub ns: Mutex<tessera_core::namespace::Namespace>,
     pub own: Mutex<tessera_core::ownership::Ownership>,
     pub logs: logs::Logs,
     pub peers: peer::Peers,

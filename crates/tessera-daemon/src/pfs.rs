@@ -14,11 +14,11 @@
 //! its holes ([`copy_sparse`]), and publishes it with the file's mode by renaming it over the
 //! target ([`Pfs::publish`]).
 
-use crate::state::namespace::NewNode;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, SeekFrom};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use tessera_core::namespace::NewNode;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::FileKind;
 

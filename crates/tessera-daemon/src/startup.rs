@@ -76,7 +76,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         .map_err(|e| FsError::io(format!("creating {}", cfg.bb_root.display()), &e))?;
     tessera_logstore::private::private_dir(&bb)?;
     tessera_logstore::private::private_dir(&bb.join("logs"))?;
-    let (store, loaded) = store::Store::open(
+    let (store, mut loaded) = store::Store::open(
         &bb,
         store::StoreOptions {
             durability: cfg.state_durability,
@@ -92,7 +92,12 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
     let node = Arc::new(Node {
         id,
-        ns: Mutex::new(state::namespace::Namespace::new(id, &loaded)),
+        ns: Mutex::new(tessera_core::namespace::Namespace::new(
+            id,
+            loaded.next_ino,
+            std::mem::take(&mut loaded.dentries),
+            std::mem::take(&mut loaded.inodes),
+        )),
         own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
         peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),

@@ -27,6 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
+use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner};
 use tessera_proto::config::StateDurability;
@@ -146,6 +147,27 @@ impl From<OwnerChange> for DbOp {
                 owner,
             },
             OwnerChange::Del { ino, stripe, start } => DbOp::DelOwner { ino, stripe, start },
+        }
+    }
+}
+
+/// A namespace shard's change, as the row it writes or deletes.
+impl From<NamespaceChange> for DbOp {
+    fn from(c: NamespaceChange) -> Self {
+        match c {
+            NamespaceChange::PutDentry {
+                parent,
+                name,
+                dentry,
+            } => DbOp::PutDentry {
+                parent,
+                name,
+                dentry,
+            },
+            NamespaceChange::DelDentry { parent, name } => DbOp::DelDentry { parent, name },
+            NamespaceChange::PutInode(attr) => DbOp::PutInode(attr),
+            NamespaceChange::DelInode(ino) => DbOp::DelInode(ino),
+            NamespaceChange::NextIno(n) => DbOp::SetMeta(MetaKey::NextIno, n),
         }
     }
 }

@@ -4,39 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 use tessera_core::Owner;
+pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
 pub const PROTOCOL_VERSION: u32 = 6;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FileKind {
-    File,
-    Dir,
-    /// A symbolic link found in the PFS directory (Tessera creates none): shown as a link,
-    /// followed by a read only to a target beneath the PFS root, never by a change.
-    Symlink,
-}
-
-/// Attributes of a file or directory (an inode).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attr {
-    pub ino: u64,
-    pub kind: FileKind,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    pub atime_ns: i64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DirEntry {
-    pub name: String,
-    pub ino: u64,
-    pub kind: FileKind,
-}
 
 /// One range of a file and the log that holds its newest attached bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,28 +69,4 @@ pub struct NodeStatus {
     /// had to ask the stripe's shard.
     pub stripe_copy_hits: u64,
     pub stripe_copy_misses: u64,
-}
-
-/// A directory entry as stored on its path's shard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dentry {
-    pub ino: u64,
-    pub kind: FileKind,
-}
-
-/// A change of permission bits and times (chmod, utimensat); `None` keeps the value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AttrChange {
-    pub mode: Option<u32>,
-    pub atime_ns: Option<i64>,
-    pub mtime_ns: Option<i64>,
-}
-
-/// How an inode's size changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SizeChange {
-    /// Grow to at least this size (attach).
-    Extend(u64),
-    /// Set exactly (truncate).
-    Set(u64),
 }

@@ -7,8 +7,8 @@
 
 use crate::Node;
 use crate::rpc::ServeClient;
-use crate::state::namespace::ROOT_INO;
 use std::collections::BTreeMap;
+use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{

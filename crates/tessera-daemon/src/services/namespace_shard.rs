@@ -4,13 +4,21 @@
 
 use crate::Node;
 use crate::rpc::ServePeer;
-use crate::state::namespace::{Namespace, NewNode, now_ns};
 use crate::store::DbOp;
+use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, Found,
     HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
 };
+
+/// The wall clock, for the times stamped on inodes.
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
 
 impl ServePeer<DentryGet> for Node {
     async fn serve_peer(&self, r: DentryGet) -> FsResult<Found> {
@@ -121,12 +129,15 @@ impl Node {
     /// durable too: an entry it found in the way is never one a crash could still take back.
     async fn change_namespace<T>(
         &self,
-        change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<DbOp>)>,
+        change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<NamespaceChange>)>,
     ) -> FsResult<T> {
         let (out, pending) = {
             let mut ns = self.ns.lock().expect("ns");
             match change(&mut ns) {
-                Ok((out, ops)) => (Ok(out), self.store.submit(ops)),
+                Ok((out, ops)) => {
+                    let ops = ops.into_iter().map(DbOp::from).collect();
+                    (Ok(out), self.store.submit(ops))
+                }
                 Err(e) => (Err(e), self.store.submit(Vec::new())),
             }
         };
