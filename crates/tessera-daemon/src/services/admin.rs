@@ -13,9 +13,10 @@ impl ServePeer<Ping> for Node {
     }
 }
 
+// A client asking for status or shutdown is answered as a peer is.
 impl ServeClient<Status> for Node {
-    async fn serve_client(&self, _: u64, _: Status) -> FsResult<NodeStatus> {
-        Ok(self.status())
+    async fn serve_client(&self, _: u64, r: Status) -> FsResult<NodeStatus> {
+        self.serve_peer(r).await
     }
 }
 
@@ -26,9 +27,8 @@ impl ServePeer<Status> for Node {
 }
 
 impl ServeClient<Shutdown> for Node {
-    async fn serve_client(&self, _: u64, _: Shutdown) -> FsResult<()> {
-        self.shutdown.notify_one();
-        Ok(())
+    async fn serve_client(&self, _: u64, r: Shutdown) -> FsResult<()> {
+        self.serve_peer(r).await
     }
 }
 
