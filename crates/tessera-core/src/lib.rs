@@ -18,6 +18,7 @@ pub mod posix;
 pub mod range_map;
 pub mod read_plan;
 pub mod run;
+pub mod run_map;
 pub mod sums;
 pub mod wal;
 
@@ -25,6 +26,7 @@ pub use consistency::Model;
 pub use error::{Errno, FsError, FsResult, catch_panic};
 pub use range_map::{Extent, RangeMap, RangeSet, Slice};
 pub use run::Run;
+pub use run_map::RunMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,5 +44,19 @@ pub struct Owner {
 impl Slice for Owner {
     fn advance(&self, _by: u64) -> Self {
         *self
+    }
+}
+
+/// A run of bytes and the log that holds its newest attached bytes: an entry of an ownership
+/// map, and of a query's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedRun {
+    pub run: Run,
+    pub owner: Owner,
+}
+
+impl From<(Run, Owner)> for OwnedRun {
+    fn from((run, owner): (Run, Owner)) -> Self {
+        OwnedRun { run, owner }
     }
 }

@@ -140,6 +140,171 @@ impl Run {
     }
 }
 
+impl Run {
+    /// The same bytes in canonical shape: one piece has `stride == len`, and pieces that touch
+    /// (`stride == len`) are one contiguous piece.
+    pub fn normalized(self) -> Run {
+        if self.count == 1 || self.stride == self.len {
+            Run::single(self.start, self.len * self.count)
+        } else {
+            self
+        }
+    }
+
+    /// The first byte after the run's pieces where a next piece of the same pattern would
+    /// start (`None` for a single piece, whose stride is not fixed yet).
+    fn next_start(&self) -> Option<u64> {
+        (self.count > 1).then(|| self.start + self.count * self.stride)
+    }
+
+    /// The space between the pieces, as a run (`None` if the pieces touch or there is one).
+    pub fn gaps(&self) -> Option<Run> {
+        (self.count > 1 && self.stride > self.len).then(|| Run {
+            start: self.start + self.len,
+            len: self.stride - self.len,
+            stride: self.stride,
+            count: self.count - 1,
+        })
+    }
+
+    /// Whether `self` and `other` have a byte in common.
+    pub fn overlaps(&self, other: &Run) -> bool {
+        self.start < other.end()
+            && other.start < self.end()
+            && self.minus(other).iter().map(Run::bytes).sum::<u64>() < self.bytes()
+    }
+
+    /// The bytes of `self` that are not bytes of `r`, as disjoint runs in ascending order of
+    /// start. Runs of one stride (interleaved writers of one pattern) and single ranges cost
+    /// O(1) runs; runs of different strides cost O(the pieces of the one with fewer pieces
+    /// where they overlap), which is what the difference is made of.
+    pub fn minus(&self, r: &Run) -> Vec<Run> {
+        if self.end() <= r.start || r.end() <= self.start {
+            return vec![*self];
+        }
+        let mut out = self.clip(self.start, r.start);
+        for part in self.clip(r.start, r.end()) {
+            out.extend(part.minus_within(r));
+        }
+        out.extend(self.clip(r.end(), self.end()));
+        coalesce(out)
+    }
+
+    /// `self \ r`, for a `self` that lies within `r`'s extent.
+    fn minus_within(&self, r: &Run) -> Vec<Run> {
+        let Some(gaps) = r.gaps() else {
+            return Vec::new(); // r covers its whole extent
+        };
+        if self.count == 1 {
+            return gaps.clip(self.start, self.end());
+        }
+        if self.stride == r.stride {
+            return self.minus_same_stride(r);
+        }
+        let r_pieces: u64 = r.clip(self.start, self.end()).iter().map(|c| c.count).sum();
+        if self.count <= r_pieces {
+            self.pieces().flat_map(|(s, e)| gaps.clip(s, e)).collect()
+        } else {
+            // The parts of self between consecutive pieces of r.
+            let mut out = Vec::new();
+            let mut lo = self.start;
+            for c in r.clip(self.start, self.end()) {
+                for (s, e) in c.pieces() {
+                    out.extend(self.clip(lo, s));
+                    lo = e;
+                }
+            }
+            out.extend(self.clip(lo, self.end()));
+            out
+        }
+    }
+
+    /// `self \ r` for two strided runs of one stride, `self` within `r`'s extent: each piece
+    /// of self sits at the same offset `d` past a piece of r, so all but the last piece lose
+    /// the same bytes, and what is left of them is at most two runs.
+    fn minus_same_stride(&self, r: &Run) -> Vec<Run> {
+        let stride = self.stride;
+        let d = (self.start - r.start) % stride;
+        // Index in r of the piece at or before self's first piece.
+        let j0 = (self.start - d - r.start) / stride;
+        // Pieces of self that have r's next piece after them too.
+        let uniform = self.count.min((r.count - 1).saturating_sub(j0));
+        let mut out = Vec::new();
+        if uniform > 0 {
+            let keep = [
+                (r.len.saturating_sub(d), self.len.min(stride - d)),
+                (stride - d + r.len, self.len),
+            ];
+            for (u0, u1) in keep {
+                if u0 < u1 {
+                    out.push(
+                        Run {
+                            start: self.start + u0,
+                            len: u1 - u0,
+                            stride,
+                            count: uniform,
+                        }
+                        .normalized(),
+                    );
+                }
+            }
+        }
+        for i in uniform..self.count {
+            let s = self.piece_start(i);
+            out.extend(Run::single(s, self.len).minus_within(r));
+        }
+        out
+    }
+
+    /// One run holding the bytes of `self` and of `next` (which starts after `self` ends), if
+    /// they continue one pattern: touching single pieces, or a run and a piece or run that
+    /// continues its stride.
+    pub fn merged(&self, next: &Run) -> Option<Run> {
+        if next.start < self.end() {
+            return None;
+        }
+        let (a, b) = (*self, *next);
+        if a.count == 1 && b.count == 1 && a.end() == b.start {
+            return Some(Run::single(a.start, a.len + b.len));
+        }
+        if a.len != b.len {
+            return None;
+        }
+        // Two separate single pieces are not joined into a run of two: a pattern arrives as
+        // a run, and pairs of random writes would each make a stride of their own.
+        let merged = match (a.next_start(), b.count) {
+            (None, n) if n > 1 && b.start - a.start == b.stride => Run {
+                count: b.count + 1,
+                ..b
+            }
+            .with_start(a.start),
+            (Some(next), n) if next == b.start && (n == 1 || b.stride == a.stride) => Run {
+                count: a.count + n,
+                ..a
+            },
+            _ => return None,
+        };
+        Some(merged.normalized())
+    }
+
+    fn with_start(self, start: u64) -> Run {
+        Run { start, ..self }
+    }
+}
+
+/// Sorts runs by start and joins neighbours that continue one pattern (see [`Run::merged`]).
+pub fn coalesce(mut runs: Vec<Run>) -> Vec<Run> {
+    runs.sort_unstable_by_key(|r| r.start);
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+    for r in runs {
+        match out.last().and_then(|last| last.merged(&r)) {
+            Some(m) => *out.last_mut().expect("checked") = m,
+            None => out.push(r),
+        }
+    }
+    out
+}
+
 /// Compresses sorted, disjoint, non-adjacent ranges into strided runs (greedy, left to right).
 pub fn compress(ranges: impl IntoIterator<Item = (u64, u64)>) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
@@ -200,6 +365,37 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_writers_subtract_in_constant_runs() {
+        // Writer 1 of a 4-writer N-1 pattern, then writer 1 rewrites half of each piece.
+        let w1 = Run {
+            start: 16,
+            len: 16,
+            stride: 64,
+            count: 1000,
+        };
+        let half = Run {
+            start: 24,
+            len: 8,
+            stride: 64,
+            count: 1000,
+        };
+        assert_eq!(
+            w1.minus(&half),
+            vec![Run {
+                start: 16,
+                len: 8,
+                stride: 64,
+                count: 1000
+            }]
+        );
+        let w2 = Run { start: 32, ..w1 };
+        assert_eq!(w1.minus(&w2), vec![w1]);
+        assert!(!w1.overlaps(&w2));
+        // A single range in the middle cuts the run in two.
+        assert_eq!(w1.minus(&Run::single(640, 6400)).len(), 2);
+    }
+
+    #[test]
     fn clip_keeps_stride_and_cuts_edges() {
         let r = Run {
             start: 0,
@@ -232,7 +428,63 @@ mod tests {
         })
     }
 
+    /// Two runs, half of the time of one stride (the interleaved-writers case).
+    fn arb_pair() -> impl Strategy<Value = (Run, Run)> {
+        (arb_run(), arb_run(), any::<bool>()).prop_map(|(a, mut b, same)| {
+            if same && a.count > 1 && b.len <= a.stride {
+                b.stride = a.stride;
+            }
+            (a, b)
+        })
+    }
+
+    fn disjoint_bytes(runs: &[Run]) -> bool {
+        let b = bytes_of(runs);
+        b.windows(2).all(|w| w[0] < w[1])
+    }
+
     proptest! {
+        #[test]
+        fn minus_equals_bytewise_difference((e, r) in arb_pair()) {
+            let left = e.minus(&r);
+            for x in &left { prop_assert!(x.is_valid(), "{:?}", x); }
+            prop_assert!(disjoint_bytes(&left));
+            prop_assert!(left.windows(2).all(|w| w[0].start < w[1].start));
+            let taken = bytes_of(&[r]);
+            let want: Vec<u64> = bytes_of(&[e]).into_iter().filter(|b| !taken.contains(b)).collect();
+            prop_assert_eq!(bytes_of(&left), want.clone());
+            prop_assert_eq!(e.overlaps(&r), want.len() as u64 != e.bytes());
+            if e.stride == r.stride || e.count == 1 || r.count == 1 {
+                prop_assert!(left.len() <= 7, "{} runs for {:?} - {:?}", left.len(), e, r);
+            }
+        }
+
+        #[test]
+        fn merged_holds_both((a, b) in arb_pair()) {
+            if let Some(m) = a.merged(&b) {
+                prop_assert!(m.is_valid());
+                prop_assert_eq!(m, m.normalized());
+                let mut want = bytes_of(&[a, b]);
+                want.sort_unstable();
+                prop_assert_eq!(bytes_of(&[m]), want);
+            }
+        }
+
+        #[test]
+        fn coalesce_keeps_bytes(starts in proptest::collection::btree_set(0u64..300, 0..30), len in 1u64..4, stride in 4u64..9) {
+            // Pieces of one pattern with holes, given as single pieces and short runs.
+            let runs: Vec<Run> = starts.iter().map(|s| Run { start: s * stride, len, stride, count: 1 + s % 3 }.normalized()).collect();
+            let mut runs: Vec<Run> = runs.into_iter().fold(Vec::<Run>::new(), |mut acc, r| {
+                if acc.last().is_none_or(|l| l.end() <= r.start) { acc.push(r); }
+                acc
+            });
+            runs.reverse();
+            let before = bytes_of(&runs);
+            let joined = coalesce(runs.clone());
+            prop_assert_eq!(bytes_of(&joined), before);
+            prop_assert!(joined.len() <= runs.len());
+        }
+
         #[test]
         fn clip_equals_bytewise_filter(r in arb_run(), lo in 0u64..100, span in 0u64..100) {
             let hi = lo + span;
