@@ -704,7 +704,7 @@ pub unsafe extern "C" fn tessera_query(
     guard(-1, || {
         // SAFETY: the pointers are as this function's contract states.
         let f = unsafe { file_mut(file, "tessera_query") }?;
-        let ext = f.file.query(off, len)?;
+        let ext = tessera_client::sorted_extents(&f.file.query(off, len)?);
         // SAFETY: the pointers are as this function's contract states.
         unsafe { store_extents(&ext, out, max, "tessera_query") }
     })
@@ -723,7 +723,7 @@ pub unsafe extern "C" fn tessera_query_file(
     guard(-1, || {
         // SAFETY: the pointers are as this function's contract states.
         let f = unsafe { file_mut(file, "tessera_query_file") }?;
-        let ext = f.file.query_file()?;
+        let ext = tessera_client::sorted_extents(&f.file.query_file()?);
         // SAFETY: the pointers are as this function's contract states.
         unsafe { store_extents(&ext, out, max, "tessera_query_file") }
     })

@@ -54,7 +54,7 @@ pub fn stat(c: &Client, path: &str) -> Result<()> {
 
 pub fn where_(c: &Client, path: &str) -> Result<()> {
     let mut f = c.open(path, OpenOptions::new().read(true).model(Model::Session))?;
-    let extents = f.query_file()?;
+    let extents = tessera_client::sorted_extents(&f.query_file()?);
     let size = f.len()?;
     let mut per_node: BTreeMap<u32, u64> = BTreeMap::new();
     let mut at = 0;

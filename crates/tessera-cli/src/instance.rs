@@ -346,7 +346,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                 s.uptime_ms / 1000,
                 human(s.bb_used),
                 s.clients,
-                s.extents_owned,
+                s.ownership_entries,
                 s.bb_dir
             ),
             Err(err) => {

@@ -97,7 +97,7 @@ fn one_shared_file_spreads_ownership_over_all_daemons() {
     let mut holders = std::collections::BTreeSet::new();
     for n in 0..3 {
         let s = inst.client(n).status().unwrap();
-        if s.extents_owned > 0 {
+        if s.ownership_entries > 0 {
             holders.insert(n);
         }
     }

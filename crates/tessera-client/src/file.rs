@@ -17,9 +17,9 @@ use crate::read::{Ahead, Pattern, ReadAhead, fill};
 use tessera_core::locks::{HeldLock, LockKind};
 use tessera_core::placement::attach_batches;
 use tessera_core::posix::OpenIntent;
-use tessera_core::{Errno, FsError, FsResult, Model, Owner, RangeMap, Run, run::compress};
+use tessera_core::{Errno, FsError, FsResult, Model, Owner, Run, RunMap, run::compress};
 use tessera_proto::{
-    Attach, Detach, DetachFile, Flush, GetLock, Lock, Open, OpenFlags, OwnedExtent, Owners, Query,
+    Attach, Detach, DetachFile, Flush, GetLock, Lock, Open, OpenFlags, OwnedRun, Owners, Query,
     QueryFile, Stat,
 };
 
@@ -117,7 +117,7 @@ pub struct File {
     /// Size known from the namespace at the last open/query/stat.
     size: u64,
     /// Owners from the last whole-file query (session and MPI-IO models).
-    owners: Option<RangeMap<Owner>>,
+    owners: Option<RunMap<Owner>>,
     /// The file's `view_epoch` when `owners` was learned.
     view_epoch: u64,
     /// This handle's access pattern and the bytes read ahead for it (with cached owners).
@@ -128,10 +128,11 @@ pub struct File {
     closed: bool,
 }
 
-fn owners_map(o: &Owners) -> RangeMap<Owner> {
-    let mut m = RangeMap::new();
-    for e in &o.extents {
-        m.insert(e.start, e.end, e.owner);
+/// A query's answer as a map (its runs are disjoint, as the shards keep them).
+fn owners_map(o: &Owners) -> RunMap<Owner> {
+    let mut m = RunMap::new();
+    for r in &o.runs {
+        m.restore(r.run, r.owner);
     }
     m
 }
@@ -323,7 +324,7 @@ impl File {
         self.catch_up(&mut g)?;
         // Who holds the newest bytes: asked per read, or known since the last session open/sync.
         let fresh;
-        let owners: &RangeMap<Owner> = match &self.owners {
+        let owners: &RunMap<Owner> = match &self.owners {
             Some(cached) if !self.model.policy().query_on_read => cached,
             _ => {
                 let o = query(&mut g, self.ino, offset, want_end)?;
@@ -436,7 +437,9 @@ impl File {
     fn learn_size(&mut self, o: &Owners) {
         self.size = match o.size {
             Some(s) => s,
-            None => self.size.max(o.extents.last().map_or(0, |e| e.end)),
+            None => self
+                .size
+                .max(o.runs.iter().map(|r| r.run.end()).max().unwrap_or(0)),
         };
     }
 
@@ -508,7 +511,7 @@ impl File {
         let runs: Vec<Run> = compress(ranges.iter().copied());
         // A run encodes in at most ~40 bytes; stay well inside the frame.
         let max_runs = (g.cfg.max_frame as usize / 64).max(1);
-        let batches = attach_batches(runs, g.cfg.stripe_size, max_runs);
+        let batches = attach_batches(runs.clone(), g.cfg.stripe_size, max_runs);
         let last = batches.len().saturating_sub(1);
         for (i, batch) in batches.into_iter().enumerate() {
             g.stats.attaches += 1;
@@ -558,8 +561,8 @@ impl File {
             self.view_epoch = fs.view_epoch;
         }
         if let Some(o) = self.owners.as_mut() {
-            for (s, e) in ranges {
-                o.insert(*s, *e, me);
+            for r in runs {
+                o.insert(r, me);
             }
         }
         self.size = self.size.max(ranges.iter().map(|r| r.1).max().unwrap_or(0));
@@ -567,21 +570,23 @@ impl File {
     }
 
     /// Who holds the newest attached bytes of `[offset, offset + len)`.
-    pub fn query(&mut self, offset: u64, len: u64) -> FsResult<Vec<OwnedExtent>> {
+    /// Who holds the newest attached bytes of `[offset, offset + len)`: runs, disjoint,
+    /// ascending by start (see [`tessera_proto::extents_of`] for the pieces).
+    pub fn query(&mut self, offset: u64, len: u64) -> FsResult<Vec<OwnedRun>> {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
         let o = query(&mut g, self.ino, offset, offset.saturating_add(len))?;
         self.learn_size(&o);
-        Ok(o.extents)
+        Ok(o.runs)
     }
 
     /// Who holds the newest attached bytes of the whole file; refreshes this handle's view.
-    pub fn query_file(&mut self) -> FsResult<Vec<OwnedExtent>> {
+    pub fn query_file(&mut self) -> FsResult<Vec<OwnedRun>> {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        Ok(self.relearn(&mut g)?.extents)
+        Ok(self.relearn(&mut g)?.runs)
     }
 
     /// Gives up this process's ownership of `[offset, offset + len)`, which it must have
@@ -648,7 +653,7 @@ impl File {
             fs.attached = Default::default();
         }
         if let Some(o) = self.owners.as_mut() {
-            o.remove_where(0, u64::MAX, |w| *w == me);
+            o.remove_value(me);
         }
         Ok(())
     }

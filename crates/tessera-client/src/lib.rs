@@ -34,4 +34,5 @@ pub use tessera_core::posix;
 pub use tessera_core::{Errno, FsError, FsResult, Model, catch_panic};
 pub use tessera_proto::{
     Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
+    OwnedRun, extents_of, sorted_extents,
 };

@@ -20,7 +20,7 @@
 use crate::client::Inner;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::fs::FileExt;
-use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, RangeSet};
+use tessera_core::{Errno, Extent, FsError, FsResult, Owner, RangeSet, RunMap};
 use tessera_proto::Read;
 
 /// Accesses at least this large are not read ahead.
@@ -127,6 +127,22 @@ impl Ahead {
     }
 }
 
+/// The pieces of the owners' runs within `[start, end)`, ascending: only the pieces a read
+/// touches are expanded, so reading a few pieces of a file of many writers costs a few.
+fn owned_pieces(owners: &RunMap<Owner>, start: u64, end: u64) -> Vec<Extent<Owner>> {
+    let mut out: Vec<Extent<Owner>> = owners
+        .overlapping(start, end)
+        .into_iter()
+        .flat_map(|(run, value)| {
+            run.pieces()
+                .map(move |(start, end)| Extent { start, end, value })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort_unstable_by_key(|e| e.start);
+    out
+}
+
 /// Read-ahead state handed to [`fill`] by a handle with a session view.
 pub(crate) struct ReadAhead<'a> {
     pub ahead: &'a mut Ahead,
@@ -138,7 +154,7 @@ pub(crate) fn fill(
     g: &mut Inner,
     ino: u64,
     path: &str,
-    owners: &RangeMap<Owner>,
+    owners: &RunMap<Owner>,
     offset: u64,
     out: &mut [u8],
     mut read_ahead: Option<ReadAhead<'_>>,
@@ -168,7 +184,7 @@ pub(crate) fn fill(
 
     // 2. Owners: local ones now, remote ones collected.
     let mut remote: Vec<(Owner, u64, u64)> = Vec::new();
-    for o in owners.overlapping(offset, end) {
+    for o in owned_pieces(owners, offset, end) {
         let parts: Vec<(u64, u64)> = todo
             .overlapping(o.start, o.end)
             .iter()
@@ -224,7 +240,7 @@ pub(crate) fn fill(
         if let Some(ra) = read_ahead.as_ref() {
             let dirty = g.files.get(&ino).map(|f| &f.dirty);
             for (ps, pe) in &ra.predicted {
-                for o in owners.overlapping(*ps, *pe) {
+                for o in owned_pieces(owners, *ps, *pe) {
                     let foreign = o.value != me && o.value.node != g.node;
                     let mine_dirty =
                         dirty.is_some_and(|d| !d.overlapping(o.start, o.end).is_empty());

@@ -1,25 +1,24 @@
 //! The state machine of an ownership shard: for each (file, stripe) placed on a daemon, which
 //! log holds the newest attached bytes of each range.
 //!
-//! Last attach wins; a partial overlap splits, a range fully covered is removed, contiguous
-//! ranges of one owner merge (the contract of [`RangeMap`]). Each mutation returns the exact
-//! [`OwnerChange`]s that bring the persisted owner table to the same state: the entries around
-//! the touched ranges are compared before and after, so an attach costs database work in
-//! proportion to what it changed, not to the size of the map. The daemon persists the changes
+//! Last attach wins, byte by byte. Each stripe's map is a [`RunMap`]: an attach of a strided
+//! pattern is one entry however many pieces it has, and the interleaved patterns of many
+//! writers stay one entry each (see `run_map` for how older runs keep what a newer one does
+//! not cover). Each mutation returns the exact [`OwnerChange`]s that bring the persisted owner
+//! table to the same state, in proportion to what it changed. The daemon persists the changes
 //! and serves the queries; nothing here waits or does I/O.
 
-use crate::range_map::Extent;
-use crate::{Owner, RangeMap, Run};
-use std::collections::{BTreeMap, HashMap};
+use crate::run_map::{RunChange, RunMap};
+use crate::{OwnedRun, Owner, Run};
+use std::collections::HashMap;
 
-/// A change to the persisted owner table, whose rows are keyed by (file, stripe, start).
+/// A change to the persisted owner table, whose rows are keyed by (file, stripe, run start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnerChange {
     Put {
         ino: u64,
         stripe: u64,
-        start: u64,
-        end: u64,
+        run: Run,
         owner: Owner,
     },
     Del {
@@ -31,78 +30,52 @@ pub enum OwnerChange {
 
 #[derive(Default)]
 pub struct Ownership {
-    maps: HashMap<(u64, u64), RangeMap<Owner>>,
+    maps: HashMap<(u64, u64), RunMap<Owner>>,
 }
 
-type Snapshot = BTreeMap<u64, (u64, Owner)>;
-
-/// The whole extents overlapping any of `ranges`, each widened by one byte on either side so
-/// that neighbours which may merge are included.
-fn snapshot(map: &RangeMap<Owner>, ranges: &[(u64, u64)]) -> Snapshot {
-    let mut out = Snapshot::new();
-    for (s, e) in ranges {
-        for ext in map.overlapping_whole(s.saturating_sub(1), e.saturating_add(1)) {
-            out.insert(ext.start, (ext.end, ext.value));
-        }
-    }
-    out
-}
-
-/// The changes turning `before` into `after` for one (file, stripe).
-fn diff(ino: u64, stripe: u64, before: &Snapshot, after: &Snapshot) -> Vec<OwnerChange> {
-    let mut ops = Vec::new();
-    for (start, v) in before {
-        if after.get(start) != Some(v) {
-            ops.push(OwnerChange::Del {
+fn rows(ino: u64, stripe: u64, changes: Vec<RunChange<Owner>>) -> Vec<OwnerChange> {
+    changes
+        .into_iter()
+        .map(|c| match c {
+            RunChange::Put(run, owner) => OwnerChange::Put {
                 ino,
                 stripe,
-                start: *start,
-            });
-        }
-    }
-    for (start, (end, owner)) in after {
-        if before.get(start) != Some(&(*end, *owner)) {
-            ops.push(OwnerChange::Put {
-                ino,
-                stripe,
-                start: *start,
-                end: *end,
-                owner: *owner,
-            });
-        }
-    }
-    ops
+                run,
+                owner,
+            },
+            RunChange::Del(start) => OwnerChange::Del { ino, stripe, start },
+        })
+        .collect()
 }
 
 impl Ownership {
-    pub fn load(rows: &[(u64, u64, u64, u64, Owner)]) -> Self {
+    /// The shard as persisted: rows of (file, stripe, run, owner).
+    pub fn load(rows: &[(u64, u64, Run, Owner)]) -> Self {
         let mut o = Ownership::default();
-        for (ino, stripe, start, end, owner) in rows {
+        for (ino, stripe, run, owner) in rows {
             o.maps
                 .entry((*ino, *stripe))
                 .or_default()
-                .insert(*start, *end, *owner);
+                .restore(*run, *owner);
         }
         o
     }
 
-    /// Runs `f` on the map of (ino, stripe) and returns the database operations for what it
-    /// changed within `ranges`.
-    fn mutate(
+    /// Runs `f` on the map of (ino, stripe), if there is one, and returns its changes as rows.
+    fn change<T: Default>(
         &mut self,
         ino: u64,
         stripe: u64,
-        ranges: &[(u64, u64)],
-        f: impl FnOnce(&mut RangeMap<Owner>),
-    ) -> Vec<OwnerChange> {
-        let map = self.maps.entry((ino, stripe)).or_default();
-        let before = snapshot(map, ranges);
-        f(map);
-        let after = snapshot(map, ranges);
+        f: impl FnOnce(&mut RunMap<Owner>) -> (T, Vec<RunChange<Owner>>),
+    ) -> (T, Vec<OwnerChange>) {
+        let Some(map) = self.maps.get_mut(&(ino, stripe)) else {
+            return (T::default(), Vec::new());
+        };
+        let (out, changes) = f(map);
         if map.is_empty() {
             self.maps.remove(&(ino, stripe));
         }
-        diff(ino, stripe, &before, &after)
+        (out, rows(ino, stripe, changes))
     }
 
     /// Makes `owner` the owner of every byte of `runs` (already clipped to this stripe).
@@ -114,33 +87,11 @@ impl Ownership {
         runs: &[Run],
     ) -> Vec<OwnerChange> {
         let map = self.maps.entry((ino, stripe)).or_default();
-        let mut ops = Vec::new();
+        let mut changes = Vec::new();
         for r in runs {
-            for (s, e) in r.pieces() {
-                // A piece that touches nothing in the map (the common case: a first attach)
-                // is exactly one new entry; only pieces next to or over existing entries need
-                // the before/after comparison.
-                if map
-                    .overlapping_whole(s.saturating_sub(1), e.saturating_add(1))
-                    .is_empty()
-                {
-                    map.insert(s, e, owner);
-                    ops.push(OwnerChange::Put {
-                        ino,
-                        stripe,
-                        start: s,
-                        end: e,
-                        owner,
-                    });
-                } else {
-                    let before = snapshot(map, &[(s, e)]);
-                    map.insert(s, e, owner);
-                    let after = snapshot(map, &[(s, e)]);
-                    ops.extend(diff(ino, stripe, &before, &after));
-                }
-            }
+            changes.extend(map.insert(*r, owner));
         }
-        ops
+        rows(ino, stripe, changes)
     }
 
     /// Drops `owner`'s bytes in `[start, end)`; returns how many bytes it held there.
@@ -152,36 +103,37 @@ impl Ownership {
         start: u64,
         end: u64,
     ) -> (u64, Vec<OwnerChange>) {
-        if !self.maps.contains_key(&(ino, stripe)) {
-            return (0, Vec::new());
-        }
-        let mut removed = 0;
-        let ops = self.mutate(ino, stripe, &[(start, end)], |map| {
-            removed = map.remove_where(start, end, |o| *o == owner);
-        });
-        (removed, ops)
+        self.change(ino, stripe, |map| {
+            map.remove_where(start, end, |o| *o == owner)
+        })
     }
 
-    /// The owners of `[start, end)` of a stripe, clipped to it.
-    pub fn query(&self, ino: u64, stripe: u64, start: u64, end: u64) -> Vec<Extent<Owner>> {
+    /// The owners of `[start, end)` of a stripe, clipped to it, ascending by start.
+    pub fn query(&self, ino: u64, stripe: u64, start: u64, end: u64) -> Vec<OwnedRun> {
+        self.maps.get(&(ino, stripe)).map_or_else(Vec::new, |m| {
+            m.overlapping(start, end)
+                .into_iter()
+                .map(OwnedRun::from)
+                .collect()
+        })
+    }
+
+    /// The whole map of a stripe, ascending by start.
+    pub fn query_stripe(&self, ino: u64, stripe: u64) -> Vec<OwnedRun> {
         self.maps
             .get(&(ino, stripe))
-            .map_or_else(Vec::new, |m| m.overlapping(start, end))
+            .map_or_else(Vec::new, |m| m.iter().map(OwnedRun::from).collect())
     }
 
-    /// All extents of `ino` on this shard (optionally only `only`'s), ascending.
-    pub fn query_file(&self, ino: u64, only: Option<Owner>) -> Vec<Extent<Owner>> {
-        let mut stripes: Vec<u64> = self
-            .maps
-            .keys()
-            .filter(|(i, _)| *i == ino)
-            .map(|(_, s)| *s)
-            .collect();
+    /// All runs of `ino` on this shard (optionally only `only`'s), stripe by stripe.
+    pub fn query_file(&self, ino: u64, only: Option<Owner>) -> Vec<OwnedRun> {
+        let mut stripes = self.stripes_of(ino);
         stripes.sort_unstable();
         stripes
             .into_iter()
             .flat_map(|s| self.maps[&(ino, s)].iter())
-            .filter(|e| only.is_none_or(|o| o == e.value))
+            .filter(|(_, o)| only.is_none_or(|only| only == *o))
+            .map(OwnedRun::from)
             .collect()
     }
 
@@ -196,52 +148,37 @@ impl Ownership {
 
     /// Drops every byte of `ino` owned by `owner` on this shard.
     pub fn detach_file(&mut self, ino: u64, owner: Owner) -> Vec<OwnerChange> {
-        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
-        for s in stripes {
-            let ranges: Vec<(u64, u64)> = self.maps[&(ino, s)]
-                .iter()
-                .filter(|e| e.value == owner)
-                .map(|e| (e.start, e.end))
-                .collect();
-            ops.extend(self.mutate(ino, s, &ranges, |map| {
-                for (a, b) in &ranges {
-                    map.remove_where(*a, *b, |o| *o == owner);
-                }
-            }));
+        for s in self.stripes_of(ino) {
+            ops.extend(self.change(ino, s, |map| ((), map.remove_value(owner))).1);
         }
         ops
     }
 
     /// Drops every byte at or beyond `size`.
     pub fn truncate(&mut self, ino: u64, size: u64) -> Vec<OwnerChange> {
-        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
-        for s in stripes {
-            let end = self.maps[&(ino, s)].max_end();
-            if end > size {
-                ops.extend(self.mutate(ino, s, &[(size, end)], |map| map.truncate(size)));
-            }
+        for s in self.stripes_of(ino) {
+            ops.extend(self.change(ino, s, |map| ((), map.truncate(size))).1);
         }
         ops
     }
 
     /// Forgets the file entirely.
     pub fn drop_file(&mut self, ino: u64) -> Vec<OwnerChange> {
-        let stripes = self.stripes_of(ino);
         let mut ops = Vec::new();
-        for s in stripes {
+        for s in self.stripes_of(ino) {
             let map = self.maps.remove(&(ino, s)).expect("key listed above");
-            ops.extend(map.iter().map(|e| OwnerChange::Del {
+            ops.extend(map.iter().map(|(run, _)| OwnerChange::Del {
                 ino,
                 stripe: s,
-                start: e.start,
+                start: run.start,
             }));
         }
         ops
     }
 
-    /// (files, extents) held by this shard.
+    /// (files, entries) held by this shard: an entry is one run of one owner.
     pub fn stats(&self) -> (u64, u64) {
         let mut files: Vec<u64> = self.maps.keys().map(|(i, _)| *i).collect();
         files.sort_unstable();
@@ -257,35 +194,37 @@ impl Ownership {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     const A: Owner = Owner { node: 0, client: 1 };
     const B: Owner = Owner { node: 1, client: 2 };
 
-    /// Replays DbOps onto a model of the owners table.
-    fn apply(table: &mut BTreeMap<(u64, u64, u64), (u64, Owner)>, ops: &[OwnerChange]) {
+    type Table = BTreeMap<(u64, u64, u64), (Run, Owner)>;
+
+    /// Replays the changes onto a model of the owners table.
+    fn apply(table: &mut Table, ops: &[OwnerChange]) {
         for op in ops {
-            match op {
+            match *op {
                 OwnerChange::Put {
                     ino,
                     stripe,
-                    start,
-                    end,
+                    run,
                     owner,
                 } => {
-                    table.insert((*ino, *stripe, *start), (*end, *owner));
+                    table.insert((ino, stripe, run.start), (run, owner));
                 }
                 OwnerChange::Del { ino, stripe, start } => {
-                    table.remove(&(*ino, *stripe, *start));
+                    table.remove(&(ino, stripe, start));
                 }
             }
         }
     }
 
-    fn table_of(o: &Ownership) -> BTreeMap<(u64, u64, u64), (u64, Owner)> {
+    fn table_of(o: &Ownership) -> Table {
         let mut t = BTreeMap::new();
         for ((ino, s), m) in &o.maps {
-            for e in m.iter() {
-                t.insert((*ino, *s, e.start), (e.end, e.value));
+            for (run, owner) in m.iter() {
+                t.insert((*ino, *s, run.start), (run, owner));
             }
         }
         t
@@ -300,29 +239,31 @@ mod tests {
             stride: 20,
             count: 3,
         };
-        let rb = Run {
-            start: 10,
-            len: 10,
-            stride: 20,
-            count: 3,
-        };
+        let rb = Run { start: 10, ..ra };
         o.attach(7, 0, A, &[ra]);
         o.attach(7, 0, B, &[rb]);
         let q = o.query(7, 0, 0, 60);
-        assert_eq!(q.len(), 6);
-        assert!(
-            q.iter()
-                .enumerate()
-                .all(|(i, e)| e.value == if i % 2 == 0 { A } else { B })
+        assert_eq!(
+            q,
+            vec![
+                OwnedRun { run: ra, owner: A },
+                OwnedRun { run: rb, owner: B }
+            ]
         );
-        // A re-attaches everything: one merged extent.
+        // A range query clips the runs.
+        let q = o.query(7, 0, 15, 35);
+        let runs: Vec<Run> = q.iter().map(|r| r.run).collect();
+        assert_eq!(
+            runs,
+            vec![Run::single(15, 5), Run::single(20, 10), Run::single(30, 5)]
+        );
+        // A re-attaches everything: one entry.
         o.attach(7, 0, A, &[Run::single(0, 60)]);
         assert_eq!(
             o.query_file(7, None),
-            vec![Extent {
-                start: 0,
-                end: 60,
-                value: A
+            vec![OwnedRun {
+                run: Run::single(0, 60),
+                owner: A
             }]
         );
         let (removed, _) = o.detach(7, 0, B, 0, 60);
@@ -330,24 +271,28 @@ mod tests {
     }
 
     proptest! {
-        /// The changes of every mutation keep the persisted table equal to memory.
+        /// The changes of every mutation keep the persisted table equal to memory, and a shard
+        /// loaded from the table answers as the live one.
         #[test]
-        fn db_ops_mirror_memory(ops in proptest::collection::vec((0u8..5, 0u64..80, 1u64..20, 0u64..2, 1u64..4, any::<bool>()), 1..40)) {
+        fn changes_mirror_memory(ops in proptest::collection::vec((0u8..5, 0u64..80, 1u64..20, 0u64..2, 1u64..4, any::<bool>()), 1..40)) {
             let mut o = Ownership::default();
             let mut table = BTreeMap::new();
             for (kind, start, len, stripe, count, who) in ops {
                 let owner = if who { A } else { B };
-                let dbops = match kind {
+                let changes = match kind {
                     0 | 1 => o.attach(1, stripe, owner, &[Run { start, len, stride: len + 3, count }]),
                     2 => o.detach(1, stripe, owner, start, start + len).1,
                     3 => o.truncate(1, start),
                     _ => o.detach_file(1, owner),
                 };
-                apply(&mut table, &dbops);
+                apply(&mut table, &changes);
                 prop_assert_eq!(&table, &table_of(&o));
             }
-            let dbops = o.drop_file(1);
-            apply(&mut table, &dbops);
+            let rows: Vec<(u64, u64, Run, Owner)> = table.iter().map(|((i, s, _), (r, w))| (*i, *s, *r, *w)).collect();
+            let loaded = Ownership::load(&rows);
+            prop_assert_eq!(loaded.query_file(1, None), o.query_file(1, None));
+            let changes = o.drop_file(1);
+            apply(&mut table, &changes);
             prop_assert!(table.is_empty());
         }
     }

@@ -19,8 +19,9 @@
 
 /// Magic of the header.
 pub const MAGIC: [u8; 4] = *b"TSWL";
-/// Format version of the state log; a log of another version is refused with both named.
-pub const VERSION: u16 = 2;
+/// Format version of the state log, of its framing and of the records the daemon writes in
+/// it; a log of another version is refused with both named. 3: ownership records carry runs.
+pub const VERSION: u16 = 3;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = 12;
 /// Magic at the start of every record.

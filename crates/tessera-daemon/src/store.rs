@@ -20,7 +20,9 @@
 //! stops the daemon: see [`crate::state_log`]), then the tables are loaded. Operations are queued while the caller still holds the lock of the
 //! in-memory structure they came from, so the log holds them in memory order.
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -29,15 +31,18 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
-use tessera_core::{Errno, FsError, FsResult, Owner};
+use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
 use tokio::sync::oneshot;
 
 const DENTRIES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("dentries");
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
-/// (ino, stripe, start) -> (end, node, client)
-const OWNERS: TableDefinition<(u64, u64, u64), (u64, u32, u64)> = TableDefinition::new("owners");
+/// (ino, stripe, run start) -> (run len, stride, count, node, client): one row per run of one
+/// owner (schema 2; schema 1 had one row per extent, in the table "owners").
+const OWNERS: TableDefinition<(u64, u64, u64), OwnerRow> = TableDefinition::new("owner_runs");
+/// (len, stride, count, node, client) of an ownership row.
+type OwnerRow = (u64, u64, u64, u32, u64);
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Internal paths of flush temporaries being built (removed at start if a crash left them).
 const FLUSH_TEMPS: TableDefinition<&str, ()> = TableDefinition::new("flush_temps");
@@ -60,7 +65,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// Version of the layout of the database's tables and values (`meta["schema"]`). Checked at
 /// every start: a database of another version is refused with both versions named. A
 /// database from before the version was recorded has the layout of version 1.
-pub const STATE_SCHEMA_VERSION: u64 = 1;
+///
+/// 2: ownership rows are runs (`owner_runs`), not extents.
+pub const STATE_SCHEMA_VERSION: u64 = 2;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -95,11 +102,11 @@ pub enum DbOp {
     },
     PutInode(Attr),
     DelInode(u64),
+    /// One run of one owner, keyed by (ino, stripe, run start).
     PutOwner {
         ino: u64,
         stripe: u64,
-        start: u64,
-        end: u64,
+        run: Run,
         owner: Owner,
     },
     DelOwner {
@@ -136,14 +143,12 @@ impl From<OwnerChange> for DbOp {
             OwnerChange::Put {
                 ino,
                 stripe,
-                start,
-                end,
+                run,
                 owner,
             } => DbOp::PutOwner {
                 ino,
                 stripe,
-                start,
-                end,
+                run,
                 owner,
             },
             OwnerChange::Del { ino, stripe, start } => DbOp::DelOwner { ino, stripe, start },
@@ -177,7 +182,7 @@ impl From<NamespaceChange> for DbOp {
 pub struct Loaded {
     pub dentries: Vec<(String, String, Dentry)>,
     pub inodes: Vec<Attr>,
-    pub owners: Vec<(u64, u64, u64, u64, Owner)>,
+    pub owners: Vec<(u64, u64, Run, Owner)>,
     pub next_ino: u64,
     pub next_client: u64,
     /// Flush temporaries that were being built when the daemon stopped.
@@ -248,23 +253,29 @@ impl Store {
         {
             let db = &files.db;
             let txn = db.begin_write().map_err(|e| db_err("begin", e))?;
-            txn.open_table(DENTRIES)
+            let dentries = txn
+                .open_table(DENTRIES)
                 .map_err(|e| db_err("dentries", e))?;
+            // Unversioned and not empty: written before versions were recorded.
+            let unversioned = if dentries.len().map_err(|e| db_err("dentries", e))? > 0 {
+                1
+            } else {
+                STATE_SCHEMA_VERSION
+            };
+            drop(dentries);
             txn.open_table(INODES).map_err(|e| db_err("inodes", e))?;
-            txn.open_table(OWNERS).map_err(|e| db_err("owners", e))?;
             {
                 let mut meta = txn.open_table(META).map_err(|e| db_err("meta", e))?;
                 let found = meta
                     .get(SCHEMA_KEY)
                     .map_err(|e| db_err("meta", e))?
-                    .map(|v| v.value());
+                    .map_or(unversioned, |v| v.value());
                 match found {
-                    None => {
+                    STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                     }
-                    Some(STATE_SCHEMA_VERSION) => {}
-                    Some(v) => {
+                    v => {
                         return Err(FsError::new(
                             Errno::Io,
                             format!(
@@ -275,6 +286,7 @@ impl Store {
                     }
                 }
             }
+            txn.open_table(OWNERS).map_err(|e| db_err("owners", e))?;
             txn.open_table(FLUSH_TEMPS)
                 .map_err(|e| db_err("flush temporaries", e))?;
             txn.open_table(CLIENTS).map_err(|e| db_err("clients", e))?;
@@ -374,9 +386,20 @@ fn load(db: &Database) -> FsResult<Loaded> {
     })?;
     each_row(&txn, OWNERS, "owners", |k, v| {
         let (ino, stripe, start) = k.value();
-        let (end, node, client) = v.value();
-        out.owners
-            .push((ino, stripe, start, end, Owner { node, client }));
+        let (len, stride, count, node, client) = v.value();
+        let run = Run {
+            start,
+            len,
+            stride,
+            count,
+        };
+        if !run.is_valid() {
+            return Err(FsError::new(
+                Errno::Io,
+                format!("ownership row ({ino:#x}, {stripe}, {start}) holds an invalid run {run:?}"),
+            ));
+        }
+        out.owners.push((ino, stripe, run, Owner { node, client }));
         Ok(())
     })?;
     let e = load_err("meta");
@@ -512,11 +535,13 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutOwner {
                     ino,
                     stripe,
-                    start,
-                    end,
+                    run,
                     owner,
                 } => owners
-                    .insert((*ino, *stripe, *start), (*end, owner.node, owner.client))
+                    .insert(
+                        (*ino, *stripe, run.start),
+                        (run.len, run.stride, run.count, owner.node, owner.client),
+                    )
                     .map(drop),
                 DbOp::DelOwner { ino, stripe, start } => {
                     owners.remove((*ino, *stripe, *start)).map(drop)
@@ -558,15 +583,13 @@ mod tests {
             DbOp::PutOwner {
                 ino: 9,
                 stripe: 0,
-                start: 0,
-                end: 10,
+                run: Run::single(0, 10),
                 owner,
             },
             DbOp::PutOwner {
                 ino: 9,
                 stripe: 0,
-                start: 20,
-                end: 30,
+                run: Run::single(20, 10),
                 owner,
             },
             DbOp::SetMeta(MetaKey::NextIno, 10),
@@ -582,7 +605,7 @@ mod tests {
         assert_eq!(loaded.dentries.len(), 1);
         assert_eq!(
             loaded.owners,
-            vec![(9, 0, 20, 30, Owner { node: 1, client: 2 })]
+            vec![(9, 0, Run::single(20, 10), Owner { node: 1, client: 2 })]
         );
         assert_eq!(loaded.next_ino, 10);
     }
@@ -671,6 +694,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_unversioned_database_with_entries_is_schema_1() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // What a build from before schema versions left: entries, no "schema" key.
+            let db = redb::Database::create(dir.path().join("meta.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(DENTRIES)
+                .unwrap()
+                .insert(("/", "f"), [0u8].as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let e = Store::open(dir.path(), opts(StateDurability::Process))
+            .err()
+            .expect("opened an unversioned database with entries");
+        assert!(e.message.contains("schema version 1;"), "{e}");
+    }
+
     /// The name of a state operation's variant; exhaustive, so a new variant needs a sample in
     /// the golden test below.
     fn variant(op: &DbOp) -> &'static str {
@@ -724,8 +766,7 @@ mod tests {
             DbOp::PutOwner {
                 ino: 5,
                 stripe: 1,
-                start: 10,
-                end: 20,
+                run: Run::single(10, 10),
                 owner,
             },
             DbOp::DelOwner {
@@ -838,7 +879,7 @@ mod tests {
         );
         assert_eq!(
             loaded.owners,
-            vec![(9, 0, 20, 30, Owner { node: 1, client: 2 })]
+            vec![(9, 0, Run::single(20, 10), Owner { node: 1, client: 2 })]
         );
         assert_eq!(loaded.next_ino, 10);
     }

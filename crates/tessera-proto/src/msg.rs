@@ -3,13 +3,15 @@
 //! Nothing here carries behaviour.
 
 use serde::{Deserialize, Serialize};
+pub use tessera_core::OwnedRun;
 use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
-/// One range of a file and the log that holds its newest attached bytes.
+/// One range of a file and the log that holds its newest attached bytes (the flat form of
+/// an [`OwnedRun`], for flushes and the C API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnedExtent {
     pub start: u64,
@@ -17,23 +19,40 @@ pub struct OwnedExtent {
     pub owner: Owner,
 }
 
-impl From<tessera_core::range_map::Extent<Owner>> for OwnedExtent {
-    fn from(e: tessera_core::range_map::Extent<Owner>) -> Self {
-        OwnedExtent {
-            start: e.start,
-            end: e.end,
-            owner: e.value,
-        }
-    }
+/// The pieces of `runs` as extents, in the order of the runs.
+pub fn extents_of(runs: &[OwnedRun]) -> impl Iterator<Item = OwnedExtent> + '_ {
+    runs.iter().flat_map(|r| {
+        r.run.pieces().map(move |(start, end)| OwnedExtent {
+            start,
+            end,
+            owner: r.owner,
+        })
+    })
 }
 
-/// Answer to a query: the owned extents, ascending, and the file size known to the namespace.
-/// A ranged query whose extents cover the whole range leaves the size out (`None`): the reader
-/// then knows the bytes exist, and the answer needs no trip to the inode's node.
+/// The pieces of disjoint `runs` as extents, ascending, touching pieces of one owner joined.
+pub fn sorted_extents(runs: &[OwnedRun]) -> Vec<OwnedExtent> {
+    let mut all: Vec<OwnedExtent> = extents_of(runs).collect();
+    all.sort_unstable_by_key(|e| e.start);
+    let mut out: Vec<OwnedExtent> = Vec::with_capacity(all.len());
+    for e in all {
+        match out.last_mut() {
+            Some(last) if last.end == e.start && last.owner == e.owner => last.end = e.end,
+            _ => out.push(e),
+        }
+    }
+    out
+}
+
+/// Answer to a query: the owners as runs (disjoint, ascending by start; the pieces of runs of
+/// different owners interleave), and the file size known to the namespace. A strided N-1
+/// checkpoint answers in one run per writer and stripe, however many pieces each wrote. A
+/// ranged query whose runs cover the whole range leaves the size out (`None`): the reader then
+/// knows the bytes exist, and the answer needs no trip to the inode's node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     pub size: Option<u64>,
-    pub extents: Vec<OwnedExtent>,
+    pub runs: Vec<OwnedRun>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +82,8 @@ pub struct NodeStatus {
     pub bb_device_free: u64,
     pub clients: u64,
     pub files_owned: u64,
-    pub extents_owned: u64,
+    /// Entries of this node's ownership maps (one per run of one owner).
+    pub ownership_entries: u64,
     pub requests: u64,
     /// Queries of stripes held by other daemons answered from a leased copy, and those that
     /// had to ask the stripe's shard.

@@ -44,10 +44,17 @@ fn extent() -> OwnedExtent {
     }
 }
 
+fn owned_run() -> OwnedRun {
+    OwnedRun {
+        run: run(),
+        owner: owner(),
+    }
+}
+
 fn owners() -> Owners {
     Owners {
         size: Some(9000),
-        extents: vec![extent()],
+        runs: vec![owned_run()],
     }
 }
 
@@ -93,7 +100,7 @@ fn status() -> NodeStatus {
         bb_device_free: 5,
         clients: 6,
         files_owned: 7,
-        extents_owned: 8,
+        ownership_entries: 8,
         requests: 9,
         stripe_copy_hits: 10,
         stripe_copy_misses: 11,
@@ -396,7 +403,7 @@ fn peer_samples(s: &mut Samples) {
             from: 0,
         },
         Stripe {
-            extents: vec![extent()],
+            runs: vec![owned_run()],
             version: 12,
             cached: true,
         },
@@ -414,7 +421,7 @@ fn peer_samples(s: &mut Samples) {
             ino: 5,
             only: Some(owner()),
         },
-        vec![extent()],
+        vec![owned_run()],
     );
     s.peer(
         OwnDetachFile {

@@ -42,7 +42,7 @@ impl ServePeer<Shutdown> for Node {
 impl Node {
     /// What this node holds and serves.
     pub fn status(&self) -> NodeStatus {
-        let (files_owned, extents_owned) = self.own.lock().expect("own").stats();
+        let (files_owned, ownership_entries) = self.own.lock().expect("own").stats();
         let (stripe_copy_hits, stripe_copy_misses) =
             self.stripe_cache.lock().expect("stripe cache").counts();
         // Measures the device: off the async workers.
@@ -60,7 +60,7 @@ impl Node {
             bb_device_free: device.as_ref().map_or(0, |d| d.f_bavail * d.f_frsize),
             clients: self.connected.load(Ordering::Relaxed),
             files_owned,
-            extents_owned,
+            ownership_entries,
             requests: self.requests.load(Ordering::Relaxed),
             stripe_copy_hits,
             stripe_copy_misses,

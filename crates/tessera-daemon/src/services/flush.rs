@@ -90,7 +90,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     };
     // Never shorter than the bytes about to be written (the size may have been read before a
     // concurrent attach grew the file).
-    let written_end = owners.extents.iter().map(|e| e.end).max().unwrap_or(0);
+    let written_end = owners.runs.iter().map(|r| r.run.end()).max().unwrap_or(0);
     let size = owners.size.unwrap_or(0).max(attr.size).max(written_end);
 
     let started = std::time::Instant::now();
@@ -102,7 +102,10 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         .durable()
         .await?;
     let result = match tokio::task::block_in_place(|| node.pfs.create_temp(&temp_path)) {
-        Ok(temp) => write_and_publish(node, &p, d.ino, owners.extents, temp, size, attr.mode).await,
+        Ok(temp) => {
+            let extents = tessera_proto::extents_of(&owners.runs).collect();
+            write_and_publish(node, &p, d.ino, extents, temp, size, attr.mode).await
+        }
         Err(e) => Err(e),
     };
     let forget = node.store.submit(vec![DbOp::DelFlushTemp(temp_path)]);

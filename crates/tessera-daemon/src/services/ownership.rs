@@ -8,10 +8,10 @@
 use crate::Node;
 use crate::rpc::ServeClient;
 use tessera_core::placement::{ino_shard, runs_by_stripe, split_by_stripe, stripe_shard};
-use tessera_core::{Errno, FsError, FsResult, Owner, RangeMap, Run};
+use tessera_core::{Errno, FsError, FsResult, OwnedRun, Owner, Run, RunMap};
 use tessera_proto::{
     Attach, Detach, DetachFile, InodeSetSize, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe,
-    OwnQueryFile, OwnedExtent, Owners, Query, QueryFile, SizeChange,
+    OwnQueryFile, Owners, Query, QueryFile, SizeChange,
 };
 
 /// A query or detach spanning more stripes than this is answered by asking every daemon
@@ -164,8 +164,8 @@ impl Node {
             // Detach only where the owner actually holds bytes.
             let mine = self.query_file_only(ino, Some(owner)).await?;
             mine.into_iter()
-                .filter(|e| e.start < end && e.end > start)
-                .flat_map(|e| split_by_stripe(e.start.max(start), e.end.min(end), ss))
+                .flat_map(|r| r.run.clip(start, end))
+                .flat_map(|r| split_by_stripe(r.start, r.end(), ss))
                 .map(|(stripe, s, t)| self.own_detach(ino, owner, stripe, s, t))
                 .collect()
         } else {
@@ -179,53 +179,51 @@ impl Node {
 
     /// Who holds `[start, end)`, and the size if any byte of the range is unowned.
     ///
-    /// The size is read before the extents it is returned with. Attach installs ownership
-    /// before it extends the size, so every byte below a size we return that an attach had
-    /// published by then is owned in the answer: a reader never mistakes an appended, committed
-    /// range for a hole. Extents asked for before the size are asked for again where they
-    /// left a gap below it.
+    /// The size is read before the runs it is returned with. Attach installs ownership before
+    /// it extends the size, so every byte below a size we return that an attach had published
+    /// by then is owned in the answer: a reader never mistakes an appended, committed range
+    /// for a hole. Runs asked for before the size are asked for again if they left a gap below
+    /// it.
     pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
         let ss = self.cfg.stripe_size;
         if start >= end {
             return Ok(Owners {
                 size: Some(self.inode_get(ino).await?.size),
-                extents: Vec::new(),
+                runs: Vec::new(),
             });
         }
         let stripes = (end - 1) / ss - start / ss + 1;
         if stripes > MAX_STRIPES_PER_REQUEST {
-            let mut all = self.query_file(ino).await?;
-            all.extents.retain(|e| e.start < end && e.end > start);
-            for e in &mut all.extents {
-                e.start = e.start.max(start);
-                e.end = e.end.min(end);
-            }
-            return Ok(all);
-        }
-        let mut extents = self.range_owners(ino, start, end).await?;
-        // Only a range with unowned bytes needs the size (zeros below it, end of file above).
-        let gaps = uncovered(&extents, start, end);
-        if gaps.is_empty() {
+            let all = self.query_file(ino).await?;
             return Ok(Owners {
-                size: None,
-                extents,
+                size: all.size,
+                runs: clip_runs(&all.runs, start, end),
             });
         }
-        let size = self.inode_get(ino).await?.size;
-        for (s, t) in gaps {
-            if s < size {
-                extents.extend(self.range_owners(ino, s, t.min(size)).await?);
-            }
+        let runs = self.range_owners(ino, start, end).await?;
+        // Only a range with unowned bytes needs the size (zeros below it, end of file above).
+        let owned: u64 = runs.iter().map(|r| r.run.bytes()).sum();
+        if owned == end - start {
+            return Ok(Owners { size: None, runs });
         }
-        extents.sort_by_key(|e| e.start);
+        let size = self.inode_get(ino).await?.size;
+        let below = end.min(size);
+        if below > start && owned_below(&runs, below) < below - start {
+            // A gap below the size: ask again, after the size.
+            let runs = self.range_owners(ino, start, end).await?;
+            return Ok(Owners {
+                size: Some(size),
+                runs,
+            });
+        }
         Ok(Owners {
             size: Some(size),
-            extents,
+            runs,
         })
     }
 
-    /// The owners of `[start, end)`, stripe by stripe, ascending.
-    async fn range_owners(&self, ino: u64, start: u64, end: u64) -> FsResult<Vec<OwnedExtent>> {
+    /// The owners of `[start, end)`, stripe by stripe, ascending by start within each.
+    async fn range_owners(&self, ino: u64, start: u64, end: u64) -> FsResult<Vec<OwnedRun>> {
         let per_stripe = split_by_stripe(start, end, self.cfg.stripe_size)
             .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
         Ok(futures::future::try_join_all(per_stripe)
@@ -243,15 +241,10 @@ impl Node {
         stripe: u64,
         s: u64,
         t: u64,
-    ) -> FsResult<Vec<OwnedExtent>> {
+    ) -> FsResult<Vec<OwnedRun>> {
         let shard = stripe_shard(ino, stripe, self.cfg.nodes);
         if shard == self.id {
-            let own = self.own.lock().expect("own");
-            return Ok(own
-                .query(ino, stripe, s, t)
-                .into_iter()
-                .map(OwnedExtent::from)
-                .collect());
+            return Ok(self.own.lock().expect("own").query(ino, stripe, s, t));
         }
         if let Some(map) = self
             .stripe_cache
@@ -262,11 +255,7 @@ impl Node {
             return Ok(map
                 .overlapping(s, t)
                 .into_iter()
-                .map(|e| OwnedExtent {
-                    start: e.start,
-                    end: e.end,
-                    owner: e.value,
-                })
+                .map(OwnedRun::from)
                 .collect());
         }
         let asked = std::time::Instant::now();
@@ -277,9 +266,9 @@ impl Node {
         };
         let got = self.call(shard, fetch).await?;
         if got.cached {
-            let mut map = RangeMap::new();
-            for e in &got.extents {
-                map.insert(e.start, e.end, e.owner);
+            let mut map = RunMap::new();
+            for r in &got.runs {
+                map.restore(r.run, r.owner);
             }
             self.stripe_cache.lock().expect("stripe cache").put(
                 (ino, stripe),
@@ -288,16 +277,7 @@ impl Node {
                 asked,
             );
         }
-        Ok(got
-            .extents
-            .into_iter()
-            .filter(|e| e.start < t && e.end > s)
-            .map(|e| OwnedExtent {
-                start: e.start.max(s),
-                end: e.end.min(t),
-                owner: e.owner,
-            })
-            .collect())
+        Ok(clip_runs(&got.runs, s, t))
     }
 
     /// Who holds every byte of the file, and its size (read first: see [`Node::query`]).
@@ -305,38 +285,42 @@ impl Node {
         let size = self.inode_get(ino).await?.size;
         Ok(Owners {
             size: Some(size),
-            extents: self.query_file_only(ino, None).await?,
+            runs: self.query_file_only(ino, None).await?,
         })
     }
 
-    /// Every extent of `ino`, or only `only`'s, ascending.
-    async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedExtent>> {
+    /// Every run of `ino`, or only `only`'s, ascending by start.
+    async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedRun>> {
         let per_node = self
             .call_all(self.every_node(|| OwnQueryFile { ino, only }))
             .await?;
-        let mut out: Vec<OwnedExtent> = per_node.into_iter().flatten().collect();
-        out.sort_by_key(|e| e.start);
+        let mut out: Vec<OwnedRun> = per_node.into_iter().flatten().collect();
+        out.sort_by_key(|r| r.run.start);
         Ok(out)
     }
 }
 
-/// The parts of `[start, end)` that no extent of `extents` (ascending, disjoint) covers.
-fn uncovered(extents: &[OwnedExtent], start: u64, end: u64) -> Vec<(u64, u64)> {
-    let mut gaps = Vec::new();
-    let mut at = start;
-    for e in extents {
-        if e.start > at {
-            gaps.push((at, e.start.min(end)));
-        }
-        at = at.max(e.end);
-        if at >= end {
-            break;
-        }
-    }
-    if at < end {
-        gaps.push((at, end));
-    }
-    gaps
+/// The parts of `runs` within `[start, end)`, ascending by start.
+fn clip_runs(runs: &[OwnedRun], start: u64, end: u64) -> Vec<OwnedRun> {
+    let mut out: Vec<OwnedRun> = runs
+        .iter()
+        .flat_map(|r| {
+            r.run
+                .clip(start, end)
+                .into_iter()
+                .map(move |run| OwnedRun { run, ..*r })
+        })
+        .collect();
+    out.sort_by_key(|r| r.run.start);
+    out
+}
+
+/// How many bytes of `runs` (disjoint) lie below `end`.
+fn owned_below(runs: &[OwnedRun], end: u64) -> u64 {
+    runs.iter()
+        .flat_map(|r| r.run.clip(0, end))
+        .map(|r| r.bytes())
+        .sum()
 }
 
 /// A range from the wire must not be inverted (an empty one is a no-op).
@@ -355,16 +339,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn uncovered_lists_the_gaps_between_ascending_extents() {
-        let o = Owner { node: 0, client: 1 };
-        let e = |start, end| OwnedExtent {
-            start,
-            end,
-            owner: o,
+    fn runs_are_clipped_and_counted_below_an_end() {
+        let owner = Owner { node: 0, client: 1 };
+        let a = OwnedRun {
+            run: Run {
+                start: 0,
+                len: 4,
+                stride: 10,
+                count: 5,
+            },
+            owner,
         };
-        assert_eq!(uncovered(&[], 5, 9), vec![(5, 9)]);
-        assert_eq!(uncovered(&[e(5, 9)], 5, 9), vec![]);
-        assert_eq!(uncovered(&[e(6, 7), e(8, 20)], 5, 10), vec![(5, 6), (7, 8)]);
-        assert_eq!(uncovered(&[e(0, 3)], 2, 6), vec![(3, 6)]);
+        let b = OwnedRun {
+            run: Run::single(4, 3),
+            owner,
+        };
+        let clipped = clip_runs(&[a, b], 2, 22);
+        let starts: Vec<u64> = clipped.iter().map(|r| r.run.start).collect();
+        assert_eq!(starts, vec![2, 4, 10, 20]);
+        assert_eq!(owned_below(&clipped, 22), 2 + 3 + 4 + 2);
+        assert_eq!(owned_below(&[a], 12), 4 + 2);
     }
 }

@@ -10,7 +10,7 @@ use tessera_core::ownership::{OwnerChange, Ownership};
 use tessera_core::{Errno, FsError, FsResult, Run};
 use tessera_proto::{
     DropFile, Invalidate, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe, OwnQueryFile,
-    OwnTruncate, OwnedExtent, Stripe,
+    OwnTruncate, OwnedRun, Stripe,
 };
 
 /// Which cached copies a change makes stale.
@@ -67,12 +67,8 @@ impl ServePeer<DropFile> for Node {
 impl ServePeer<OwnFetchStripe> for Node {
     async fn serve_peer(&self, r: OwnFetchStripe) -> FsResult<Stripe> {
         let own = self.own.lock().expect("own");
-        let extents: Vec<OwnedExtent> = own
-            .query(r.ino, r.stripe, 0, u64::MAX)
-            .into_iter()
-            .map(OwnedExtent::from)
-            .collect();
-        let cached = r.from != self.id && extents.len() <= crate::state::cache::MAX_CACHED_EXTENTS;
+        let runs = own.query_stripe(r.ino, r.stripe);
+        let cached = r.from != self.id && runs.len() <= crate::state::cache::MAX_CACHED_RUNS;
         // Granted under the ownership lock: no change can slip between map and lease.
         let version = if cached {
             self.callbacks
@@ -83,7 +79,7 @@ impl ServePeer<OwnFetchStripe> for Node {
             0
         };
         Ok(Stripe {
-            extents,
+            runs,
             version,
             cached,
         })
@@ -101,13 +97,8 @@ impl ServePeer<Invalidate> for Node {
 }
 
 impl ServePeer<OwnQueryFile> for Node {
-    async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<Vec<OwnedExtent>> {
-        let own = self.own.lock().expect("own");
-        Ok(own
-            .query_file(r.ino, r.only)
-            .into_iter()
-            .map(OwnedExtent::from)
-            .collect())
+    async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<Vec<OwnedRun>> {
+        Ok(self.own.lock().expect("own").query_file(r.ino, r.only))
     }
 }
 

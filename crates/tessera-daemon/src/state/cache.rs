@@ -22,12 +22,12 @@
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use tessera_core::{Owner, RangeMap};
+use tessera_core::{Owner, RunMap};
 
 /// How long a copy may be used without hearing from its shard.
 pub const LEASE: Duration = Duration::from_secs(2);
-/// Stripes with more extents than this are answered by range, not copied whole.
-pub const MAX_CACHED_EXTENTS: usize = 1 << 16;
+/// Stripes with more runs than this are answered by range, not copied whole.
+pub const MAX_CACHED_RUNS: usize = 1 << 16;
 
 type Key = (u64, u64);
 
@@ -145,7 +145,7 @@ impl Callbacks {
 /// Coordinator side: copies of remote stripes.
 #[derive(Default)]
 pub struct StripeCache {
-    copies: HashMap<Key, (RangeMap<Owner>, u64, Instant)>,
+    copies: HashMap<Key, (RunMap<Owner>, u64, Instant)>,
     dropped: HashMap<Key, u64>,
     /// Lookups answered by a copy, and lookups that found none (reported in the status).
     hits: u64,
@@ -154,7 +154,7 @@ pub struct StripeCache {
 
 impl StripeCache {
     /// The copy of `key`, if it is still within its lease (counted as a hit or a miss).
-    pub fn get(&mut self, key: Key) -> Option<&RangeMap<Owner>> {
+    pub fn get(&mut self, key: Key) -> Option<&RunMap<Owner>> {
         match self.copies.get(&key) {
             Some((map, _, expires)) if *expires > Instant::now() => {
                 self.hits += 1;
@@ -174,7 +174,7 @@ impl StripeCache {
 
     /// Keeps a copy fetched at `asked` with `version`, unless an invalidation at least as new
     /// was already seen.
-    pub fn put(&mut self, key: Key, map: RangeMap<Owner>, version: u64, asked: Instant) {
+    pub fn put(&mut self, key: Key, map: RunMap<Owner>, version: u64, asked: Instant) {
         if self.dropped.get(&key).is_some_and(|v| *v >= version) {
             return;
         }
@@ -200,9 +200,9 @@ mod tests {
 
     const A: Owner = Owner { node: 1, client: 1 };
 
-    fn map() -> RangeMap<Owner> {
-        let mut m = RangeMap::new();
-        m.insert(0, 10, A);
+    fn map() -> RunMap<Owner> {
+        let mut m = RunMap::new();
+        m.insert(tessera_core::Run::single(0, 10), A);
         m
     }
 

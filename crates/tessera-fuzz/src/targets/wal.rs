@@ -12,8 +12,8 @@
 
 use super::damage::{Damage, damaged, occurrences};
 use arbitrary::{Arbitrary, Unstructured};
-use tessera_core::Owner;
 use tessera_core::wal::{self, HEADER_LEN, HeaderError, RECORD_MAGIC};
+use tessera_core::{Owner, Run};
 use tessera_daemon::state_log;
 use tessera_daemon::store::{DbOp, MetaKey};
 
@@ -36,11 +36,10 @@ impl Op {
         match self {
             Op::DelDentry(parent, name) => DbOp::DelDentry { parent, name },
             Op::DelInode(ino) => DbOp::DelInode(ino),
-            Op::PutOwner(ino, stripe, start, end, node, client) => DbOp::PutOwner {
+            Op::PutOwner(ino, stripe, start, len, node, client) => DbOp::PutOwner {
                 ino,
                 stripe,
-                start,
-                end,
+                run: Run::single(start, len),
                 owner: Owner { node, client },
             },
             Op::DelOwner(ino, stripe, start) => DbOp::DelOwner { ino, stripe, start },

@@ -1,7 +1,7 @@
 //! Requests of the ownership service: which log holds the newest bytes of each range. The
 //! map of each (file, stripe) lives on `stripe_shard(ino, stripe)`.
 
-use crate::OwnedExtent;
+use crate::OwnedRun;
 use serde::{Deserialize, Serialize};
 use tessera_core::{Owner, Run};
 
@@ -72,7 +72,7 @@ pub struct OwnFetchStripe {
 /// granted (small enough).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stripe {
-    pub extents: Vec<OwnedExtent>,
+    pub runs: Vec<OwnedRun>,
     pub version: u64,
     pub cached: bool,
 }
