@@ -42,17 +42,8 @@ pub fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
 
 /// Reads one frame, refusing bodies longer than `max`.
 pub fn read_frame(r: &mut impl Read, max: usize) -> io::Result<Vec<u8>> {
-    let mut h = [0u8; HEADER_LEN];
-    r.read_exact(&mut h)?;
-    let len = u32::from_be_bytes(h) as usize;
-    if len > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("frame of {len} bytes exceeds the maximum of {max}"),
-        ));
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
+    let mut body = Vec::new();
+    read_frame_into(r, max, &mut body)?;
     Ok(body)
 }
 
