@@ -19,6 +19,8 @@ pub enum Workload {
     Ops,
     /// mdtest-like create, stat and remove in a shared directory.
     Meta,
+    /// Many writers of one file: ownership state, whole-file query and restart costs.
+    Scale,
 }
 
 impl Workload {
@@ -30,6 +32,7 @@ impl Workload {
             Workload::Scr => "scr",
             Workload::Ops => "ops",
             Workload::Meta => "meta",
+            Workload::Scale => "scale",
         }
     }
 }
@@ -119,6 +122,18 @@ pub struct Params {
     /// meta: files per rank.
     #[arg(long, default_value_t = 1000)]
     pub files: u64,
+    /// scale: writers (each a client of its own; the ranks host them in turn).
+    #[arg(long, default_value_t = 1000)]
+    #[serde(default)]
+    pub writers: u64,
+    /// scale: pieces each writer writes (of --xfer bytes).
+    #[arg(long, default_value_t = 1000)]
+    #[serde(default)]
+    pub writes: u64,
+    /// scale: random offsets instead of the N-1 strided pattern.
+    #[arg(long)]
+    #[serde(default)]
+    pub random: bool,
     /// Self-test: rank 0 treats the first byte it verifies as corrupt, to prove that a
     /// verification failure fails the run.
     #[arg(long, hide = true)]

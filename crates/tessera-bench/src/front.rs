@@ -53,7 +53,12 @@ fn param_args(p: &Params) -> Vec<String> {
         format!("--particles={}", p.particles),
         format!("--samples-ops={}", p.samples_ops),
         format!("--files={}", p.files),
+        format!("--writers={}", p.writers),
+        format!("--writes={}", p.writes),
     ];
+    if p.random {
+        a.push("--random".into());
+    }
     if p.fsync {
         a.push("--fsync".into());
     }
@@ -71,6 +76,14 @@ fn record_name(w: Workload, p: &Params, when: u64) -> String {
             w.name(),
             p.pattern.name(),
             p.size,
+            p.ranks
+        ),
+        Workload::Scale => format!(
+            "{}-{}w-{}k-{}-{}r-{when}.json",
+            w.name(),
+            p.writers,
+            p.writes,
+            if p.random { "random" } else { "strided" },
             p.ranks
         ),
         _ => format!("{}-{}r-{when}.json", w.name(), p.ranks),

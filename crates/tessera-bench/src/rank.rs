@@ -24,6 +24,7 @@ pub struct Ctx {
     pub params: Params,
     pub direct: PathBuf,
     pub client: Client,
+    pub layout: InstanceLayout,
 }
 
 impl Ctx {
@@ -80,6 +81,20 @@ impl Ctx {
             let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
         }
         self.barrier();
+    }
+
+    pub fn sum_f64(&self, v: f64) -> f64 {
+        let mut out = 0f64;
+        self.world
+            .all_reduce_into(&v, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Every rank's `v` (of one length on every rank), rank after rank.
+    pub fn gather_f64(&self, v: &[f64]) -> Vec<f64> {
+        let mut out = vec![0f64; v.len() * self.size];
+        self.world.all_gather_into(v, &mut out[..]);
+        out
     }
 
     pub fn sum_u64(&self, v: u64) -> u64 {
@@ -141,7 +156,7 @@ pub fn main(workload: Workload, params: Params, place: Place) -> anyhow::Result<
     let layout = InstanceLayout::new(place.instance.clone());
     // On emulated hosts each rank uses its host's daemon (found in the host table).
     let node = (params.hosts == 0).then_some((rank as u32) % params.daemons);
-    let client = match Client::connect(layout, node) {
+    let client = match Client::connect(layout.clone(), node) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tessera-bench rank {rank}: {e}");
@@ -155,6 +170,7 @@ pub fn main(workload: Workload, params: Params, place: Place) -> anyhow::Result<
         params,
         direct: place.direct.clone(),
         client,
+        layout,
     };
     if cx.rank == 0 {
         ensure_dir(&cx, &cx.client, "/tessera/bench");
@@ -170,6 +186,7 @@ pub fn main(workload: Workload, params: Params, place: Place) -> anyhow::Result<
             Workload::Scr => workloads::scr::run(&cx, rep),
             Workload::Ops => workloads::ops::run(&cx, rep),
             Workload::Meta => workloads::meta::run(&cx, rep),
+            Workload::Scale => workloads::scale::run(&cx, rep),
         };
         if cx.rank == 0 {
             eprintln!(

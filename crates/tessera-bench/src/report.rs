@@ -39,6 +39,12 @@ fn key(r: &RunRecord) -> (String, u32) {
             r.params.pattern.name(),
             size_name(r.params.size)
         ),
+        Workload::Scale => format!(
+            "scale {} writers x {} {}",
+            r.params.writers,
+            r.params.writes,
+            if r.params.random { "random" } else { "strided" }
+        ),
         w => w.name().to_string(),
     };
     (w, r.params.ranks)

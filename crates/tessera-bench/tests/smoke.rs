@@ -142,6 +142,30 @@ fn every_workload_runs_verifies_and_reports() {
             "direct_remove_per_s",
         ],
     );
+    for random in [false, true] {
+        let mut args = vec!["scale", "--writers", "30", "--writes", "50", "--xfer", "16"];
+        args.extend(["--samples", "20", "--ranks", "2"]);
+        if random {
+            args.push("--random");
+        }
+        let v = run(&results, &args);
+        has(
+            &v,
+            &[
+                "rss_added_bytes_per_writer",
+                "shard_entries",
+                "attach_s",
+                "query_bytes_per_writer",
+                "open_ms",
+                "sample_read_p50_us",
+                "restart_s",
+            ],
+        );
+        if !random {
+            // One strided run per writer (the file spans one stripe).
+            assert_eq!(v["metrics"]["shard_entries"], 30.0, "{v}");
+        }
+    }
 
     let out = Command::new(BENCH)
         .arg("report")

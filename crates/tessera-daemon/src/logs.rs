@@ -16,8 +16,53 @@ use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::LogView;
 use tessera_proto::InstanceConfig;
 
-/// Open views of the logs on this node, by (ino, client).
-type Views = HashMap<(u64, u64), Arc<Mutex<LogView>>>;
+/// Open views of the logs on this node kept at most. A view holds three descriptors and the
+/// log's extent map; kept for every writer a node ever had, they made a daemon's memory and
+/// descriptors grow with the writers of a job (about 50 KB per strided writer of 1,000
+/// pieces), not with the ones reading or writing now.
+const MAX_VIEWS: usize = 256;
+
+/// Open views of the logs on this node, by (ino, client), least recently used dropped first.
+struct Views<V = Arc<Mutex<LogView>>> {
+    open: HashMap<(u64, u64), (V, u64)>,
+    tick: u64,
+}
+
+impl<V> Default for Views<V> {
+    fn default() -> Self {
+        Views {
+            open: HashMap::new(),
+            tick: 0,
+        }
+    }
+}
+
+impl<V: Clone> Views<V> {
+    fn get(&mut self, key: (u64, u64)) -> Option<V> {
+        self.tick += 1;
+        let (view, used) = self.open.get_mut(&key)?;
+        *used = self.tick;
+        Some(view.clone())
+    }
+
+    fn insert(&mut self, key: (u64, u64), view: V) {
+        if self.open.len() >= MAX_VIEWS
+            && let Some(oldest) = self
+                .open
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| *k)
+        {
+            self.open.remove(&oldest);
+        }
+        self.tick += 1;
+        self.open.insert(key, (view, self.tick));
+    }
+
+    fn retain(&mut self, keep: impl Fn(&(u64, u64)) -> bool) {
+        self.open.retain(|k, _| keep(k));
+    }
+}
 
 pub struct Logs {
     node: u32,
@@ -61,7 +106,7 @@ impl Logs {
         Logs {
             node,
             cfg: cfg.clone(),
-            views: Mutex::new(HashMap::new()),
+            views: Mutex::new(Views::default()),
             capacity: cfg.bb_capacity,
             granted: Mutex::new(HashMap::new()),
         }
@@ -115,8 +160,8 @@ impl Logs {
     }
 
     fn view(&self, ino: u64, client: u64) -> FsResult<Arc<Mutex<LogView>>> {
-        if let Some(v) = self.views.lock().expect("views lock").get(&(ino, client)) {
-            return Ok(v.clone());
+        if let Some(v) = self.views.lock().expect("views lock").get((ino, client)) {
+            return Ok(v);
         }
         let (d, i) = self.cfg.log_paths(self.node, ino, client);
         let view = LogView::open(&d, &i).map_err(|e| {
@@ -279,7 +324,7 @@ impl Logs {
         self.views
             .lock()
             .expect("views lock")
-            .retain(|(i, _), _| *i != ino);
+            .retain(|(i, _)| *i != ino);
         let dir = self.cfg.log_dir(self.node, ino);
         // Bytes written under live clients' grants leave the disk: remember they were written.
         if let Ok(files) = std::fs::read_dir(&dir) {
@@ -339,11 +384,41 @@ impl Logs {
     }
 
     /// Forgets a client's reservations (its connection ended; what it wrote stays counted).
+    /// Forgets a client whose connection ended: its grant, and the views of its logs (a
+    /// reader opens them again if it needs them).
     pub fn client_gone(&self, client: u64) {
         self.granted.lock().expect("granted lock").remove(&client);
+        self.views
+            .lock()
+            .expect("views lock")
+            .retain(|(_, c)| *c != client);
     }
 
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_keep_the_most_recently_used() {
+        let mut v: Views<u64> = Views::default();
+        for c in 0..MAX_VIEWS as u64 {
+            v.insert((1, c), c);
+        }
+        assert_eq!(v.get((1, 0)), Some(0)); // used again: now the newest
+        v.insert((1, 1000), 1000);
+        assert_eq!(v.open.len(), MAX_VIEWS);
+        assert_eq!(
+            v.get((1, 1)),
+            None,
+            "the least recently used view stays open"
+        );
+        assert_eq!(v.get((1, 0)), Some(0));
+        v.retain(|(_, c)| *c != 0);
+        assert_eq!(v.get((1, 0)), None);
     }
 }

@@ -7,6 +7,7 @@ pub mod consistency;
 pub mod dl;
 pub mod meta;
 pub mod ops;
+pub mod scale;
 pub mod scr;
 pub mod tcp_stream;
 
