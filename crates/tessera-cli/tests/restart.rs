@@ -169,7 +169,7 @@ fn torn_index_tail_is_reported_at_startup() {
     bytes.extend_from_slice(&[0xab; 20]);
     std::fs::write(&index, &bytes).unwrap();
     inst.restart(0);
-    let log = std::fs::read_to_string(inst.layout.log_file(0)).unwrap();
+    let log = inst.log_after_check(0);
     assert!(log.contains("torn tail of 20 bytes"), "{log}");
     let c = inst.client(0);
     let mut r = c.open_read("/tessera/torn").unwrap();

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! A run that continues an entry of the same value (the next chunk of a writer's pattern, or
-//! the next contiguous range) joins it. Finding the entries a run may overlap does not look at
+//! the next contiguous range) joins it; the entry it continues is found by phase too. Finding the entries a run may overlap does not look at
 //! every entry: entries of one stride are indexed by their phase (`start % stride`), so a piece
 //! finds the interleaved runs around it in O(log n), and single ranges (disjoint) by start.
 //!
@@ -24,7 +24,6 @@
 
 use crate::run::{MAX_FILE_SIZE, Run};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::Hash;
 
 /// A change to a persisted copy of the map, whose rows are keyed by the start of their run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,25 +50,22 @@ pub struct RunMap<V> {
     /// Ends of the single-piece entries by start; being disjoint ranges, they sort by end too.
     singles: BTreeMap<u64, u64>,
     strided: HashMap<u64, StrideGroup>,
-    /// Where each value's last insert went: the entry its next insert most likely continues.
-    last_of: HashMap<V, u64>,
     /// Rows touched by the change in progress, as they were before it.
     touched: BTreeMap<u64, Option<(Run, V)>>,
 }
 
-impl<V: Copy + Eq + Hash> Default for RunMap<V> {
+impl<V: Copy + Eq> Default for RunMap<V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<V: Copy + Eq + Hash> RunMap<V> {
+impl<V: Copy + Eq> RunMap<V> {
     pub fn new() -> Self {
         RunMap {
             entries: BTreeMap::new(),
             singles: BTreeMap::new(),
             strided: HashMap::new(),
-            last_of: HashMap::new(),
             touched: BTreeMap::new(),
         }
     }
@@ -114,7 +110,6 @@ impl<V: Copy + Eq + Hash> RunMap<V> {
             run = run.merged(&next).expect("checked by continuing");
         }
         self.add(run, value);
-        self.last_of.insert(value, run.start);
         self.finish()
     }
 
@@ -192,19 +187,35 @@ impl<V: Copy + Eq + Hash> RunMap<V> {
         removed
     }
 
-    /// The entry of `value` that `run` continues, if any.
+    /// The entry of `value` that `run` continues, if any: a strided run whose next piece
+    /// would start where `run` starts (the nearest entry before it of the same phase: any
+    /// other entry of that phase and stride between them would share their bytes), a single
+    /// piece one stride before a strided `run`, or a single range that `run` touches.
     fn continued_by(&self, run: &Run, value: V) -> Option<u64> {
         let joins = |s: u64| {
             self.entries
                 .get(&s)
                 .is_some_and(|(prev, v)| *v == value && prev.merged(run).is_some())
         };
-        if let Some(&hint) = self.last_of.get(&value)
-            && joins(hint)
-        {
-            return Some(hint);
+        for (&stride, group) in &self.strided {
+            let phase = run.start % stride;
+            let before = group
+                .phases
+                .range((phase, 0)..(phase, run.start))
+                .next_back();
+            if let Some(&(_, s)) = before
+                && joins(s)
+            {
+                return Some(s);
+            }
         }
-        // A single range right before (contiguous writes).
+        if run.count > 1
+            && let Some(s) = run.start.checked_sub(run.stride)
+            && self.singles.contains_key(&s)
+            && joins(s)
+        {
+            return Some(s);
+        }
         let (&s, &e) = self.singles.range(..run.start).next_back()?;
         (e == run.start && joins(s)).then_some(s)
     }
@@ -290,9 +301,6 @@ impl<V: Copy + Eq + Hash> RunMap<V> {
             if group.phases.is_empty() {
                 self.strided.remove(&run.stride);
             }
-        }
-        if self.last_of.get(&value) == Some(&start) {
-            self.last_of.remove(&value);
         }
         (run, value)
     }

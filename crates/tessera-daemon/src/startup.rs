@@ -76,6 +76,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         .map_err(|e| FsError::io(format!("creating {}", cfg.bb_root.display()), &e))?;
     tessera_logstore::private::private_dir(&bb)?;
     tessera_logstore::private::private_dir(&bb.join("logs"))?;
+    let loading = Instant::now();
     let (store, mut loaded) = store::Store::open(
         &bb,
         store::StoreOptions {
@@ -119,9 +120,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         callbacks: Mutex::new(state::cache::Callbacks::new(restarted)),
         stripe_cache: Mutex::new(state::cache::StripeCache::default()),
     });
-    for problem in node.logs.scan() {
-        tracing::warn!("log check: {problem}");
-    }
+    let state_ms = loading.elapsed().as_millis() as u64;
     remove_flush_temps(&node, &loaded.flush_temps).await?;
     node.clients.expect_back(&loaded.clients);
     for (client, ino, pos) in &loaded.published {
@@ -132,7 +131,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         node = id,
         inodes = node.ns.lock().expect("ns").inode_count(),
         files,
-        extents,
+        ownership_entries = extents,
+        state_ms,
         "state loaded"
     );
 
@@ -161,6 +161,22 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         })
     })?;
     tracing::info!(node = id, %host, socket = %socket.display(), peers = %addr, "ready");
+    // Every log on the node is checked so that damage is reported now, not when a reader
+    // meets it; in the background, as it reads every log (0.8 s for 3,300 writers' logs),
+    // and a reader that meets damage first is refused by its own check anyway.
+    let checking = node.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let problems = checking.logs.scan();
+        for problem in &problems {
+            tracing::warn!("log check: {problem}");
+        }
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            problems = problems.len(),
+            "every log on this node checked"
+        );
+    });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;

@@ -236,6 +236,23 @@ impl Inst {
         }
     }
 
+    /// The log of daemon `node` once it has checked every log on its node (which it does in
+    /// the background after it starts serving).
+    pub fn log_after_check(&self, node: u32) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = std::fs::read_to_string(self.layout.log_file(node)).unwrap_or_default();
+            if log.contains("every log on this node checked") {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon {node} did not check its logs within 20 s:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Restarts daemon `node` (on its own host).
     pub fn restart(&self, node: u32) {
         let out = self
