@@ -4,13 +4,16 @@
 //! tessera-bench run WORKLOAD [options]   front end: fresh instance, mpirun, table (+ --json)
 //! tessera-bench rank WORKLOAD ...        one MPI rank (launched by the front end)
 //! tessera-bench report                   regenerate docs/benchmarks.md and its plots
+//! tessera-bench model                    the cost model to 64k processes
 //! ```
 
 mod args;
 mod front;
+mod model;
 mod rank;
 mod report;
 mod results;
+mod scale_report;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -59,6 +62,16 @@ enum Cmd {
         #[arg(long, default_value = "docs/benchmark-analysis.md")]
         analysis: PathBuf,
     },
+    /// Print the cost model to 64k processes (shard entries, query bytes, messages per open),
+    /// computed with the real placement and encoding.
+    Model {
+        /// Pieces per process.
+        #[arg(long, default_value_t = 1000)]
+        writes: u64,
+        /// Bytes per piece (units allowed).
+        #[arg(long, default_value = "47001", value_parser = tessera_cli::size::parse_size)]
+        xfer: u64,
+    },
     /// A daemon (the front end starts its instance with this executable).
     #[command(hide = true)]
     Serve {
@@ -103,6 +116,10 @@ fn main() {
             out,
             analysis,
         } => report::run(&results, &out, &analysis),
+        Cmd::Model { writes, xfer } => {
+            print!("{}", model::table(writes, xfer));
+            Ok(())
+        }
         Cmd::Serve {
             instance,
             node,

@@ -69,10 +69,10 @@ fn ratio(reps: &[Metrics], a: &str, b: &str) -> Option<(f64, f64, f64)> {
     summary(&v, "r")
 }
 
-struct Target {
-    what: String,
-    measured: String,
-    met: Option<bool>,
+pub(crate) struct Target {
+    pub what: String,
+    pub measured: String,
+    pub met: Option<bool>,
 }
 
 fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
@@ -356,7 +356,11 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
         md,
         "| target | measured (median over repetitions) | |\n|---|---|---|"
     )?;
-    for t in targets(&latest) {
+    let all: Vec<&RunRecord> = records.iter().collect();
+    for t in targets(&latest)
+        .into_iter()
+        .chain(crate::scale_report::targets(&all))
+    {
         let mark = match t.met {
             Some(true) => "met",
             Some(false) => "**missed** (see analysis)",
@@ -420,6 +424,8 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
             writeln!(md, "![{title}](bench/{file})\n")?;
         }
     }
+
+    crate::scale_report::section(&mut md, &plots_dir, &all)?;
 
     writeln!(md, "## Results\n")?;
     for ((w, n), r) in &latest {

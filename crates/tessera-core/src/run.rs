@@ -306,8 +306,18 @@ pub fn coalesce(mut runs: Vec<Run>) -> Vec<Run> {
 }
 
 /// Compresses sorted, disjoint, non-adjacent ranges into strided runs (greedy, left to right).
+/// Two pieces stay two single ranges: a run of two is no smaller, and random writes paired
+/// into runs would each bring a stride of their own to the ownership maps.
 pub fn compress(ranges: impl IntoIterator<Item = (u64, u64)>) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
+    let push = |out: &mut Vec<Run>, r: Run| {
+        if r.count == 2 {
+            out.push(Run::single(r.start, r.len));
+            out.push(Run::single(r.start + r.stride, r.len));
+        } else {
+            out.push(r);
+        }
+    };
     let mut cur: Option<Run> = None;
     for (s, e) in ranges {
         let len = e - s;
@@ -323,12 +333,14 @@ pub fn compress(ranges: impl IntoIterator<Item = (u64, u64)>) -> Vec<Run> {
                 r
             }
             Some(r) => {
-                out.push(r);
+                push(&mut out, r);
                 Run::single(s, len)
             }
         });
     }
-    out.extend(cur);
+    if let Some(r) = cur {
+        push(&mut out, r);
+    }
     out
 }
 
@@ -510,6 +522,7 @@ mod tests {
             let want: Vec<u64> = ranges.iter().flat_map(|(s, e)| *s..*e).collect();
             prop_assert_eq!(bytes_of(&runs), want);
             prop_assert!(runs.len() <= ranges.len());
+            prop_assert!(runs.iter().all(|r| r.count != 2));
         }
     }
 }

@@ -23,6 +23,11 @@
 //! delete, so a table kept by applying them equals the map.
 
 use crate::run::{MAX_FILE_SIZE, Run};
+
+/// Strides with a group of their own, at most; a run of another stride arriving past this is
+/// kept as single pieces. Every lookup visits every group, so runs of ever new strides (pairs
+/// of random writes, or a hostile client) must not make groups without bound.
+const MAX_STRIDES: usize = 64;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A change to a persisted copy of the map, whose rows are keyed by the start of their run.
@@ -90,7 +95,7 @@ impl<V: Copy + Eq> RunMap<V> {
     }
 
     /// Adds a row read back from a persisted copy, as it is (rows written from this map's
-    /// changes are disjoint already).
+    /// changes are disjoint already; kept whole, so that memory and rows have the same keys).
     pub fn restore(&mut self, run: Run, value: V) {
         self.add(run, value);
         self.touched.clear();
@@ -109,7 +114,7 @@ impl<V: Copy + Eq> RunMap<V> {
             let (next, _) = self.take(after);
             run = run.merged(&next).expect("checked by continuing");
         }
-        self.add(run, value);
+        self.place(run, value);
         self.finish()
     }
 
@@ -181,7 +186,7 @@ impl<V: Copy + Eq> RunMap<V> {
             removed += run.bytes() - left.iter().map(Run::bytes).sum::<u64>();
             self.take(s);
             for part in left {
-                self.add(part, v);
+                self.place(part, v);
             }
         }
         removed
@@ -276,6 +281,22 @@ impl<V: Copy + Eq> RunMap<V> {
         if !self.touched.contains_key(&start) {
             let before = self.entries.get(&start).copied();
             self.touched.insert(start, before);
+        }
+    }
+
+    /// Adds a run, as single pieces if it is a pair (no smaller as a run) or its stride would
+    /// be one group too many.
+    fn place(&mut self, run: Run, value: V) {
+        let grouped = self.strided.contains_key(&run.stride);
+        let split =
+            run.count > 1 && !grouped && (run.count == 2 || self.strided.len() >= MAX_STRIDES);
+        if split {
+            let pieces: Vec<(u64, u64)> = run.pieces().collect();
+            for (s, e) in pieces {
+                self.add(Run::single(s, e - s), value);
+            }
+        } else {
+            self.add(run, value);
         }
     }
 
@@ -466,6 +487,36 @@ mod tests {
             }
         }
         map
+    }
+
+    #[test]
+    fn new_strides_past_the_limit_are_kept_as_pieces() {
+        let mut map = RunMap::new();
+        // Runs of three pieces, each of a stride of its own, far apart.
+        for i in 0..200u64 {
+            let run = Run {
+                start: i * 10_000,
+                len: 4,
+                stride: 10 + i,
+                count: 3,
+            };
+            map.insert(run, i);
+        }
+        assert_eq!(map.strided.len(), MAX_STRIDES);
+        assert_eq!(map.len(), MAX_STRIDES + (200 - MAX_STRIDES) * 3);
+        assert_eq!(map.bytes(), 200 * 12);
+        // A pair is two pieces.
+        let mut map = RunMap::new();
+        map.insert(
+            Run {
+                start: 0,
+                len: 4,
+                stride: 100,
+                count: 2,
+            },
+            1,
+        );
+        assert_eq!((map.len(), map.strided.len()), (2, 0));
     }
 
     #[test]
