@@ -291,11 +291,31 @@ fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
         .y_desc("MiB/s (log scale)")
         .label_style(("sans-serif", 15))
         .draw()?;
+    draw_lines(&mut chart, data, SeriesLabelPosition::UpperLeft)?;
+    root.present()?;
+    Ok(true)
+}
+
+/// One series of a plot: its label and its points.
+pub(crate) type Line<X, Y> = (String, Vec<(X, Y)>);
+
+/// Draws each series as a line with dots, ascending in x, and the legend.
+pub(crate) fn draw_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    data: &[Line<X::ValueType, Y::ValueType>],
+    legend: SeriesLabelPosition,
+) -> Result<()>
+where
+    X: Ranged,
+    Y: Ranged,
+    X::ValueType: Copy + PartialOrd + 'static,
+    Y::ValueType: Copy + 'static,
+{
     let colors = [RED, BLUE, GREEN, MAGENTA, BLACK, CYAN];
     for (i, (label, pts)) in data.iter().enumerate() {
         let c = colors[i % colors.len()];
         let mut pts = pts.clone();
-        pts.sort_by_key(|p| p.0);
+        pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(label.clone())
@@ -307,10 +327,9 @@ fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 15))
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend)
         .draw()?;
-    root.present()?;
-    Ok(true)
+    Ok(())
 }
 
 pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {

@@ -176,24 +176,7 @@ fn plot(
         .y_desc(format!("{y_desc} (log scale)"))
         .label_style(("sans-serif", 15))
         .draw()?;
-    let colors = [RED, BLUE, GREEN, MAGENTA];
-    for (i, (label, pts)) in data.iter().enumerate() {
-        let c = colors[i % colors.len()];
-        let mut pts = pts.clone();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    crate::report::draw_lines(&mut chart, data, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(true)
 }
