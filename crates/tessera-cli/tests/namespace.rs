@@ -108,6 +108,59 @@ fn one_shared_file_spreads_ownership_over_all_daemons() {
 }
 
 #[test]
+fn a_whole_file_answer_larger_than_a_frame_comes_in_pages() {
+    const PIECES: u64 = 140_000;
+    let inst = Inst::start_with(
+        2,
+        &["--stripe-size", "262144", "--set", "max_frame=1048576"],
+    );
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            "/tessera/sparse",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Session),
+        )
+        .unwrap();
+    // Pieces at irregular gaps: no two neighbours continue a stride, so one run each.
+    let mut offsets = Vec::new();
+    let mut at = 0u64;
+    for i in 0..PIECES {
+        f.write_at(&at.to_le_bytes(), at).unwrap();
+        offsets.push(at);
+        at += 16 + (i.wrapping_mul(2_654_435_761) >> 7) % 61;
+    }
+    f.close().unwrap();
+    let r = inst.client(1);
+    let mut g = r
+        .open(
+            "/tessera/sparse",
+            OpenOptions::new().read(true).model(Model::Session),
+        )
+        .unwrap();
+    let runs = g.query_file().unwrap();
+    let bytes = tessera_proto::frame::encode(&runs).len();
+    assert!(
+        bytes > 1 << 20,
+        "the answer ({bytes} bytes) would have fit in one frame"
+    );
+    // Every byte written, once (a piece across a stripe boundary is two runs).
+    assert_eq!(runs.iter().map(|r| r.run.bytes()).sum::<u64>(), PIECES * 8);
+    assert!(runs.windows(2).all(|w| w[0].run.start < w[1].run.start));
+    // The open's own query was paged too: reads use the owners it learned.
+    let queries = r.stats().queries;
+    for &o in offsets.iter().step_by(997) {
+        let mut b = [0u8; 8];
+        g.read_at(&mut b, o).unwrap();
+        assert_eq!(u64::from_le_bytes(b), o, "piece at {o}");
+    }
+    assert_eq!(r.stats().queries, queries, "a session read asked again");
+}
+
+#[test]
 fn flush_publishes_atomically_and_unowned_ranges_come_from_the_pfs() {
     let inst = Inst::start(3);
     let w = inst.client(1);

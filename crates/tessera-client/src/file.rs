@@ -170,10 +170,17 @@ impl File {
             want_owners,
         };
         // `path` becomes where PFS links led (a read open follows them).
-        let tessera_proto::Opened { attr, owners, path } = g.call(req)?;
+        let tessera_proto::Opened {
+            attr,
+            mut owners,
+            path,
+        } = g.call(req)?;
         if want_owners {
             g.stats.queries += 1;
             g.query_gen += 1;
+        }
+        if let Some(o) = owners.as_mut() {
+            rest_of_file(&mut g, attr.ino, o)?;
         }
         if o.truncate {
             g.truncate_local(attr.ino, 0)?;
@@ -884,5 +891,17 @@ fn query(g: &mut Inner, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
 fn query_file(g: &mut Inner, ino: u64) -> FsResult<Owners> {
     g.stats.queries += 1;
     g.query_gen += 1;
-    g.call(QueryFile { ino })
+    let mut o = g.call(QueryFile { ino, from: 0 })?;
+    rest_of_file(g, ino, &mut o)?;
+    Ok(o)
+}
+
+/// Completes a whole-file answer that did not fit in one frame, page after page.
+fn rest_of_file(g: &mut Inner, ino: u64, o: &mut Owners) -> FsResult<()> {
+    while let Some(from) = o.next.take() {
+        let page: Owners = g.call(QueryFile { ino, from })?;
+        o.runs.extend(page.runs);
+        o.next = page.next;
+    }
+    Ok(())
 }

@@ -125,16 +125,36 @@ impl Ownership {
             .map_or_else(Vec::new, |m| m.iter().map(OwnedRun::from).collect())
     }
 
-    /// All runs of `ino` on this shard (optionally only `only`'s), stripe by stripe.
+    /// All runs of `ino` on this shard (optionally only `only`'s), ascending by start.
     pub fn query_file(&self, ino: u64, only: Option<Owner>) -> Vec<OwnedRun> {
+        self.query_file_page(ino, only, 0, usize::MAX).0
+    }
+
+    /// The runs of `ino` on this shard (optionally only `only`'s) that start at or after
+    /// `from`, ascending by start, at most `max` (at least one); and the start of the first
+    /// run left out. Runs are cut at stripe boundaries, so the stripes in order give the runs
+    /// in order.
+    pub fn query_file_page(
+        &self,
+        ino: u64,
+        only: Option<Owner>,
+        from: u64,
+        max: usize,
+    ) -> (Vec<OwnedRun>, Option<u64>) {
+        let max = max.max(1);
         let mut stripes = self.stripes_of(ino);
         stripes.sort_unstable();
-        stripes
-            .into_iter()
-            .flat_map(|s| self.maps[&(ino, s)].iter())
-            .filter(|(_, o)| only.is_none_or(|only| only == *o))
-            .map(OwnedRun::from)
-            .collect()
+        let mut out = Vec::new();
+        for s in stripes {
+            let runs = self.maps[&(ino, s)].iter_from(from);
+            for (run, owner) in runs.filter(|(_, o)| only.is_none_or(|only| only == *o)) {
+                if out.len() == max {
+                    return (out, Some(run.start));
+                }
+                out.push(OwnedRun { run, owner });
+            }
+        }
+        (out, None)
     }
 
     /// The stripes of `ino` this shard holds a map for.
@@ -268,6 +288,33 @@ mod tests {
         );
         let (removed, _) = o.detach(7, 0, B, 0, 60);
         assert_eq!(removed, 0, "B owns nothing any more");
+    }
+
+    #[test]
+    fn pages_cover_every_run_once_in_order() {
+        let mut o = Ownership::default();
+        // Runs on three stripes (of 100 bytes), two owners.
+        for i in 0..30u64 {
+            let owner = if i % 3 == 0 { A } else { B };
+            o.attach(4, i / 10, owner, &[Run::single(i * 10, 5)]);
+        }
+        for only in [None, Some(A)] {
+            let all = o.query_file(4, only);
+            let mut paged = Vec::new();
+            let mut from = 0;
+            loop {
+                let (page, resume) = o.query_file_page(4, only, from, 4);
+                assert!(page.len() <= 4);
+                paged.extend(page);
+                match resume {
+                    Some(r) => from = r,
+                    None => break,
+                }
+            }
+            assert_eq!(paged, all);
+            assert!(all.windows(2).all(|w| w[0].run.start < w[1].run.start));
+        }
+        assert_eq!(o.query_file(4, Some(A)).len(), 10);
     }
 
     proptest! {

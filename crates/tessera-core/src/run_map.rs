@@ -94,6 +94,11 @@ impl<V: Copy + Eq> RunMap<V> {
         self.entries.values().copied()
     }
 
+    /// The entries that start at or after `start`, in ascending order of start.
+    pub fn iter_from(&self, start: u64) -> impl Iterator<Item = (Run, V)> + '_ {
+        self.entries.range(start..).map(|(_, e)| *e)
+    }
+
     /// Adds a row read back from a persisted copy, as it is (rows written from this map's
     /// changes are disjoint already; kept whole, so that memory and rows have the same keys).
     pub fn restore(&mut self, run: Run, value: V) {

@@ -8,7 +8,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -48,11 +48,14 @@ pub fn sorted_extents(runs: &[OwnedRun]) -> Vec<OwnedExtent> {
 /// different owners interleave), and the file size known to the namespace. A strided N-1
 /// checkpoint answers in one run per writer and stripe, however many pieces each wrote. A
 /// ranged query whose runs cover the whole range leaves the size out (`None`): the reader then
-/// knows the bytes exist, and the answer needs no trip to the inode's node.
+/// knows the bytes exist, and the answer needs no trip to the inode's node. A whole-file answer
+/// too large for one frame stops before `next`: the runs starting there and after are asked
+/// for with `QueryFile { from: next }`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     pub size: Option<u64>,
     pub runs: Vec<OwnedRun>,
+    pub next: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

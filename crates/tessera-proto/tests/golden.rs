@@ -55,6 +55,7 @@ fn owners() -> Owners {
     Owners {
         size: Some(9000),
         runs: vec![owned_run()],
+        next: Some(1 << 30),
     }
 }
 
@@ -271,7 +272,7 @@ fn client_samples(s: &mut Samples) {
         },
         owners(),
     );
-    s.client(QueryFile { ino: 5 }, owners());
+    s.client(QueryFile { ino: 5, from: 0 }, owners());
     s.client(
         Read {
             ino: 5,
@@ -420,8 +421,13 @@ fn peer_samples(s: &mut Samples) {
         OwnQueryFile {
             ino: 5,
             only: Some(owner()),
+            from: 4096,
+            max: 1000,
         },
-        vec![owned_run()],
+        OwnedPage {
+            runs: vec![owned_run()],
+            resume: Some(1 << 30),
+        },
     );
     s.peer(
         OwnDetachFile {

@@ -74,6 +74,7 @@ fn whole_file(client: &Client, path: &str) -> anyhow::Result<(u64, tessera_proto
     let owners = tessera_proto::Owners {
         size: Some(f.len()?),
         runs,
+        next: None,
     };
     f.close()?;
     Ok((tessera_proto::frame::encode(&owners).len() as u64, owners))

@@ -85,7 +85,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     let lock = node.flush_lock(d.ino);
     let _serialised = lock.lock().await;
     let owners = match range {
-        None => node.query_file(d.ino).await?,
+        None => node.query_file_whole(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,
     };
     // Never shorter than the bytes about to be written (the size may have been read before a

@@ -64,7 +64,7 @@ impl ServeClient<Open> for Node {
             attr = self.truncate_ino(&p, dentry.ino, 0).await?;
         }
         let owners = if want_owners {
-            Some(self.query_file(dentry.ino).await?)
+            Some(self.query_file(dentry.ino, 0).await?)
         } else {
             None
         };

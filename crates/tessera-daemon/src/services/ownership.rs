@@ -68,7 +68,7 @@ impl ServeClient<Query> for Node {
 impl ServeClient<QueryFile> for Node {
     async fn serve_client(&self, _: u64, r: QueryFile) -> FsResult<Owners> {
         self.check_ino(r.ino)?;
-        self.query_file(r.ino).await
+        self.query_file(r.ino, r.from).await
     }
 }
 
@@ -190,35 +190,40 @@ impl Node {
             return Ok(Owners {
                 size: Some(self.inode_get(ino).await?.size),
                 runs: Vec::new(),
+                next: None,
             });
         }
         let stripes = (end - 1) / ss - start / ss + 1;
         if stripes > MAX_STRIPES_PER_REQUEST {
-            let all = self.query_file(ino).await?;
+            let all = self.query_file_whole(ino).await?;
             return Ok(Owners {
                 size: all.size,
                 runs: clip_runs(&all.runs, start, end),
+                next: None,
             });
         }
         let runs = self.range_owners(ino, start, end).await?;
         // Only a range with unowned bytes needs the size (zeros below it, end of file above).
         let owned: u64 = runs.iter().map(|r| r.run.bytes()).sum();
         if owned == end - start {
-            return Ok(Owners { size: None, runs });
+            return Ok(Owners {
+                size: None,
+                runs,
+                next: None,
+            });
         }
         let size = self.inode_get(ino).await?.size;
         let below = end.min(size);
-        if below > start && owned_below(&runs, below) < below - start {
+        let runs = if below > start && owned_below(&runs, below) < below - start {
             // A gap below the size: ask again, after the size.
-            let runs = self.range_owners(ino, start, end).await?;
-            return Ok(Owners {
-                size: Some(size),
-                runs,
-            });
-        }
+            self.range_owners(ino, start, end).await?
+        } else {
+            runs
+        };
         Ok(Owners {
             size: Some(size),
             runs,
+            next: None,
         })
     }
 
@@ -280,23 +285,73 @@ impl Node {
         Ok(clip_runs(&got.runs, s, t))
     }
 
-    /// Who holds every byte of the file, and its size (read first: see [`Node::query`]).
-    pub async fn query_file(&self, ino: u64) -> FsResult<Owners> {
+    /// Who holds the bytes of the file from the runs that start at `from` on, as many as fit in
+    /// one answer (`next`: where the rest begins), and its size (read first: see
+    /// [`Node::query`]).
+    pub async fn query_file(&self, ino: u64, from: u64) -> FsResult<Owners> {
+        let size = self.inode_get(ino).await?.size;
+        let (runs, next) = self.query_file_page(ino, None, from).await?;
+        Ok(Owners {
+            size: Some(size),
+            runs,
+            next,
+        })
+    }
+
+    /// Who holds every byte of the file (for this daemon's own use: not bounded by a frame).
+    pub async fn query_file_whole(&self, ino: u64) -> FsResult<Owners> {
         let size = self.inode_get(ino).await?.size;
         Ok(Owners {
             size: Some(size),
             runs: self.query_file_only(ino, None).await?,
+            next: None,
         })
     }
 
-    /// Every run of `ino`, or only `only`'s, ascending by start.
+    /// Every run of `ino`, or only `only`'s, ascending by start, page after page.
     async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedRun>> {
-        let per_node = self
-            .call_all(self.every_node(|| OwnQueryFile { ino, only }))
-            .await?;
-        let mut out: Vec<OwnedRun> = per_node.into_iter().flatten().collect();
-        out.sort_by_key(|r| r.run.start);
+        let mut out = Vec::new();
+        let mut from = Some(0);
+        while let Some(at) = from {
+            let (runs, next) = self.query_file_page(ino, only, at).await?;
+            out.extend(runs);
+            from = next;
+        }
         Ok(out)
+    }
+
+    /// The runs of `ino` (or only `only`'s) that start at or after `from`, ascending, as many
+    /// as one frame holds, and where the rest begins. Every node answers a page of its own;
+    /// the answer stops where the first node stopped, so that no run before that point is
+    /// missing.
+    async fn query_file_page(
+        &self,
+        ino: u64,
+        only: Option<Owner>,
+        from: u64,
+    ) -> FsResult<(Vec<OwnedRun>, Option<u64>)> {
+        // An owned run encodes in at most about 45 bytes.
+        let max = (self.cfg.max_frame / 64).max(1);
+        let pages = self
+            .call_all(self.every_node(|| OwnQueryFile {
+                ino,
+                only,
+                from,
+                max,
+            }))
+            .await?;
+        let mut cut = pages.iter().filter_map(|p| p.resume).min();
+        let mut runs: Vec<OwnedRun> = pages
+            .into_iter()
+            .flat_map(|p| p.runs)
+            .filter(|r| cut.is_none_or(|c| r.run.start < c))
+            .collect();
+        runs.sort_by_key(|r| r.run.start);
+        if runs.len() > max as usize {
+            cut = Some(runs[max as usize].run.start);
+            runs.truncate(max as usize);
+        }
+        Ok((runs, cut))
     }
 }
 

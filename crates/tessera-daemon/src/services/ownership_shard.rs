@@ -10,7 +10,7 @@ use tessera_core::ownership::{OwnerChange, Ownership};
 use tessera_core::{Errno, FsError, FsResult, Run};
 use tessera_proto::{
     DropFile, Invalidate, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe, OwnQueryFile,
-    OwnTruncate, OwnedRun, Stripe,
+    OwnTruncate, OwnedPage, Stripe,
 };
 
 /// Which cached copies a change makes stale.
@@ -97,8 +97,10 @@ impl ServePeer<Invalidate> for Node {
 }
 
 impl ServePeer<OwnQueryFile> for Node {
-    async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<Vec<OwnedRun>> {
-        Ok(self.own.lock().expect("own").query_file(r.ino, r.only))
+    async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<OwnedPage> {
+        let own = self.own.lock().expect("own");
+        let (runs, resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
+        Ok(OwnedPage { runs, resume })
     }
 }
 

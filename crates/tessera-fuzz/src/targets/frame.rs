@@ -196,7 +196,7 @@ fn messages(body: &[u8]) {
     answer::<tessera_proto::Owners>(body);
     answer::<tessera_proto::NodeStatus>(body);
     answer::<Vec<tessera_proto::DirEntry>>(body);
-    answer::<Vec<tessera_proto::OwnedRun>>(body);
+    answer::<tessera_proto::OwnedPage>(body);
     answer::<Option<tessera_proto::Dentry>>(body);
     answer::<Option<HeldLock>>(body);
     if let Ok((data, trailer)) = calls::decode_answer::<calls::Data>(body) {

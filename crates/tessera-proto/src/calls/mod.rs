@@ -149,7 +149,7 @@ protocol! {
         OwnDetach = "own_detach" -> u64,
         OwnFetchStripe = "own_fetch_stripe" -> Stripe,
         Invalidate = "invalidate" -> (),
-        OwnQueryFile = "own_query_file" -> Vec<crate::OwnedRun>,
+        OwnQueryFile = "own_query_file" -> OwnedPage,
         OwnDetachFile = "own_detach_file" -> (),
         OwnTruncate = "own_truncate" -> (),
         DropFile = "drop_file" -> (),

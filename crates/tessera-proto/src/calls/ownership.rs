@@ -36,10 +36,12 @@ pub struct Query {
     pub end: u64,
 }
 
-/// Who holds every byte of the file.
+/// Who holds every byte of the file: the runs that start at or after `from`, as many as fit
+/// in one answer (`Owners::next` says where the rest begins).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueryFile {
     pub ino: u64,
+    pub from: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,11 +87,22 @@ pub struct Invalidate {
     pub version: u64,
 }
 
-/// Every extent of `ino` held by this node, optionally only the caller's.
+/// The runs of `ino` held by this node (optionally only `only`'s) that start at or after
+/// `from`, ascending by start, at most `max` of them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OwnQueryFile {
     pub ino: u64,
     pub only: Option<Owner>,
+    pub from: u64,
+    pub max: u32,
+}
+
+/// Answer to [`OwnQueryFile`]: the runs, and the start of the first run left out (`None`: no
+/// run was left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedPage {
+    pub runs: Vec<OwnedRun>,
+    pub resume: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
