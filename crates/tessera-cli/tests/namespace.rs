@@ -110,10 +110,7 @@ fn one_shared_file_spreads_ownership_over_all_daemons() {
 #[test]
 fn a_whole_file_answer_larger_than_a_frame_comes_in_pages() {
     const PIECES: u64 = 140_000;
-    let inst = Inst::start_with(
-        2,
-        &["--stripe-size", "262144", "--set", "max_frame=1048576"],
-    );
+    let inst = Inst::start_with(2, &["--stripe-size", "65536", "--set", "max_frame=1048576"]);
     let c = inst.client(0);
     let mut f = c
         .open(
@@ -150,6 +147,20 @@ fn a_whole_file_answer_larger_than_a_frame_comes_in_pages() {
     // Every byte written, once (a piece across a stripe boundary is two runs).
     assert_eq!(runs.iter().map(|r| r.run.bytes()).sum::<u64>(), PIECES * 8);
     assert!(runs.windows(2).all(|w| w[0].run.start < w[1].run.start));
+    // A ranged query over more than 64 stripes is paged as well (clipped to its range).
+    let (lo, hi) = (offsets[1000] + 3, offsets[PIECES as usize - 1000]);
+    let ranged = g.query(lo, hi - lo).unwrap();
+    let want: u64 = runs
+        .iter()
+        .flat_map(|r| r.run.clip(lo, hi))
+        .map(|r| r.bytes())
+        .sum();
+    assert_eq!(ranged.iter().map(|r| r.run.bytes()).sum::<u64>(), want);
+    assert!(
+        ranged
+            .iter()
+            .all(|r| r.run.start >= lo && r.run.end() <= hi)
+    );
     // The open's own query was paged too: reads use the owners it learned.
     let queries = r.stats().queries;
     for &o in offsets.iter().step_by(997) {

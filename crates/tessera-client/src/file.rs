@@ -885,7 +885,21 @@ fn lock_range(offset: u64, len: u64) -> FsResult<(u64, u64)> {
 fn query(g: &mut Inner, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
     g.stats.queries += 1;
     g.query_gen += 1;
-    g.call(Query { ino, start, end })
+    let mut o: Owners = g.call(Query { ino, start, end })?;
+    if o.next.is_some() {
+        // A range over many stripes of a file of many runs: the rest comes in whole-file pages.
+        while let Some(from) = o.next.take() {
+            let page: Owners = g.call(QueryFile { ino, from })?;
+            for r in page.runs {
+                let clipped = r.run.clip(start, end);
+                o.runs
+                    .extend(clipped.into_iter().map(|run| OwnedRun { run, ..r }));
+            }
+            o.next = page.next.filter(|n| *n < end);
+        }
+        o.runs.sort_by_key(|r| r.run.start);
+    }
+    Ok(o)
 }
 
 fn query_file(g: &mut Inner, ino: u64) -> FsResult<Owners> {

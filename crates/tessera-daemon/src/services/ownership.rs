@@ -195,11 +195,14 @@ impl Node {
         }
         let stripes = (end - 1) / ss - start / ss + 1;
         if stripes > MAX_STRIPES_PER_REQUEST {
-            let all = self.query_file_whole(ino).await?;
+            // From the whole file's pages: runs are cut at stripes, so none that starts before
+            // the range's first stripe reaches into it. `next` continues with QueryFile.
+            let size = self.inode_get(ino).await?.size;
+            let (runs, next) = self.query_file_page(ino, None, start - start % ss).await?;
             return Ok(Owners {
-                size: all.size,
-                runs: clip_runs(&all.runs, start, end),
-                next: None,
+                size: Some(size),
+                runs: clip_runs(&runs, start, end),
+                next: next.filter(|n| *n < end),
             });
         }
         let runs = self.range_owners(ino, start, end).await?;
