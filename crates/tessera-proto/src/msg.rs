@@ -1,6 +1,7 @@
 //! The data that requests and answers carry (see [`crate::calls`] for the requests).
 //!
-//! Nothing here carries behaviour.
+//! Nothing here carries behaviour, except flattening runs into extents for the callers that
+//! want extents (flush, the C API).
 
 use serde::{Deserialize, Serialize};
 pub use tessera_core::OwnedRun;
