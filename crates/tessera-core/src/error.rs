@@ -70,6 +70,8 @@ pub enum Errno {
     AddrNotAvail,
     /// A NULL (or otherwise unusable) pointer was passed for a buffer or a string.
     Fault,
+    /// A lock (or a write made under it) whose lease ran out: it was revoked.
+    Stale,
 }
 
 impl Errno {
@@ -106,6 +108,7 @@ impl Errno {
             Errno::IlSeq => libc::EILSEQ,
             Errno::AddrNotAvail => libc::EADDRNOTAVAIL,
             Errno::Fault => libc::EFAULT,
+            Errno::Stale => libc::ESTALE,
         }
     }
 
@@ -142,6 +145,7 @@ impl Errno {
             Errno::IlSeq => "EILSEQ",
             Errno::AddrNotAvail => "EADDRNOTAVAIL",
             Errno::Fault => "EFAULT",
+            Errno::Stale => "ESTALE",
         }
     }
 

@@ -8,6 +8,8 @@
 pub mod consistency;
 pub mod error;
 pub mod index;
+pub mod lock_list;
+pub mod lock_manager;
 pub mod locks;
 pub mod meta;
 pub mod namespace;

@@ -41,6 +41,19 @@ pub struct LockOwner {
     pub pid: u32,
 }
 
+/// Bits of an owner id that number the client on its node; the node id is above them.
+const CLIENT_BITS: u32 = 40;
+
+/// The owner id of a client: unique across the job (its node's id in the high bits).
+pub fn owner_id(node: u32, client: u64) -> u64 {
+    (u64::from(node) << CLIENT_BITS) | (client & ((1 << CLIENT_BITS) - 1))
+}
+
+/// The node whose daemon serves the owner (and renews its locks' lease).
+pub fn owner_node(owner_id: u64) -> u32 {
+    (owner_id >> CLIENT_BITS) as u32
+}
+
 /// A held lock as reported to a caller (the first conflict of F_GETLK, or a listing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldLock {
