@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use tessera_client::{Client, File, FsError, LockKind, Model, OpenOptions};
+use tessera_client::{Client, File, FsError, HeldList, LockKind, Model, OpenOptions};
 
 /// One operation of a scripted rank.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,6 +61,15 @@ pub enum Cmd {
         len: u64,
         exclusive: bool,
     },
+    /// Takes a list lock; the answer's data is its token in decimal, hex-encoded.
+    ListLock {
+        runs: Vec<tessera_client::LockRun>,
+        wait: bool,
+    },
+    /// Publishes under, then releases, the list lock `token` of this rank.
+    ListUnlock {
+        token: u64,
+    },
     /// The process's client statistics; the answer's data is their JSON, hex-encoded.
     Stats,
     Close,
@@ -84,7 +93,12 @@ pub fn pattern_byte(id: u32, off: u64) -> u8 {
     ((u64::from(id) * 37 + off) % 255 + 1) as u8
 }
 
-fn run_cmd(client: &Client, file: &mut Option<File>, cmd: Cmd) -> Result<Option<Vec<u8>>, FsError> {
+fn run_cmd(
+    client: &Client,
+    file: &mut Option<File>,
+    lists: &mut Vec<HeldList>,
+    cmd: Cmd,
+) -> Result<Option<Vec<u8>>, FsError> {
     let no_file = || FsError::new(tessera_client::Errno::BadF, "no file is open in this rank");
     match cmd {
         Cmd::Open {
@@ -162,6 +176,22 @@ fn run_cmd(client: &Client, file: &mut Option<File>, cmd: Cmd) -> Result<Option<
             };
             return Ok(Some(text.into_bytes()));
         }
+        Cmd::ListLock { runs, wait } => {
+            let held = file.as_mut().ok_or_else(no_file)?.lock_list(&runs, wait)?;
+            let token = held.token;
+            lists.push(held);
+            return Ok(Some(token.to_string().into_bytes()));
+        }
+        Cmd::ListUnlock { token } => {
+            let i = lists.iter().position(|h| h.token == token).ok_or_else(|| {
+                FsError::new(
+                    tessera_client::Errno::Inval,
+                    format!("this rank holds no list lock {token}"),
+                )
+            })?;
+            let held = lists.swap_remove(i);
+            file.as_mut().ok_or_else(no_file)?.unlock_list(held)?;
+        }
         Cmd::Stats => {
             let json = serde_json::to_vec(&client.stats()).expect("statistics are plain data");
             return Ok(Some(json));
@@ -185,6 +215,7 @@ pub fn main(client: Client) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut file: Option<File> = None;
+    let mut lists = Vec::new();
     writeln!(
         out,
         "{}",
@@ -203,7 +234,7 @@ pub fn main(client: Client) -> anyhow::Result<()> {
         }
         let cmd: Cmd = serde_json::from_str(&line)?;
         let exit = cmd == Cmd::Exit;
-        let reply = match run_cmd(&client, &mut file, cmd) {
+        let reply = match run_cmd(&client, &mut file, &mut lists, cmd) {
             Ok(data) => Reply {
                 ok: true,
                 data: data.map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),

@@ -157,6 +157,18 @@ fn unauthenticated_peer_frames_are_refused() {
 }
 
 /// Hostile but well-formed requests are refused with an error, and the daemon keeps serving.
+fn lock_run(start: u64, len: u64, stride: u64, count: u64) -> tessera_core::lock_list::LockRun {
+    tessera_core::lock_list::LockRun {
+        run: tessera_core::Run {
+            start,
+            len,
+            stride,
+            count,
+        },
+        kind: tessera_core::locks::LockKind::Exclusive,
+    }
+}
+
 #[test]
 fn hostile_requests_get_errors_not_crashes() {
     use tessera_core::Run;
@@ -189,11 +201,13 @@ fn hostile_requests_get_errors_not_crashes() {
                 count: 1 << 23,
             }],
             upto: None,
+            fences: vec![],
         }),
         Request::from(Attach {
             ino,
             runs: vec![Run::single(0, 1 << 55)],
             upto: None,
+            fences: vec![],
         }),
         Request::from(Attach {
             ino,
@@ -204,11 +218,13 @@ fn hostile_requests_get_errors_not_crashes() {
                 count: 1 << 25,
             }],
             upto: None,
+            fences: vec![],
         }),
         Request::from(Attach {
             ino: u64::MAX,
             runs: vec![Run::single(0, 1)],
             upto: None,
+            fences: vec![],
         }),
         Request::from(tessera_proto::Read {
             ino,
@@ -231,6 +247,44 @@ fn hostile_requests_get_errors_not_crashes() {
             from: "/victim".into(),
             to: "/".into(),
         }),
+        // A forged fencing token: no such lock, so the attach is refused.
+        Request::from(Attach {
+            ino,
+            runs: vec![Run::single(0, 4)],
+            upto: None,
+            fences: vec![12345],
+        }),
+        // List locks: overlapping pieces, pieces past the largest file, no runs, too many
+        // runs, and the unlock of a token never granted.
+        Request::from(tessera_proto::ListLock {
+            ino,
+            seq: 1,
+            runs: vec![lock_run(0, 10, 5, 3)],
+            wait: true,
+            pid: 1,
+        }),
+        Request::from(tessera_proto::ListLock {
+            ino,
+            seq: 2,
+            runs: vec![lock_run(0, 1, 1 << 40, 1 << 23)],
+            wait: true,
+            pid: 1,
+        }),
+        Request::from(tessera_proto::ListLock {
+            ino,
+            seq: 3,
+            runs: vec![],
+            wait: true,
+            pid: 1,
+        }),
+        Request::from(tessera_proto::ListLock {
+            ino,
+            seq: 4,
+            runs: vec![lock_run(0, 1, 2, 1); tessera_core::lock_list::MAX_LOCK_RUNS + 1],
+            wait: true,
+            pid: 1,
+        }),
+        Request::from(tessera_proto::ListUnlock { ino, token: 7 }),
     ];
     for req in hostile {
         frame::write_frame(&mut s, &frame::encode(&req)).unwrap();
@@ -317,6 +371,7 @@ fn crafted_requests_are_refused() {
             ino,
             runs: vec![tessera_core::Run::single(0, 8)],
             upto: None,
+            fences: vec![],
         })
         .unwrap();
     refused(&resp, Errno::Inval, "attach of never-written bytes");

@@ -70,6 +70,9 @@ pub(crate) struct FileState {
     /// append). Locks, syncs and the dirty set belong to the process, not to the handle they
     /// were made through.
     pub view_epoch: u64,
+    /// Tokens of the list locks this process holds on the file: its attaches carry them, so
+    /// that writes made under a lock that was revoked are refused.
+    pub fences: Vec<u64>,
 }
 
 pub(crate) struct Inner {
@@ -85,6 +88,8 @@ pub(crate) struct Inner {
     /// Bumped by every query answer: views older than this are refreshed before use.
     pub query_gen: u64,
     grant: u64,
+    /// The number of this process's last list-lock request.
+    pub lock_seq: u64,
     pub stats: Stats,
     /// The PFS directory, opened at the first read of a PFS copy.
     pfs_root: Option<rustix::fd::OwnedFd>,
@@ -164,6 +169,7 @@ impl Client {
                 foreign: HashMap::new(),
                 query_gen: 0,
                 grant: 0,
+                lock_seq: 0,
                 stats: Stats::default(),
                 pfs_root: None,
                 reconnect_for,

@@ -106,8 +106,8 @@ pub enum Whence {
 
 /// An open Tessera file.
 pub struct File {
-    client: Client,
-    ino: u64,
+    pub(crate) client: Client,
+    pub(crate) ino: u64,
     path: String,
     model: Model,
     readable: bool,
@@ -226,7 +226,7 @@ impl File {
         self.client.lock().user_path(&self.path)
     }
 
-    fn check_open(&self) -> FsResult<()> {
+    pub(crate) fn check_open(&self) -> FsResult<()> {
         if self.closed {
             return Err(FsError::new(
                 Errno::BadF,
@@ -483,7 +483,7 @@ impl File {
         self.attach_dirty(&mut g)
     }
 
-    fn attach_dirty(&mut self, g: &mut Inner) -> FsResult<()> {
+    pub(crate) fn attach_dirty(&mut self, g: &mut Inner) -> FsResult<()> {
         let dirty: Vec<(u64, u64)> = match g.files.get(&self.ino) {
             Some(fs) => fs.dirty.ranges().collect(),
             None => return Ok(()),
@@ -520,12 +520,17 @@ impl File {
         let max_runs = (g.cfg.max_frame as usize / 64).max(1);
         let batches = attach_batches(runs.clone(), g.cfg.stripe_size, max_runs);
         let last = batches.len().saturating_sub(1);
+        let fences = g
+            .files
+            .get(&self.ino)
+            .map_or_else(Vec::new, |fs| fs.fences.clone());
         for (i, batch) in batches.into_iter().enumerate() {
             g.stats.attaches += 1;
             g.call(Attach {
                 ino: self.ino,
                 runs: batch,
                 upto: (everything && i == last).then_some(logged),
+                fences: fences.clone(),
             })?;
         }
         // Recorded in the index log too (for a daemon that restarts before the process

@@ -24,10 +24,13 @@
 mod client;
 mod conn;
 mod file;
+mod list_lock;
 mod read;
 
 pub use client::{Client, ReadSources, Stats};
 pub use file::{File, OpenOptions, Whence};
+pub use list_lock::HeldList;
+pub use tessera_core::lock_list::{LockList, LockRun};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;
 pub use tessera_core::posix;

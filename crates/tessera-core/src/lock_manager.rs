@@ -30,6 +30,14 @@ use std::collections::{HashMap, HashSet, VecDeque};
 /// A list lock's fencing token.
 pub type Token = u64;
 
+/// A list grant revoked because its holder's node was silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Revoked {
+    pub ino: u64,
+    pub token: Token,
+    pub holder: LockOwner,
+}
+
 /// Names one list request across the holder daemon's repeated asks: the owner and its
 /// sequence number of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -393,7 +401,7 @@ impl LockManager {
     /// `now`: their record locks and queued requests go at once; their list grants are
     /// revoked and returned, for the caller to fence their tokens and then call
     /// [`LockManager::fenced`].
-    pub fn expire(&mut self, now: u64, lease_ms: u64) -> Vec<(u64, Token)> {
+    pub fn expire(&mut self, now: u64, lease_ms: u64) -> Vec<Revoked> {
         let silent: HashSet<u32> = self
             .heard
             .iter()
@@ -423,7 +431,11 @@ impl LockManager {
             for g in f.grants.iter_mut().filter(|g| !g.revoked) {
                 if of_silent(g.owner.id) {
                     g.revoked = true;
-                    revoked.push((ino, g.token));
+                    revoked.push(Revoked {
+                        ino,
+                        token: g.token,
+                        holder: g.owner,
+                    });
                 }
             }
             f.grant_queued(&mut self.next_token);
@@ -656,7 +668,12 @@ mod tests {
         m.heard(2, 1500);
         assert!(m.expire(1500, 1000).is_empty(), "node 1 heard 600 ms ago");
         m.heard(2, 2500);
-        assert_eq!(m.expire(2500, 1000), vec![(INO, t)]);
+        let revoked = Revoked {
+            ino: INO,
+            token: t,
+            holder: a,
+        };
+        assert_eq!(m.expire(2500, 1000), vec![revoked]);
         // Revoked: not the holder's any more, but still in the way until fenced.
         assert_eq!(m.list_state(INO, key(a, 1)), Some(ListState::Revoked(t)));
         assert!(matches!(
@@ -822,9 +839,9 @@ mod tests {
                         m.heard(node, now);
                         let before = m.list_grants(INO);
                         let revoked = m.expire(now, lease);
-                        for (ino, t) in &revoked {
-                            prop_assert_eq!(*ino, INO);
-                            prop_assert!(before.iter().any(|(bt, _, r)| bt == t && !r));
+                        for r in &revoked {
+                            prop_assert_eq!(r.ino, INO);
+                            prop_assert!(before.iter().any(|(bt, o, rv)| *bt == r.token && !rv && *o == r.holder));
                         }
                         let after = m.list_grants(INO);
                         for (t, _, _) in &before {

@@ -147,6 +147,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(peer::serve(node.clone(), tcp));
     tokio::spawn(server::serve(node.clone(), unix));
     tokio::spawn(node.clone().watch_absent_clients());
+    tokio::spawn(node.clone().keep_leases());
     // Registered last: a node in the host table serves both its clients and its peers.
     let host = tessera_proto::hosts::this_host();
     // 63 bits: TOML integers are signed.

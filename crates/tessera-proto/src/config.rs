@@ -81,6 +81,15 @@ pub struct InstanceConfig {
     /// Bounds what unauthenticated connections can tie up.
     #[serde(default = "default_max_handshakes")]
     pub peer_max_handshakes: u32,
+    /// Milliseconds a lock outlives the last renewal by its holder's daemon: a holder whose
+    /// daemon stops answering (stopped, or its link down) loses its locks this long after it
+    /// was last heard. Shorter frees the bytes sooner; longer rides out longer stalls.
+    #[serde(default = "default_lock_lease_ms")]
+    pub lock_lease_ms: u64,
+}
+
+fn default_lock_lease_ms() -> u64 {
+    10_000
 }
 
 fn default_handshake_ms() -> u64 {
@@ -125,6 +134,7 @@ impl InstanceConfig {
             peer_handshake_timeout_ms: default_handshake_ms(),
             peer_timeout_ms: default_peer_timeout_ms(),
             peer_max_handshakes: default_max_handshakes(),
+            lock_lease_ms: default_lock_lease_ms(),
         }
     }
 
@@ -153,6 +163,12 @@ impl InstanceConfig {
             return bad(format!(
                 "instance.toml: peer_timeout_ms = {} must be at least 300",
                 self.peer_timeout_ms
+            ));
+        }
+        if self.lock_lease_ms < 100 {
+            return bad(format!(
+                "instance.toml: lock_lease_ms = {} must be at least 100",
+                self.lock_lease_ms
             ));
         }
         if self.peer_max_handshakes == 0 || self.peer_handshake_timeout_ms == 0 {

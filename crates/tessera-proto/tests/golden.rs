@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use tessera_core::lock_list::LockRun;
 use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{Errno, FsError, Owner, Run};
 use tessera_proto::peer_auth::{self, Challenge, Welcome};
@@ -70,6 +71,19 @@ fn run() -> Run {
 
 fn lock_owner() -> LockOwner {
     LockOwner { id: 9, pid: 4242 }
+}
+
+/// A 3-D block's plane: 100-byte rows every 400 bytes.
+fn lock_run() -> LockRun {
+    LockRun {
+        run: Run {
+            start: 4096,
+            len: 100,
+            stride: 400,
+            count: 25,
+        },
+        kind: LockKind::Exclusive,
+    }
 }
 
 fn held() -> HeldLock {
@@ -252,6 +266,7 @@ fn client_samples(s: &mut Samples) {
             ino: 5,
             runs: vec![run()],
             upto: Some(1_880_040),
+            fences: vec![1_700_000_000_000_000_001],
         },
         (),
     );
@@ -309,6 +324,23 @@ fn client_samples(s: &mut Samples) {
             kind: LockKind::Exclusive,
         },
         Some(held()),
+    );
+    s.client(
+        ListLock {
+            ino: 5,
+            seq: 3,
+            runs: vec![lock_run()],
+            wait: true,
+            pid: 4242,
+        },
+        1_700_000_000_000_000_001,
+    );
+    s.client(
+        ListUnlock {
+            ino: 5,
+            token: 1_700_000_000_000_000_001,
+        },
+        (),
     );
     s.client(Reserve { bytes: 64 << 20 }, 64 << 20);
     s.client(Release { bytes: 4096 }, ());
@@ -384,6 +416,7 @@ fn peer_samples(s: &mut Samples) {
             stripe: 1,
             owner: owner(),
             runs: vec![run()],
+            fences: vec![1_700_000_000_000_000_001],
         },
         (),
     );
@@ -486,6 +519,37 @@ fn peer_samples(s: &mut Samples) {
         Some(held()),
     );
     s.peer(ReleaseLocks { owner_id: 9 }, ());
+    s.peer(
+        TableListLock {
+            ino: 5,
+            owner: lock_owner(),
+            seq: 3,
+            runs: vec![lock_run()],
+            wait: false,
+        },
+        1_700_000_000_000_000_001,
+    );
+    s.peer(
+        TableListUnlock {
+            ino: 5,
+            token: 1_700_000_000_000_000_001,
+        },
+        (),
+    );
+    s.peer(
+        RenewLease { node: 2 },
+        vec![Fence {
+            ino: 5,
+            token: 1_700_000_000_000_000_001,
+        }],
+    );
+    s.peer(
+        Fence {
+            ino: 5,
+            token: 1_700_000_000_000_000_001,
+        },
+        (),
+    );
     s.peer(Status, status());
     s.peer(Shutdown, ());
 }

@@ -1,106 +1,85 @@
-//! Byte-range lock service (fcntl record locks on Tessera files).
+//! Lock service: fcntl record locks and list locks on Tessera files.
 //!
 //! The lock table of a file lives on the node of its inode, so every process of the job, on
-//! whatever node, meets the same table. A client's daemon forwards its lock requests there and
+//! whatever node, meets the same table; the rules (conflicts, the fair queue, tokens) are
+//! `tessera_core::lock_manager`'s. A client's daemon forwards its lock requests there and
 //! remembers which nodes hold locks of the client; when the client's connection ends (the
 //! process closed its last descriptor or died), the daemon tells those nodes to drop the
-//! client's locks. A blocking request (F_SETLKW) waits on the lock node for at most
-//! [`LOCK_WAIT_SLICE`] per peer call, then the client's daemon asks again: no peer call outlives
-//! the peer timeout, and a waiter whose process disappears stops asking.
+//! client's locks. A blocking request waits on the lock node for at most [`LOCK_WAIT_SLICE`]
+//! per peer call, then the client's daemon asks again (a list request keeps its place in the
+//! queue under its sequence number): no peer call outlives the peer timeout, and a waiter
+//! whose process disappears stops asking.
 //!
-//! Locks are volatile, like the kernel's: a daemon restart drops the tables it held.
+//! Locks are leases of the holder's daemon and tokens fence the writes made under list locks:
+//! see [`super::leases`]. Locks are volatile, like the kernel's: a daemon restart drops the
+//! tables it held.
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::time::Duration;
-use tessera_core::locks::{HeldLock, LockKind, LockOwner, LockTable};
+use std::time::{Duration, Instant};
+use tessera_core::lock_list::LockList;
+use tessera_core::lock_manager::{ListKey, ListState, LockManager, Token};
+use tessera_core::locks::{HeldLock, LockKind, LockOwner, owner_id};
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::{GetLock, Lock, ReleaseLocks, TableGetLock, TableLock};
+use tessera_proto::{
+    GetLock, ListLock, ListUnlock, Lock, ReleaseLocks, TableGetLock, TableListLock,
+    TableListUnlock, TableLock,
+};
 
 /// Longest one blocking lock call waits on the lock node before the caller asks again.
 pub const LOCK_WAIT_SLICE: Duration = Duration::from_secs(5);
 
 /// Lock tables of the files whose inodes live on this node, and what this node's clients hold.
-#[derive(Default)]
 pub struct LockService {
-    state: std::sync::Mutex<LockState>,
-    /// Woken on every unlock and release, so waiters re-check.
-    changed: tokio::sync::Notify,
+    pub(super) state: std::sync::Mutex<LockManager>,
+    /// Woken on every change that may grant a waiter, so waiters re-check.
+    pub(super) changed: tokio::sync::Notify,
     /// For each client of this node: the nodes where it may hold locks.
-    held_at: std::sync::Mutex<HashMap<u64, BTreeSet<u32>>>,
+    pub(super) held_at: std::sync::Mutex<HashMap<u64, BTreeSet<u32>>>,
+    /// For each lock node this node's clients hold locks on: until when this node's lease
+    /// there is surely valid (the send time of the last renewal it acknowledged, plus the
+    /// lease). Attaches under list locks are refused past it.
+    pub(super) lease_until: std::sync::Mutex<HashMap<u32, Instant>>,
+    /// Revoked list-lock tokens (ino, token): attaches carrying them are refused. Grows by
+    /// one entry per revocation, which only a silent holder causes.
+    pub(super) fenced: std::sync::Mutex<HashSet<(u64, Token)>>,
+    /// On a lock node: the revoked list locks of each holder node, told to it at each of its
+    /// renewals. Only a silent holder adds to it.
+    pub(super) revoked_of: std::sync::Mutex<HashMap<u32, Vec<tessera_proto::Fence>>>,
+    /// The time base of the lease clock.
+    pub(super) epoch: Instant,
 }
 
-#[derive(Default)]
-struct LockState {
-    tables: HashMap<u64, LockTable>,
-    /// Owners whose process is gone. A blocking request of such an owner may still be waiting
-    /// here (its caller's daemon stopped listening, but this node cannot tell): it must never
-    /// be granted. Owner ids are never reused, so the set only grows, by one id per process
-    /// that took locks.
-    gone: HashSet<u64>,
-}
-
-/// The owner id of a client: unique across the job (node id in the high bits).
-pub fn owner_id(node: u32, client: u64) -> u64 {
-    (u64::from(node) << 40) | (client & ((1 << 40) - 1))
-}
-
-fn describe(ino: u64, h: &HeldLock) -> String {
-    let kind = match h.kind {
-        LockKind::Shared => "a shared (read) lock",
-        LockKind::Exclusive => "an exclusive (write) lock",
-    };
-    let end = if h.end == u64::MAX {
-        "end of file".to_string()
-    } else {
-        h.end.to_string()
-    };
-    format!(
-        "bytes [{}, {end}) of inode {ino} are held under {kind} by pid {}; wait with F_SETLKW or try again later",
-        h.start, h.owner.pid
-    )
+impl Default for LockService {
+    fn default() -> Self {
+        // Tokens start at the clock's nanoseconds, so a restarted node never reuses one.
+        let first = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        LockService {
+            state: std::sync::Mutex::new(LockManager::new(first)),
+            changed: tokio::sync::Notify::new(),
+            held_at: Default::default(),
+            lease_until: Default::default(),
+            fenced: Default::default(),
+            revoked_of: Default::default(),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl LockService {
-    fn try_lock(
-        &self,
-        ino: u64,
-        owner: LockOwner,
-        kind: Option<LockKind>,
-        start: u64,
-        end: u64,
-    ) -> Result<(), HeldLock> {
-        let mut state = self.state.lock().expect("lock tables");
-        if kind.is_some() && state.gone.contains(&owner.id) {
-            return Err(HeldLock {
-                start,
-                end,
-                kind: LockKind::Exclusive,
-                owner,
-            });
-        }
-        let tables = &mut state.tables;
-        let table = tables.entry(ino).or_default();
-        let res = match kind {
-            Some(k) => table.try_lock(owner, k, start, end),
-            None => {
-                table.unlock(owner.id, start, end);
-                Ok(())
-            }
-        };
-        if res.is_ok() {
-            // An unlock, or a downgrade, may let a waiter in.
-            self.changed.notify_waiters();
-        }
-        if table.is_empty() {
-            tables.remove(&ino);
-        }
-        res
+    pub(super) fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Serves a lock request on this (the inode's) node.
+    pub(super) fn manager(&self) -> std::sync::MutexGuard<'_, LockManager> {
+        self.state.lock().expect("lock tables")
+    }
+
+    /// Serves a record-lock request on this (the inode's) node.
     pub async fn lock(
         &self,
         ino: u64,
@@ -112,28 +91,81 @@ impl LockService {
     ) -> FsResult<()> {
         let deadline = tokio::time::Instant::now() + LOCK_WAIT_SLICE;
         loop {
-            // Registered before the check, so an unlock between check and wait is not missed.
+            // Registered before the check, so a change between check and wait is not missed.
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.try_lock(ino, owner, kind, start, end) {
-                Ok(()) => return Ok(()),
-                Err(held) if held.owner.id == owner.id => {
+            let now = self.now_ms();
+            let res = self.manager().posix(ino, owner, kind, start, end, now);
+            match res {
+                Ok(()) => {
+                    // An unlock, or a downgrade, may let a waiter in.
+                    self.changed.notify_waiters();
+                    return Ok(());
+                }
+                Err(e) if e.errno == Errno::Again && wait => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Serves a list-lock request on this (the inode's) node: the token once granted; with
+    /// `wait`, `EAGAIN` after [`LOCK_WAIT_SLICE`] with the request still queued.
+    pub async fn list_lock(
+        &self,
+        ino: u64,
+        key: ListKey,
+        owner: LockOwner,
+        list: LockList,
+        wait: bool,
+    ) -> FsResult<Token> {
+        let deadline = tokio::time::Instant::now() + LOCK_WAIT_SLICE;
+        let notified = self.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = self.now_ms();
+        let mut state = self.manager().list_lock(ino, key, owner, list, wait, now)?;
+        self.changed.notify_waiters();
+        loop {
+            match state {
+                ListState::Granted(t) => return Ok(t),
+                ListState::Revoked(t) => {
                     return Err(FsError::new(
-                        Errno::Io,
+                        Errno::Stale,
                         format!(
-                            "the locks of pid {} were released when its connection to its daemon ended; reopen the file to lock again",
-                            owner.pid
+                            "list lock {t} of inode {ino} was revoked: its holder's daemon did not renew the lease in time"
                         ),
                     ));
                 }
-                Err(held) if !wait => {
-                    return Err(FsError::new(Errno::Again, describe(ino, &held)));
-                }
-                Err(held) => {
-                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                        return Err(FsError::new(Errno::Again, describe(ino, &held)));
+                ListState::Waiting(held) => {
+                    if tokio::time::timeout_at(deadline, notified.as_mut())
+                        .await
+                        .is_err()
+                    {
+                        return Err(FsError::new(
+                            Errno::Again,
+                            tessera_core::lock_manager::describe(ino, &held),
+                        ));
                     }
+                    notified.set(self.changed.notified());
+                    notified.as_mut().enable();
+                    let now_state = self.manager().list_state(ino, key);
+                    state = match now_state {
+                        Some(s) => s,
+                        None => {
+                            return Err(FsError::new(
+                                Errno::Io,
+                                format!(
+                                    "the list lock request of pid {} on inode {ino} was dropped: its process ended or its daemon's lease ran out",
+                                    owner.pid
+                                ),
+                            ));
+                        }
+                    };
                 }
             }
         }
@@ -147,23 +179,23 @@ impl LockService {
         start: u64,
         end: u64,
     ) -> Option<HeldLock> {
-        let state = self.state.lock().expect("lock tables");
-        state
-            .tables
-            .get(&ino)
-            .and_then(|t| t.conflict(owner, kind, start, end))
+        self.manager().posix_conflict(ino, owner, kind, start, end)
     }
 
     /// Drops every lock of `owner_id` on this node's files.
     pub fn release_owner(&self, owner_id: u64) {
-        let mut state = self.state.lock().expect("lock tables");
-        state.gone.insert(owner_id);
-        state.tables.retain(|_, t| {
-            t.release_owner(owner_id);
-            !t.is_empty()
-        });
+        self.manager().release_owner(owner_id);
         // Also wakes a waiting request of the gone owner, which then gives up.
         self.changed.notify_waiters();
+    }
+
+    fn note_held_at(&self, client: u64, node: u32) {
+        self.held_at
+            .lock()
+            .expect("held_at")
+            .entry(client)
+            .or_default()
+            .insert(node);
     }
 }
 
@@ -179,13 +211,7 @@ impl ServeClient<Lock> for Node {
             pid: r.pid,
         };
         if r.kind.is_some() {
-            self.locks
-                .held_at
-                .lock()
-                .expect("held_at")
-                .entry(client)
-                .or_default()
-                .insert(node);
+            self.locks.note_held_at(client, node);
         }
         loop {
             let req = TableLock {
@@ -225,6 +251,52 @@ impl ServeClient<GetLock> for Node {
     }
 }
 
+impl ServeClient<ListLock> for Node {
+    /// A client's list lock: forwarded to the inode's node, asked again while it waits.
+    async fn serve_client(&self, client: u64, r: ListLock) -> FsResult<u64> {
+        self.check_ino(r.ino)?;
+        // Checked here too, so a bad request is refused before it travels.
+        LockList::new(r.runs.clone())?;
+        let node = ino_shard(r.ino);
+        let owner = LockOwner {
+            id: owner_id(self.id, client),
+            pid: r.pid,
+        };
+        self.locks.note_held_at(client, node);
+        // A lease to renew from now on: assumed valid from the request on.
+        self.locks
+            .lease_until
+            .lock()
+            .expect("leases")
+            .entry(node)
+            .or_insert_with(|| Instant::now() + self.lease());
+        loop {
+            let req = TableListLock {
+                ino: r.ino,
+                owner,
+                seq: r.seq,
+                runs: r.runs.clone(),
+                wait: r.wait,
+            };
+            match self.call(node, req).await {
+                Err(e) if r.wait && e.errno == Errno::Again => continue,
+                other => return other,
+            }
+        }
+    }
+}
+
+impl ServeClient<ListUnlock> for Node {
+    async fn serve_client(&self, _client: u64, r: ListUnlock) -> FsResult<()> {
+        self.check_ino(r.ino)?;
+        let req = TableListUnlock {
+            ino: r.ino,
+            token: r.token,
+        };
+        self.call(ino_shard(r.ino), req).await
+    }
+}
+
 impl ServePeer<TableLock> for Node {
     async fn serve_peer(&self, r: TableLock) -> FsResult<()> {
         self.locks
@@ -236,6 +308,27 @@ impl ServePeer<TableLock> for Node {
 impl ServePeer<TableGetLock> for Node {
     async fn serve_peer(&self, r: TableGetLock) -> FsResult<Option<HeldLock>> {
         Ok(self.locks.get_lock(r.ino, r.owner, r.kind, r.start, r.end))
+    }
+}
+
+impl ServePeer<TableListLock> for Node {
+    async fn serve_peer(&self, r: TableListLock) -> FsResult<u64> {
+        let list = LockList::new(r.runs)?;
+        let key = ListKey {
+            owner: r.owner.id,
+            seq: r.seq,
+        };
+        self.locks
+            .list_lock(r.ino, key, r.owner, list, r.wait)
+            .await
+    }
+}
+
+impl ServePeer<TableListUnlock> for Node {
+    async fn serve_peer(&self, r: TableListUnlock) -> FsResult<()> {
+        let res = self.locks.manager().list_unlock(r.ino, r.token);
+        self.locks.changed.notify_waiters();
+        res
     }
 }
 
@@ -262,6 +355,11 @@ impl Node {
                 tracing::warn!("releasing the locks of client {client} on node {node}: {e}");
             }
         }
+    }
+
+    /// The configured lease of a lock.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.cfg.lock_lease_ms)
     }
 }
 

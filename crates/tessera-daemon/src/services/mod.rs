@@ -7,7 +7,8 @@
 //! * [`ownership`] / [`ownership_shard`]: which log holds each range, and leased copies;
 //! * [`read`]: bytes from the logs, local or remote;
 //! * [`flush`]: atomic publication into the PFS;
-//! * [`locks`]: byte-range locks;
+//! * [`locks`]: byte-range (fcntl) locks and list locks;
+//! * [`leases`]: lock leases, their renewal and expiry, and the fences of revoked list locks;
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
 //! * [`admin`]: liveness, status, shutdown.
 //!
@@ -17,6 +18,7 @@
 
 pub mod admin;
 pub mod flush;
+pub mod leases;
 pub mod locks;
 pub mod namespace;
 pub mod namespace_shard;

@@ -21,7 +21,9 @@ const MAX_STRIPES_PER_REQUEST: u64 = 64;
 impl ServeClient<Attach> for Node {
     async fn serve_client(&self, client: u64, r: Attach) -> FsResult<()> {
         self.check_ino(r.ino)?;
-        self.attach(r.ino, self.owner(client), r.runs).await?;
+        self.check_fences(r.ino, &r.fences, true)?;
+        self.attach(r.ino, self.owner(client), r.runs, &r.fences)
+            .await?;
         if let Some(pos) = r.upto {
             // Kept in the state too: after a restart of this daemon, what it publishes for the
             // client if it dies must still start there. Not waited for: it reaches the state
@@ -82,7 +84,15 @@ impl Node {
     }
 
     /// Makes `owner` the owner of `runs` of `ino`, then extends the file's size over them.
-    pub(crate) async fn attach(&self, ino: u64, owner: Owner, runs: Vec<Run>) -> FsResult<()> {
+    /// Installs `owner` as the holder of `runs`; `fences`: the tokens of the list locks the
+    /// writes were made under (see [`Node::check_fences`]).
+    pub(crate) async fn attach(
+        &self,
+        ino: u64,
+        owner: Owner,
+        runs: Vec<Run>,
+        fences: &[u64],
+    ) -> FsResult<()> {
         let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
         // Ownership sends every reader of these bytes to this log: it must hold them.
         self.logs.check_holds(ino, owner.client, &runs)?;
@@ -98,6 +108,7 @@ impl Node {
                     stripe: *stripe,
                     owner,
                     runs: runs.clone(),
+                    fences: fences.to_vec(),
                 };
                 (stripe_shard(ino, *stripe, n), req)
             })

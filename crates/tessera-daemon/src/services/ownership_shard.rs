@@ -22,6 +22,7 @@ enum Stale {
 impl ServePeer<OwnAttach> for Node {
     async fn serve_peer(&self, r: OwnAttach) -> FsResult<()> {
         check_runs(&r.runs, r.stripe, self.cfg.stripe_size)?;
+        self.check_fences(r.ino, &r.fences, r.owner.node == self.id)?;
         let stale = Stale::Stripe(r.ino, r.stripe);
         self.change_ownership(stale, |own| {
             ((), own.attach(r.ino, r.stripe, r.owner, &r.runs))

@@ -118,6 +118,9 @@ protocol! {
         Lock = "lock" -> (),
         /// The conflicting lock, or `None` if the lock could be taken.
         GetLock = "getlock" -> Option<HeldLock>,
+        /// The grant's fencing token.
+        ListLock = "list_lock" -> u64,
+        ListUnlock = "list_unlock" -> (),
         /// The bytes granted.
         Reserve = "reserve" -> u64,
         Release = "release" -> (),
@@ -161,6 +164,13 @@ protocol! {
         TableLock = "table_lock" -> (),
         TableGetLock = "table_get_lock" -> Option<HeldLock>,
         ReleaseLocks = "release_locks" -> (),
+        /// The grant's fencing token.
+        TableListLock = "table_list_lock" -> u64,
+        TableListUnlock = "table_list_unlock" -> (),
+        /// The list locks of the renewing node's clients that were revoked: it fences them
+        /// before it trusts its renewed lease.
+        RenewLease = "renew_lease" -> Vec<Fence>,
+        Fence = "fence" -> (),
         Status = "status" -> crate::NodeStatus,
         Shutdown = "shutdown" -> (),
     }
@@ -181,7 +191,9 @@ impl Request {
             // Space counts: a second copy would reserve or release twice.
             Request::Reserve(_) | Request::Release(_) => false,
             // A waiting lock may have been granted; a second request would wait behind itself.
-            Request::Lock(_) => false,
+            Request::Lock(_) | Request::ListLock(_) => false,
+            // A second unlock of a token fails (ESTALE) where the first succeeded.
+            Request::ListUnlock(_) => false,
             Request::Shutdown(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
@@ -239,7 +251,12 @@ impl PeerRequest {
             | PeerRequest::TableLock(_)
             | PeerRequest::TableGetLock(_)
             | PeerRequest::ReleaseLocks(_)
+            // Asked again with the same sequence number, a list request finds its place.
+            | PeerRequest::TableListLock(_)
+            | PeerRequest::RenewLease(_)
+            | PeerRequest::Fence(_)
             | PeerRequest::Status(_) => true,
+            PeerRequest::TableListUnlock(_) => false,
         }
     }
 }

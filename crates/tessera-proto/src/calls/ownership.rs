@@ -13,6 +13,9 @@ pub struct Attach {
     pub ino: u64,
     pub runs: Vec<Run>,
     pub upto: Option<u64>,
+    /// Tokens of the list locks the writes were made under: the attach is refused (`ESTALE`)
+    /// if any of them was revoked.
+    pub fences: Vec<u64>,
 }
 
 /// Drop the caller's ownership of `[start, end)`; others' ownership stays.
@@ -50,6 +53,8 @@ pub struct OwnAttach {
     pub stripe: u64,
     pub owner: Owner,
     pub runs: Vec<Run>,
+    /// As [`Attach::fences`]: checked by the stripe's shard against the fences it received.
+    pub fences: Vec<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

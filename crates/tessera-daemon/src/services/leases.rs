@@ -1,0 +1,174 @@
+//! Leases and fences: how a lock whose holder stopped answering is taken away safely.
+//!
+//! - **Renewal.** Every daemon renews, a few times per lease, its lease on each lock node
+//!   where its clients hold or wait for locks ([`RenewLease`]). It notes, per lock node, the
+//!   send time of the last renewal that was answered plus the lease: until then its locks
+//!   there are surely still held, as the lock node counts the lease from when it heard the
+//!   renewal, which is later.
+//! - **Expiry.** Each lock node expires, as often, the holders not heard from for longer than
+//!   the lease (`LockManager::expire`): their record locks and queued requests go at once;
+//!   their list grants are revoked. The answer to every later renewal of that holder lists
+//!   the revoked tokens, and the holder fences them before it trusts the renewed lease: a
+//!   holder that resumes after a stop learns what it lost before it can publish under it.
+//! - **Fencing.** A revoked grant's token is sent to every node ([`Fence`]); each stripe shard
+//!   refuses from then on any attach carrying it. Only when every node that answers within a
+//!   lease has the fence are the bytes granted to the next request. A node that does not
+//!   answer (the stopped holder's own daemon, typically) is passed over; its shards are
+//!   guarded by the holder-side check: a daemon refuses to publish its own clients' writes
+//!   under a list lock once its own view of the lease has ended, and it ends sooner than the
+//!   lock node's.
+
+use crate::Node;
+use crate::rpc::ServePeer;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+use tessera_core::lock_manager::Token;
+use tessera_core::locks::owner_node;
+use tessera_core::placement::ino_shard;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::{Fence, RenewLease};
+
+impl ServePeer<RenewLease> for Node {
+    async fn serve_peer(&self, r: RenewLease) -> FsResult<Vec<Fence>> {
+        let now = self.locks.now_ms();
+        self.locks.manager().heard(r.node, now);
+        let revoked = self.locks.revoked_of.lock().expect("revoked");
+        Ok(revoked.get(&r.node).cloned().unwrap_or_default())
+    }
+}
+
+impl ServePeer<Fence> for Node {
+    async fn serve_peer(&self, r: Fence) -> FsResult<()> {
+        self.locks
+            .fenced
+            .lock()
+            .expect("fences")
+            .insert((r.ino, r.token));
+        Ok(())
+    }
+}
+
+impl Node {
+    /// Renews this node's leases and expires silent holders, until shutdown. Runs on every
+    /// daemon: each is a holder for its clients and a lock node for its inodes.
+    pub async fn keep_leases(self: Arc<Self>) {
+        let period = self.lease() / 4;
+        loop {
+            tokio::time::sleep(period).await;
+            self.renew_leases().await;
+            let revoked = {
+                let now = self.locks.now_ms();
+                self.locks.manager().expire(now, self.cfg.lock_lease_ms)
+            };
+            // Queued requests of the silent holders are gone; waiters re-check.
+            self.locks.changed.notify_waiters();
+            for r in revoked {
+                tracing::warn!(
+                    ino = r.ino,
+                    token = r.token,
+                    holder_pid = r.holder.pid,
+                    "a list lock's holder was silent for longer than the lease: lock revoked"
+                );
+                self.locks
+                    .revoked_of
+                    .lock()
+                    .expect("revoked")
+                    .entry(owner_node(r.holder.id))
+                    .or_default()
+                    .push(Fence {
+                        ino: r.ino,
+                        token: r.token,
+                    });
+                tokio::spawn(self.clone().fence(r.ino, r.token));
+            }
+        }
+    }
+
+    /// Renews this node's lease on every lock node where its clients may hold locks.
+    async fn renew_leases(&self) {
+        let nodes: BTreeSet<u32> = self
+            .locks
+            .held_at
+            .lock()
+            .expect("held_at")
+            .values()
+            .flatten()
+            .copied()
+            .collect();
+        let lease = self.lease();
+        let renewals = nodes.into_iter().map(|lock_node| async move {
+            let sent = Instant::now();
+            let call = self.call(lock_node, RenewLease { node: self.id });
+            if let Ok(Ok(revoked)) = tokio::time::timeout(lease / 2, call).await {
+                // Fenced before the lease is extended: an attach checked after the extension
+                // sees the fence.
+                let mut fenced = self.locks.fenced.lock().expect("fences");
+                fenced.extend(revoked.into_iter().map(|f| (f.ino, f.token)));
+                drop(fenced);
+                let mut until = self.locks.lease_until.lock().expect("leases");
+                let t = until.entry(lock_node).or_insert(sent + lease);
+                *t = (*t).max(sent + lease);
+            }
+        });
+        futures::future::join_all(renewals).await;
+    }
+
+    /// Sends the fence of a revoked token to every node, then frees the grant's bytes.
+    async fn fence(self: Arc<Self>, ino: u64, token: Token) {
+        let lease = self.lease();
+        let calls = (0..self.cfg.nodes).map(|n| {
+            let call = self.call(n, Fence { ino, token });
+            async move {
+                match tokio::time::timeout(lease, call).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(node = n, "fencing list lock {token}: {e}"),
+                    Err(_) => tracing::warn!(
+                        node = n,
+                        "fencing list lock {token}: no answer within the lease; passed over"
+                    ),
+                }
+            }
+        });
+        futures::future::join_all(calls).await;
+        self.locks.manager().fenced(ino, token);
+        self.locks.changed.notify_waiters();
+    }
+
+    /// Refuses an attach under list locks that were revoked (`fences` are their tokens): on
+    /// every shard by the fences received, and for this node's own clients (`local`) also by
+    /// this node's own view of its lease.
+    pub fn check_fences(&self, ino: u64, fences: &[Token], local: bool) -> FsResult<()> {
+        if fences.is_empty() {
+            return Ok(());
+        }
+        let refused = |token: Token| {
+            FsError::new(
+                Errno::Stale,
+                format!(
+                    "writes made under list lock {token} of inode {ino} were refused: the lock was revoked when its holder's daemon did not renew its lease in time (lock_lease_ms = {}); lock again and redo them",
+                    self.cfg.lock_lease_ms
+                ),
+            )
+        };
+        {
+            let fenced = self.locks.fenced.lock().expect("fences");
+            if let Some(t) = fences.iter().find(|t| fenced.contains(&(ino, **t))) {
+                return Err(refused(*t));
+            }
+        }
+        if local {
+            let until = self
+                .locks
+                .lease_until
+                .lock()
+                .expect("leases")
+                .get(&ino_shard(ino))
+                .copied();
+            if until.is_none_or(|u| Instant::now() > u) {
+                return Err(refused(fences[0]));
+            }
+        }
+        Ok(())
+    }
+}
