@@ -7,6 +7,7 @@
 
 pub mod consistency;
 pub mod error;
+pub mod file_view;
 pub mod index;
 pub mod lock_list;
 pub mod lock_manager;
