@@ -32,7 +32,10 @@ use tessera_proto::{Fence, RenewLease};
 impl ServePeer<RenewLease> for Node {
     async fn serve_peer(&self, r: RenewLease) -> FsResult<Vec<Fence>> {
         let now = self.locks.now_ms();
-        self.locks.manager().heard(r.node, now);
+        // Under the manager's lock, as expiry records what it revoked: a renewal sees either
+        // the holder still holding or every token it lost.
+        let mut manager = self.locks.manager();
+        manager.heard(r.node, now);
         let revoked = self.locks.revoked_of.lock().expect("revoked");
         Ok(revoked.get(&r.node).cloned().unwrap_or_default())
     }
@@ -59,7 +62,16 @@ impl Node {
             self.renew_leases().await;
             let revoked = {
                 let now = self.locks.now_ms();
-                self.locks.manager().expire(now, self.cfg.lock_lease_ms)
+                let mut manager = self.locks.manager();
+                let revoked = manager.expire(now, self.cfg.lock_lease_ms);
+                let mut of = self.locks.revoked_of.lock().expect("revoked");
+                for r in &revoked {
+                    of.entry(owner_node(r.holder.id)).or_default().push(Fence {
+                        ino: r.ino,
+                        token: r.token,
+                    });
+                }
+                revoked
             };
             // Queued requests of the silent holders are gone; waiters re-check.
             self.locks.changed.notify_waiters();
@@ -70,16 +82,6 @@ impl Node {
                     holder_pid = r.holder.pid,
                     "a list lock's holder was silent for longer than the lease: lock revoked"
                 );
-                self.locks
-                    .revoked_of
-                    .lock()
-                    .expect("revoked")
-                    .entry(owner_node(r.holder.id))
-                    .or_default()
-                    .push(Fence {
-                        ino: r.ino,
-                        token: r.token,
-                    });
                 tokio::spawn(self.clone().fence(r.ino, r.token));
             }
         }
@@ -96,22 +98,39 @@ impl Node {
             .flatten()
             .copied()
             .collect();
-        let lease = self.lease();
-        let renewals = nodes.into_iter().map(|lock_node| async move {
-            let sent = Instant::now();
-            let call = self.call(lock_node, RenewLease { node: self.id });
-            if let Ok(Ok(revoked)) = tokio::time::timeout(lease / 2, call).await {
-                // Fenced before the lease is extended: an attach checked after the extension
-                // sees the fence.
-                let mut fenced = self.locks.fenced.lock().expect("fences");
-                fenced.extend(revoked.into_iter().map(|f| (f.ino, f.token)));
-                drop(fenced);
-                let mut until = self.locks.lease_until.lock().expect("leases");
-                let t = until.entry(lock_node).or_insert(sent + lease);
-                *t = (*t).max(sent + lease);
-            }
-        });
+        let renewals = nodes
+            .into_iter()
+            .map(|lock_node| self.renew_lease(lock_node));
         futures::future::join_all(renewals).await;
+    }
+
+    /// Renews this node's lease on `lock_node`; returns whether it was renewed. The tokens
+    /// the lock node revoked are fenced here before the lease is extended, so an attach
+    /// checked after the extension sees them.
+    pub(crate) async fn renew_lease(&self, lock_node: u32) -> bool {
+        let lease = self.lease();
+        let sent = Instant::now();
+        let call = self.call(lock_node, RenewLease { node: self.id });
+        let Ok(Ok(revoked)) = tokio::time::timeout(lease / 2, call).await else {
+            return false;
+        };
+        let mut fenced = self.locks.fenced.lock().expect("fences");
+        fenced.extend(revoked.into_iter().map(|f| (f.ino, f.token)));
+        drop(fenced);
+        let mut until = self.locks.lease_until.lock().expect("leases");
+        let t = until.entry(lock_node).or_insert(sent + lease);
+        *t = (*t).max(sent + lease);
+        true
+    }
+
+    /// Whether this node's lease on `lock_node` is surely still valid.
+    pub(crate) fn lease_valid(&self, lock_node: u32) -> bool {
+        self.locks
+            .lease_until
+            .lock()
+            .expect("leases")
+            .get(&lock_node)
+            .is_some_and(|u| Instant::now() <= *u)
     }
 
     /// Sends the fence of a revoked token to every node, then frees the grant's bytes.
@@ -157,17 +176,8 @@ impl Node {
                 return Err(refused(*t));
             }
         }
-        if local {
-            let until = self
-                .locks
-                .lease_until
-                .lock()
-                .expect("leases")
-                .get(&ino_shard(ino))
-                .copied();
-            if until.is_none_or(|u| Instant::now() > u) {
-                return Err(refused(fences[0]));
-            }
+        if local && !self.lease_valid(ino_shard(ino)) {
+            return Err(refused(fences[0]));
         }
         Ok(())
     }

@@ -263,13 +263,18 @@ impl ServeClient<ListLock> for Node {
             pid: r.pid,
         };
         self.locks.note_held_at(client, node);
-        // A lease to renew from now on: assumed valid from the request on.
-        self.locks
-            .lease_until
-            .lock()
-            .expect("leases")
-            .entry(node)
-            .or_insert_with(|| Instant::now() + self.lease());
+        // Writes under the lock are published only while the lease is surely valid: renewed
+        // now if it is not (the first lock there, or after a stall), so that they are not
+        // refused for want of a renewal that simply had not come round yet.
+        if !self.lease_valid(node) && !self.renew_lease(node).await {
+            return Err(FsError::new(
+                Errno::HostDown,
+                format!(
+                    "the lock table of inode {} on node {node} does not answer; try again later",
+                    r.ino
+                ),
+            ));
+        }
         loop {
             let req = TableListLock {
                 ino: r.ino,
