@@ -322,8 +322,17 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         cfg.default_model
     );
     println!(
-        "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>7}  {:>10}  {:>7}  {:>9}  burst buffer",
-        "node", "host", "address", "state", "pid", "uptime", "bb used", "clients", "extents"
+        "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>7}  {:>10}  {:>7}  {:>9}  {:>10}  burst buffer",
+        "node",
+        "host",
+        "address",
+        "state",
+        "pid",
+        "uptime",
+        "bb used",
+        "clients",
+        "extents",
+        "list locks"
     );
     let mut all = true;
     for n in 0..cfg.nodes {
@@ -337,7 +346,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         };
         match admin.status(n) {
             Ok(s) => println!(
-                "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {}",
+                "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {:>10}  {}",
                 n,
                 e.host,
                 e.addr,
@@ -347,6 +356,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                 human(s.bb_used),
                 s.clients,
                 s.ownership_entries,
+                s.list_locks_granted,
                 s.bb_dir
             ),
             Err(err) => {

@@ -6,6 +6,7 @@
 //! property tests against naive models.
 
 pub mod consistency;
+pub mod datatype;
 pub mod error;
 pub mod file_view;
 pub mod index;

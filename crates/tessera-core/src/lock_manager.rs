@@ -99,7 +99,7 @@ impl FileLocks {
     }
 
     /// Grants every queued request that no held lock and no earlier waiter blocks.
-    fn grant_queued(&mut self, next_token: &mut Token) -> usize {
+    fn grant_queued(&mut self, next_token: &mut Grants) -> usize {
         let mut granted = 0;
         let mut ahead: Vec<Waiter> = Vec::new();
         for w in std::mem::take(&mut self.queue) {
@@ -108,11 +108,12 @@ impl FileLocks {
             if blocked {
                 ahead.push(w);
             } else {
+                let token = next_token.take(&w.list);
                 self.grants.push(Grant {
                     key: w.key,
                     owner: w.owner,
                     list: w.list,
-                    token: take_token(next_token),
+                    token,
                     revoked: false,
                 });
                 granted += 1;
@@ -136,10 +137,24 @@ impl FileLocks {
     }
 }
 
-fn take_token(next: &mut Token) -> Token {
-    let t = *next;
-    *next += 1;
-    t
+/// Hands out tokens, and counts the grants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grants {
+    next_token: Token,
+    /// List locks granted.
+    pub granted: u64,
+    /// Runs of the list locks granted.
+    pub runs: u64,
+}
+
+impl Grants {
+    fn take(&mut self, list: &LockList) -> Token {
+        self.granted += 1;
+        self.runs += list.runs().len() as u64;
+        let t = self.next_token;
+        self.next_token += 1;
+        t
+    }
 }
 
 /// A list lock reported as the range covering it.
@@ -162,13 +177,13 @@ fn as_held(owner: LockOwner, list: &LockList) -> HeldLock {
 #[derive(Debug)]
 pub struct LockManager {
     files: HashMap<u64, FileLocks>,
-    next_token: Token,
+    grants: Grants,
     /// Owners whose process is gone. A request of such an owner may still arrive (its daemon
     /// asked before it learnt): it is never granted. Owner ids are never reused.
     gone: HashSet<u64>,
     /// When each holder node was last heard from (renewal or request), in the caller's ms.
     heard: HashMap<u32, u64>,
-    /// The most owners that held locks of one file at once, since the last reset.
+    /// The most owners that held locks of one file at once.
     peak_holders: usize,
 }
 
@@ -178,7 +193,10 @@ impl LockManager {
     pub fn new(first_token: Token) -> Self {
         LockManager {
             files: HashMap::new(),
-            next_token: first_token.max(1),
+            grants: Grants {
+                next_token: first_token.max(1),
+                ..Grants::default()
+            },
             gone: HashSet::new(),
             heard: HashMap::new(),
             peak_holders: 0,
@@ -245,7 +263,7 @@ impl LockManager {
             .or_else(|| f.held_conflict(&list));
         let state = match blocker {
             None => {
-                let token = take_token(&mut self.next_token);
+                let token = self.grants.take(&list);
                 f.grants.push(Grant {
                     key,
                     owner,
@@ -296,7 +314,7 @@ impl LockManager {
     pub fn cancel(&mut self, ino: u64, key: ListKey) {
         if let Some(f) = self.files.get_mut(&ino) {
             f.queue.retain(|w| w.key != key);
-            f.grant_queued(&mut self.next_token);
+            f.grant_queued(&mut self.grants);
         }
         self.note_peak(ino);
         self.tidy(ino);
@@ -312,7 +330,7 @@ impl LockManager {
                 .iter()
                 .position(|g| g.token == token && !g.revoked)?;
             f.grants.swap_remove(i);
-            f.grant_queued(&mut self.next_token);
+            f.grant_queued(&mut self.grants);
             Some(())
         });
         self.note_peak(ino);
@@ -339,7 +357,7 @@ impl LockManager {
         let res = match kind {
             None => {
                 f.posix.unlock(owner.id, start, end);
-                f.grant_queued(&mut self.next_token);
+                f.grant_queued(&mut self.grants);
                 Ok(())
             }
             Some(k) => {
@@ -391,7 +409,7 @@ impl LockManager {
             f.posix.release_owner(owner_id);
             f.grants.retain(|g| g.owner.id != owner_id || g.revoked);
             f.queue.retain(|w| w.owner.id != owner_id);
-            f.grant_queued(&mut self.next_token);
+            f.grant_queued(&mut self.grants);
             self.note_peak(ino);
             self.tidy(ino);
         }
@@ -438,7 +456,7 @@ impl LockManager {
                     });
                 }
             }
-            f.grant_queued(&mut self.next_token);
+            f.grant_queued(&mut self.grants);
             self.note_peak(ino);
             self.tidy(ino);
         }
@@ -449,15 +467,20 @@ impl LockManager {
     pub fn fenced(&mut self, ino: u64, token: Token) {
         if let Some(f) = self.files.get_mut(&ino) {
             f.grants.retain(|g| !(g.revoked && g.token == token));
-            f.grant_queued(&mut self.next_token);
+            f.grant_queued(&mut self.grants);
         }
         self.note_peak(ino);
         self.tidy(ino);
     }
 
-    /// The most owners that held locks of one file at once since the last call; resets it.
-    pub fn take_peak_holders(&mut self) -> usize {
-        std::mem::take(&mut self.peak_holders)
+    /// The most owners that held locks of one file at once.
+    pub fn peak_holders(&self) -> usize {
+        self.peak_holders
+    }
+
+    /// List locks granted and their runs, since the start.
+    pub fn grants(&self) -> Grants {
+        self.grants
     }
 
     /// Every list grant of the file: (token, holder, revoked), in grant order.
@@ -561,7 +584,8 @@ mod tests {
             tokens.push(granted(m.list_lock(INO, key(o, 1), o, l, true, 0).unwrap()));
         }
         assert!(tokens.windows(2).all(|w| w[0] < w[1]) && tokens[0] >= 100);
-        assert_eq!(m.take_peak_holders(), 8);
+        assert_eq!(m.peak_holders(), 8);
+        assert_eq!((m.grants().granted, m.grants().runs), (8, 8));
         // A whole-file record lock of another process waits for all of them.
         let p = owner(3, 99);
         let e = m

@@ -46,12 +46,25 @@ macro_rules! alias {
     };
 }
 
+/// Calls the next definition of an MPI function by name (MPI handles as machine words: see
+/// [`mpiio`]).
+macro_rules! next {
+    ($name:ident : fn($($ty:ty),*) -> $ret:ty) => {{
+        static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let p = $crate::real::lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
+        // SAFETY: the MPI signature, handles as words (see the mpiio module docs).
+        let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+        f
+    }};
+}
+
 pub mod aio;
 pub mod dirs;
 pub mod exit;
 pub mod files;
 pub mod locks;
 pub mod meta;
+pub mod mpi_types;
 pub mod mpiio;
 pub mod real;
 pub mod state;

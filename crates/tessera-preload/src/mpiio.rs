@@ -10,20 +10,22 @@
 //! points, its atomic mode would silently give neither property.
 //!
 //! So the interposer also wraps the MPI-IO data-access calls. For a file opened on a Tessera
-//! path whose atomicity is on, each access runs under an exclusive whole-file byte-range lock
-//! of the process: taking it makes the process re-learn who owns what before it reads,
-//! releasing it publishes the process's writes. Collective calls run as their independent
-//! forms (a lock held across a collective would deadlock the ranks; ROMIO does the same in
-//! atomic mode). Non-blocking calls run as their blocking forms and hand back a completed
-//! generalized request, so the lock is never held past the call. A per-file mutex keeps the
-//! threads of one rank apart (the daemon's lock belongs to the process). Files elsewhere, and
-//! Tessera files with atomicity off, pass straight through at the cost of one map lookup.
+//! path whose atomicity is on, each access runs under one lock of the run's [`Strategy`]: by
+//! default a list lock of exactly the bytes the access touches (from the file view, see
+//! [`crate::mpi_types`]), else a record lock over its extent or the whole file. Taking it makes
+//! the process re-learn who owns what before it reads; releasing it publishes the process's
+//! writes. Collective calls run as their independent forms (a lock held across a collective
+//! would deadlock the ranks; ROMIO does the same in atomic mode). Non-blocking calls run as
+//! their blocking forms and hand back a completed generalized request, so the lock is never
+//! held past the call. A per-file mutex keeps the threads of one rank apart. Files elsewhere,
+//! and Tessera files with atomicity off, pass straight through at the cost of one map lookup.
 //!
-//! Reads take the lock exclusively too, as ROMIO does: ROMIO's own extent locks (exclusive
-//! even for reads) then nest inside it, owned by the same process, where under a shared
-//! whole-file lock two reading ranks would each wait for the other's to go. Whole-file locks
-//! serialise atomic accesses to one file; locking exactly the ranges an access touches
-//! (seed 004's list locks) is the lock manager's next step.
+//! Under a list lock, ROMIO's own extent locks are answered without locking while the access
+//! runs (they would serialise the ranks again; the list lock covers every byte), and ROMIO is
+//! told not to sieve writes (`romio_ds_write=disable`), since a sieving write rewrites the
+//! holes the list lock leaves to others. Record locks (`extent`, `whole`) are exclusive for
+//! reads too, as ROMIO's are: ROMIO's extent locks then nest inside them, owned by the same
+//! process.
 //!
 //! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`), the
 //! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`) and MPI-4's
@@ -35,14 +37,13 @@
 //! so forwarding the word is exact for both.
 
 use crate::state::{self, Busy, client};
-use crate::{real, report, tessera_path};
+use crate::{report, tessera_path};
 use libc::{c_char, c_int, c_void};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
-use tessera_client::{File, FsResult, LockKind, OpenOptions};
+use tessera_client::{File, FsResult, LockKind, LockRun, OpenOptions};
 
 /// An MPI handle (`MPI_File`, `MPI_Datatype`, `MPI_Comm`, `MPI_Info`), forwarded as a word.
 type Handle = usize;
@@ -88,7 +89,7 @@ impl Drop for Inside {
 }
 
 /// Whether the MPI library is Open MPI (its handles are pointers, its error codes differ).
-fn open_mpi() -> bool {
+pub(crate) fn open_mpi() -> bool {
     static OMPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OMPI.get_or_init(|| {
         // SAFETY: looking up a symbol by a NUL-terminated name.
@@ -129,17 +130,6 @@ unsafe fn tessera_file(name: *const c_char) -> Option<String> {
     unsafe { tessera_path(libc::AT_FDCWD, c.as_ptr()) }.and_then(Result::ok)
 }
 
-/// Calls the next definition of an MPI function by name.
-macro_rules! next {
-    ($name:ident : fn($($ty:ty),*) -> $ret:ty) => {{
-        static SLOT: AtomicUsize = AtomicUsize::new(0);
-        let p = real::lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
-        // SAFETY: the MPI signature, handles as words (see the module docs).
-        let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
-        f
-    }};
-}
-
 /// The lock handle of an atomic Tessera file (opened at its first access), or `None` for a
 /// file the wrappers leave alone.
 fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
@@ -156,13 +146,79 @@ fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
     Ok(f.lock.clone())
 }
 
-/// Runs `access` (the independent form of an MPI-IO call) under the file's whole-file lock
-/// when the file is a Tessera file in atomic mode; returns `None` otherwise, for the caller
-/// to forward the original call.
+/// How atomic accesses are locked: `TESSERA_ATOMIC_LOCKS=list|extent|whole|none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// A list lock of exactly the bytes the access touches (shared for reads); ROMIO's own
+    /// extent locks are elided and its data sieving for writes is turned off.
+    List,
+    /// An exclusive record lock over the access's extent, holes included (ROMIO's way).
+    Extent,
+    /// An exclusive record lock over the whole file.
+    Whole,
+    /// No lock at all: atomic mode is not kept (for comparisons and the checker's control).
+    None,
+}
+
+/// The strategy of this run (an unknown value is reported once and `list` used).
+pub fn strategy() -> Strategy {
+    static S: std::sync::OnceLock<Strategy> = std::sync::OnceLock::new();
+    *S.get_or_init(|| match std::env::var("TESSERA_ATOMIC_LOCKS").as_deref() {
+        Err(_) | Ok("") | Ok("list") => Strategy::List,
+        Ok("extent") => Strategy::Extent,
+        Ok("whole") => Strategy::Whole,
+        Ok("none") => Strategy::None,
+        Ok(other) => {
+            let _b = Busy::enter();
+            report(&tessera_client::FsError::new(
+                tessera_client::Errno::Inval,
+                format!(
+                    "TESSERA_ATOMIC_LOCKS={other} is not list, extent, whole or none; using list"
+                ),
+            ));
+            Strategy::List
+        }
+    })
+}
+
+/// Where an access starts.
+#[derive(Clone, Copy)]
+enum At {
+    /// An explicit offset, in etypes of the view.
+    Offset(i64),
+    /// The individual file pointer.
+    Individual,
+    /// The shared file pointer (its value is only known inside the call).
+    Shared,
+}
+
+/// What an access does, for its lock.
+#[derive(Clone, Copy)]
+struct Access {
+    write: bool,
+    at: At,
+    count: c_int,
+    dt: Handle,
+}
+
+/// The file bytes the access touches, or `None` when they cannot be known (a shared file
+/// pointer, a filetype the flattener does not follow).
+fn exact_runs(fh: Handle, a: Access) -> Option<Vec<tessera_core::Run>> {
+    let offset = match a.at {
+        At::Offset(o) => u64::try_from(o).ok()?,
+        At::Individual => crate::mpi_types::position(fh)?,
+        At::Shared => return None,
+    };
+    crate::mpi_types::access_runs(fh, offset, a.count, a.dt)
+}
+
+/// Runs `access` (the independent form of an MPI-IO call) under the lock of the run's
+/// [`Strategy`] when the file is a Tessera file in atomic mode; returns `None` otherwise, for
+/// the caller to forward the original call.
 ///
-/// The daemon's lock belongs to the process, so it cannot keep two threads of one rank apart:
-/// the handle's mutex, held from lock to unlock, does. The map of files is not held meanwhile.
-fn atomically(fh: Handle, access: impl FnOnce() -> c_int) -> Option<c_int> {
+/// The handle's mutex, held from lock to unlock, keeps the threads of one rank apart (a record
+/// lock belongs to the process). The map of files is not held meanwhile.
+fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c_int> {
     let handle = match lock_handle(fh) {
         Ok(None) => return None,
         Ok(Some(h)) => h,
@@ -173,18 +229,71 @@ fn atomically(fh: Handle, access: impl FnOnce() -> c_int) -> Option<c_int> {
         }
     };
     let mut lock = lock_file(&handle);
-    let locked = {
+    let fail = |e: &tessera_client::FsError| {
         let _b = Busy::enter();
-        lock.lock(0, 0, LockKind::Exclusive, true)
+        report(e);
+        mpi_err_io()
     };
-    if let Err(e) = locked {
-        let _b = Busy::enter();
-        report(&e);
-        return Some(mpi_err_io());
+    let strategy = strategy();
+    if strategy == Strategy::None {
+        return Some(crate::locks::without_record_locks(access));
     }
+    // Computed outside `Busy`: it calls MPI, which may call into the interposer.
+    let runs = match strategy {
+        Strategy::List | Strategy::Extent => exact_runs(fh, a),
+        _ => None,
+    };
+    let _b = Busy::enter();
+    // The range of a record lock: the extent of the bytes, or (unknown, or `whole`) the file.
+    let (start, len) = match &runs {
+        Some(r) if !r.is_empty() && strategy == Strategy::Extent => {
+            let lo = r.iter().map(|r| r.start).min().expect("non-empty");
+            let hi = r.iter().map(|r| r.end()).max().expect("non-empty");
+            (lo, hi - lo)
+        }
+        _ => (0, 0),
+    };
+    if strategy == Strategy::List {
+        let kind = if a.write {
+            LockKind::Exclusive
+        } else {
+            LockKind::Shared
+        };
+        let whole = vec![tessera_core::Run::single(
+            0,
+            tessera_core::run::MAX_FILE_SIZE,
+        )];
+        let runs = match runs {
+            Some(r) if r.is_empty() => {
+                drop(_b);
+                return Some(access());
+            }
+            Some(r) => r,
+            None => whole,
+        };
+        let list: Vec<LockRun> = runs.into_iter().map(|run| LockRun { run, kind }).collect();
+        let held = match lock.lock_list(&list, true) {
+            Ok(h) => h,
+            Err(e) => return Some(fail(&e)),
+        };
+        drop(_b);
+        let rc = crate::locks::without_record_locks(access);
+        let _b = Busy::enter();
+        return Some(match lock.unlock_list(held) {
+            Ok(()) => rc,
+            Err(e) => {
+                let code = fail(&e);
+                if rc == 0 { code } else { rc }
+            }
+        });
+    }
+    if let Err(e) = lock.lock(start, len, LockKind::Exclusive, true) {
+        return Some(fail(&e));
+    }
+    drop(_b);
     let rc = access();
     let _b = Busy::enter();
-    if let Err(e) = lock.unlock(0, 0) {
+    if let Err(e) = lock.unlock(start, len) {
         report(&e);
         // Never leave the lock held for the other ranks to wait on: the handle closes when
         // the last reference goes (closing releases the process's locks on the file), and the
@@ -263,46 +372,48 @@ unsafe fn completed_request(dt: Handle, status: &[u64; 16], req: *mut c_void) ->
 }
 
 /// Defines a data-access wrapper under its MPI_ and PMPI_ names:
-/// `access!(SHAPE NAME, PNAME, INDEP, PINDEP)`, where INDEP is the blocking independent form
-/// the access runs as in atomic mode. Shapes: `at` (fh, offset, buf, count, datatype,
-/// status), `ptr` (fh, buf, count, datatype, status), `iat` and `iptr` (the same with a
+/// `access!(SHAPE RW NAME, PNAME, INDEP, PINDEP)`, where RW is `write` or `read` and INDEP is
+/// the blocking independent form the access runs as in atomic mode. Shapes: `at` (fh, offset,
+/// buf, count, datatype, status), `ptr` (fh, buf, count, datatype, status; the individual file
+/// pointer, or the shared one for a name with `shared`), `iat` and `iptr` (the same with a
 /// request in place of the status).
 macro_rules! access {
-    (at $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@blocking $name, $indep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
-            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st));
-        access!(@blocking $pname, $pindep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+    (at $rw:ident $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@each [$name, $pname] @blocking $indep, $rw, at(off), [count, dt],
+            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
             (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt, st));
     };
-    (ptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@blocking $name, $indep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
-            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st));
-        access!(@blocking $pname, $pindep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
+    (ptr $rw:ident $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@each [$name, $pname] @blocking $indep, $rw, ptr($name), [count, dt],
+            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, st: *mut c_void),
             (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt, st));
     };
-    (iat $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@nonblocking $name, $indep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt), dt, rq);
-        access!(@nonblocking $pname, $pindep, (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt), dt, rq);
+    (iat $rw:ident $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@each [$name, $pname] @nonblocking $indep, $rw, at(off), [count, dt],
+            (fh: Handle, off: i64, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, i64, *mut c_void, c_int, Handle, *mut c_void), (fh, off, buf, count, dt), rq);
     };
-    (iptr $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
-        access!(@nonblocking $name, $indep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt), dt, rq);
-        access!(@nonblocking $pname, $pindep, (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
-            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt), dt, rq);
+    (iptr $rw:ident $name:ident, $pname:ident, $indep:ident, $pindep:ident) => {
+        access!(@each [$name, $pname] @nonblocking $indep, $rw, ptr($name), [count, dt],
+            (fh: Handle, buf: *mut c_void, count: c_int, dt: Handle, rq: *mut c_void),
+            (Handle, *mut c_void, c_int, Handle, *mut c_void), (fh, buf, count, dt), rq);
     };
-    (@blocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
-     ($fh:ident $(, $call:ident)*)) => {
-        access!(@wrap $sym, ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*), {
+    (@each [$first:ident $(, $more:ident)*] $($rest:tt)*) => {
+        access!(@one $first $($rest)*);
+        access!(@each [$($more),*] $($rest)*);
+    };
+    (@each [] $($rest:tt)*) => {};
+    (@one $sym:ident @blocking $indep:ident, $rw:ident, $at:ident($p:ident), [$n:ident, $dt:ident],
+     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*)) => {
+        access!(@wrap $sym, $rw, $at($p), [$n, $dt], ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*), {
             let f = next!($indep: fn($($fty),*) -> c_int);
             // SAFETY: forwarding the caller's arguments.
             unsafe { f($fh $(, $call)*) }
         });
     };
-    (@nonblocking $sym:ident, $indep:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
-     ($fh:ident $(, $call:ident)*), $dt:ident, $rq:ident) => {
-        access!(@wrap $sym, ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*, $rq), {
+    (@one $sym:ident @nonblocking $indep:ident, $rw:ident, $at:ident($p:ident), [$n:ident, $dt:ident],
+     ($($arg:ident : $ty:ty),*), ($($fty:ty),*), ($fh:ident $(, $call:ident)*), $rq:ident) => {
+        access!(@wrap $sym, $rw, $at($p), [$n, $dt], ($($arg: $ty),*), ($($fty),*), $fh, ($fh $(, $call)*, $rq), {
             // The blocking form, with a status of our own where the request was.
             let f = next!($indep: fn($($fty),*) -> c_int);
             let mut status = [0u64; 16];
@@ -315,19 +426,32 @@ macro_rules! access {
             unsafe { completed_request($dt, &status, $rq) }
         });
     };
+    (@at at($off:ident)) => { At::Offset($off) };
+    (@at ptr($name:ident)) => {
+        if stringify!($name).contains("shared") { At::Shared } else { At::Individual }
+    };
+    (@rw write) => { true };
+    (@rw read) => { false };
     // The entry point: `$atomic` in atomic mode (under the lock), else the call forwarded.
-    (@wrap $sym:ident, ($($arg:ident : $ty:ty),*), ($($fty:ty),*), $fh:ident,
-     ($($fwd:ident),*), $atomic:block) => {
+    (@wrap $sym:ident, $rw:ident, $at:ident($p:ident), [$n:ident, $dt:ident],
+     ($($arg:ident : $ty:ty),*), ($($fty:ty),*),
+     $fh:ident, ($($fwd:ident),*), $atomic:block) => {
         #[doc = concat!("`", stringify!($sym), "`: atomic on Tessera files in atomic mode (see the module docs).")]
         ///
         /// # Safety
         /// As the MPI function.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
-            if let Some(_in) = Inside::enter()
-                && let Some(rc) = atomically($fh, || $atomic)
-            {
-                return rc;
+            if let Some(_in) = Inside::enter() {
+                let a = Access {
+                    write: access!(@rw $rw),
+                    at: access!(@at $at($p)),
+                    count: $n,
+                    dt: $dt,
+                };
+                if let Some(rc) = atomically($fh, a, || $atomic) {
+                    return rc;
+                }
             }
             let f = next!($sym: fn($($fty),*) -> c_int);
             // SAFETY: forwarding the caller's arguments.
@@ -336,26 +460,26 @@ macro_rules! access {
     };
 }
 
-access!(at MPI_File_write_at, PMPI_File_write_at, MPI_File_write_at, PMPI_File_write_at);
-access!(at MPI_File_write_at_all, PMPI_File_write_at_all, MPI_File_write_at, PMPI_File_write_at);
-access!(ptr MPI_File_write, PMPI_File_write, MPI_File_write, PMPI_File_write);
-access!(ptr MPI_File_write_all, PMPI_File_write_all, MPI_File_write, PMPI_File_write);
-access!(ptr MPI_File_write_shared, PMPI_File_write_shared, MPI_File_write_shared, PMPI_File_write_shared);
-access!(at MPI_File_read_at, PMPI_File_read_at, MPI_File_read_at, PMPI_File_read_at);
-access!(at MPI_File_read_at_all, PMPI_File_read_at_all, MPI_File_read_at, PMPI_File_read_at);
-access!(ptr MPI_File_read, PMPI_File_read, MPI_File_read, PMPI_File_read);
-access!(ptr MPI_File_read_all, PMPI_File_read_all, MPI_File_read, PMPI_File_read);
-access!(ptr MPI_File_read_shared, PMPI_File_read_shared, MPI_File_read_shared, PMPI_File_read_shared);
-access!(iat MPI_File_iwrite_at, PMPI_File_iwrite_at, MPI_File_write_at, PMPI_File_write_at);
-access!(iat MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all, MPI_File_write_at, PMPI_File_write_at);
-access!(iptr MPI_File_iwrite, PMPI_File_iwrite, MPI_File_write, PMPI_File_write);
-access!(iptr MPI_File_iwrite_all, PMPI_File_iwrite_all, MPI_File_write, PMPI_File_write);
-access!(iptr MPI_File_iwrite_shared, PMPI_File_iwrite_shared, MPI_File_write_shared, PMPI_File_write_shared);
-access!(iat MPI_File_iread_at, PMPI_File_iread_at, MPI_File_read_at, PMPI_File_read_at);
-access!(iat MPI_File_iread_at_all, PMPI_File_iread_at_all, MPI_File_read_at, PMPI_File_read_at);
-access!(iptr MPI_File_iread, PMPI_File_iread, MPI_File_read, PMPI_File_read);
-access!(iptr MPI_File_iread_all, PMPI_File_iread_all, MPI_File_read, PMPI_File_read);
-access!(iptr MPI_File_iread_shared, PMPI_File_iread_shared, MPI_File_read_shared, PMPI_File_read_shared);
+access!(at write MPI_File_write_at, PMPI_File_write_at, MPI_File_write_at, PMPI_File_write_at);
+access!(at write MPI_File_write_at_all, PMPI_File_write_at_all, MPI_File_write_at, PMPI_File_write_at);
+access!(ptr write MPI_File_write, PMPI_File_write, MPI_File_write, PMPI_File_write);
+access!(ptr write MPI_File_write_all, PMPI_File_write_all, MPI_File_write, PMPI_File_write);
+access!(ptr write MPI_File_write_shared, PMPI_File_write_shared, MPI_File_write_shared, PMPI_File_write_shared);
+access!(at read MPI_File_read_at, PMPI_File_read_at, MPI_File_read_at, PMPI_File_read_at);
+access!(at read MPI_File_read_at_all, PMPI_File_read_at_all, MPI_File_read_at, PMPI_File_read_at);
+access!(ptr read MPI_File_read, PMPI_File_read, MPI_File_read, PMPI_File_read);
+access!(ptr read MPI_File_read_all, PMPI_File_read_all, MPI_File_read, PMPI_File_read);
+access!(ptr read MPI_File_read_shared, PMPI_File_read_shared, MPI_File_read_shared, PMPI_File_read_shared);
+access!(iat write MPI_File_iwrite_at, PMPI_File_iwrite_at, MPI_File_write_at, PMPI_File_write_at);
+access!(iat write MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all, MPI_File_write_at, PMPI_File_write_at);
+access!(iptr write MPI_File_iwrite, PMPI_File_iwrite, MPI_File_write, PMPI_File_write);
+access!(iptr write MPI_File_iwrite_all, PMPI_File_iwrite_all, MPI_File_write, PMPI_File_write);
+access!(iptr write MPI_File_iwrite_shared, PMPI_File_iwrite_shared, MPI_File_write_shared, PMPI_File_write_shared);
+access!(iat read MPI_File_iread_at, PMPI_File_iread_at, MPI_File_read_at, PMPI_File_read_at);
+access!(iat read MPI_File_iread_at_all, PMPI_File_iread_at_all, MPI_File_read_at, PMPI_File_read_at);
+access!(iptr read MPI_File_iread, PMPI_File_iread, MPI_File_read, PMPI_File_read);
+access!(iptr read MPI_File_iread_all, PMPI_File_iread_all, MPI_File_read, PMPI_File_read);
+access!(iptr read MPI_File_iread_shared, PMPI_File_iread_shared, MPI_File_read_shared, PMPI_File_read_shared);
 
 /// `MPI_File_open`: remembers files opened on Tessera paths.
 ///
@@ -370,24 +494,87 @@ unsafe fn file_open(
     fh: *mut Handle,
 ) -> c_int {
     let inside = Inside::enter();
-    // SAFETY: forwarding the caller's arguments.
-    let rc = unsafe { next(comm, name, amode, info, fh) };
-    if inside.is_some() && rc == 0 && !fh.is_null() {
-        // SAFETY: the name the caller passed, the handle MPI just stored.
-        if let Some(path) = unsafe { tessera_file(name) } {
-            let _b = Busy::enter();
-            files().insert(
-                // SAFETY: non-null (checked above) and just written by MPI.
-                unsafe { *fh },
-                MpiFile {
-                    path,
-                    atomic: false,
-                    lock: None,
-                },
-            );
-        }
+    // SAFETY: the name the caller passed.
+    let path = inside.as_ref().and_then(|_| unsafe { tessera_file(name) });
+    // Under list locks ROMIO must not sieve writes: a sieving write rewrites the holes of an
+    // access, which the list lock leaves to other ranks.
+    let own_info = match (&path, strategy()) {
+        (Some(_), Strategy::List | Strategy::None) => without_write_sieving(info),
+        _ => None,
+    };
+    // SAFETY: forwarding the caller's arguments (or a copy of its info with one more hint).
+    let rc = unsafe { next(comm, name, amode, own_info.unwrap_or(info), fh) };
+    if let Some(i) = own_info {
+        free_info(i);
     }
+    // `path` is only known inside the outermost wrapper.
+    if let Some(path) = path
+        && rc == 0
+        && !fh.is_null()
+    {
+        let _b = Busy::enter();
+        files().insert(
+            // SAFETY: non-null (checked above) and just written by MPI.
+            unsafe { *fh },
+            MpiFile {
+                path,
+                atomic: false,
+                lock: None,
+            },
+        );
+    }
+    drop(inside);
     rc
+}
+
+/// A copy of `info` (or a new info object for `MPI_INFO_NULL`) with `romio_ds_write=disable`,
+/// or `None` if MPI refuses.
+fn without_write_sieving(info: Handle) -> Option<Handle> {
+    let create = next!(PMPI_Info_create: fn(*mut u64) -> c_int);
+    let dup = next!(PMPI_Info_dup: fn(Handle, *mut u64) -> c_int);
+    let set = next!(PMPI_Info_set: fn(Handle, *const c_char, *const c_char) -> c_int);
+    // Zeroed: MPICH writes a 4-byte handle.
+    let mut new = 0u64;
+    // SAFETY: MPI calls with a handle slot larger than either MPI's info handle.
+    let rc = unsafe {
+        if is_info_null(info) {
+            create(&mut new)
+        } else {
+            dup(info, &mut new)
+        }
+    };
+    if rc != 0 {
+        return None;
+    }
+    let new = new as Handle;
+    // SAFETY: the info object just made, and NUL-terminated strings.
+    unsafe { set(new, c"romio_ds_write".as_ptr(), c"disable".as_ptr()) };
+    Some(new)
+}
+
+/// Whether `info` is `MPI_INFO_NULL` (the address of `ompi_mpi_info_null` in Open MPI, a
+/// fixed integer in MPICH).
+fn is_info_null(info: Handle) -> bool {
+    if open_mpi() {
+        // SAFETY: looking up a symbol by a NUL-terminated name.
+        let null = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_info_null".as_ptr()) };
+        info == null as Handle
+    } else {
+        info == 0x1c00_0000
+    }
+}
+
+fn free_info(info: Handle) {
+    let free = next!(PMPI_Info_free: fn(*mut c_void) -> c_int);
+    if open_mpi() {
+        let mut h = info;
+        // SAFETY: an info object this module made, as Open MPI's pointer handle.
+        unsafe { free((&mut h as *mut Handle).cast()) };
+    } else {
+        let mut h = info as u32 as i32;
+        // SAFETY: as above, as MPICH's int handle.
+        unsafe { free((&mut h as *mut i32).cast()) };
+    }
 }
 
 /// `MPI_File_close`: forgets the file once it is closed (its lock handle closes, releasing

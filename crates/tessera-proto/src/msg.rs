@@ -93,4 +93,9 @@ pub struct NodeStatus {
     /// had to ask the stripe's shard.
     pub stripe_copy_hits: u64,
     pub stripe_copy_misses: u64,
+    /// List locks granted by this node's lock tables, and their runs, since it started.
+    pub list_locks_granted: u64,
+    pub list_lock_runs: u64,
+    /// The most owners that held locks of one file at once on this node since it started.
+    pub lock_peak_holders: u64,
 }

@@ -119,6 +119,9 @@ fn status() -> NodeStatus {
         requests: 9,
         stripe_copy_hits: 10,
         stripe_copy_misses: 11,
+        list_locks_granted: 12,
+        list_lock_runs: 13,
+        lock_peak_holders: 14,
     }
 }
 

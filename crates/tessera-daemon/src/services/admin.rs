@@ -46,6 +46,10 @@ impl Node {
         let (stripe_copy_hits, stripe_copy_misses) =
             self.stripe_cache.lock().expect("stripe cache").counts();
         // Measures the device: off the async workers.
+        let (grants, peak) = {
+            let m = self.locks.manager();
+            (m.grants(), m.peak_holders())
+        };
         let space = tokio::task::block_in_place(|| self.logs.space());
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
         NodeStatus {
@@ -64,6 +68,9 @@ impl Node {
             requests: self.requests.load(Ordering::Relaxed),
             stripe_copy_hits,
             stripe_copy_misses,
+            list_locks_granted: grants.granted,
+            list_lock_runs: grants.runs,
+            lock_peak_holders: peak as u64,
         }
     }
 }

@@ -123,14 +123,14 @@ impl Node {
         true
     }
 
-    /// Whether this node's lease on `lock_node` is surely still valid.
-    pub(crate) fn lease_valid(&self, lock_node: u32) -> bool {
+    /// Whether this node's lease on `lock_node` is surely still valid for `margin` more.
+    pub(crate) fn lease_valid_for(&self, lock_node: u32, margin: std::time::Duration) -> bool {
         self.locks
             .lease_until
             .lock()
             .expect("leases")
             .get(&lock_node)
-            .is_some_and(|u| Instant::now() <= *u)
+            .is_some_and(|u| Instant::now() + margin <= *u)
     }
 
     /// Sends the fence of a revoked token to every node, then frees the grant's bytes.
@@ -176,7 +176,7 @@ impl Node {
                 return Err(refused(*t));
             }
         }
-        if local && !self.lease_valid(ino_shard(ino)) {
+        if local && !self.lease_valid_for(ino_shard(ino), std::time::Duration::ZERO) {
             return Err(refused(fences[0]));
         }
         Ok(())

@@ -264,9 +264,10 @@ impl ServeClient<ListLock> for Node {
         };
         self.locks.note_held_at(client, node);
         // Writes under the lock are published only while the lease is surely valid: renewed
-        // now if it is not (the first lock there, or after a stall), so that they are not
-        // refused for want of a renewal that simply had not come round yet.
-        if !self.lease_valid(node) && !self.renew_lease(node).await {
+        // now unless it has half a lease left (the renewals, every quarter lease, run only
+        // while this node's clients hold locks), so that they are not refused for want of a
+        // renewal that had not come round yet.
+        if !self.lease_valid_for(node, self.lease() / 2) && !self.renew_lease(node).await {
             return Err(FsError::new(
                 Errno::HostDown,
                 format!(
