@@ -55,7 +55,8 @@ ensure_bench_deps() {
     ensure_debian_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config fonts-dejavu-core
 }
 
-# What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI.
+# What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI, and
+# MPICH.
 # What emulated hosts need: iproute2 (namespaces, veth, bridge) and util-linux (unshare,
 # nsenter, mountpoint).
 ensure_host_deps() {
@@ -65,6 +66,9 @@ ensure_host_deps() {
 ensure_test_deps() {
     ensure_bench_deps
     ensure_debian_packages libhdf5-openmpi-dev hdf5-tools
+    # MPICH beside Open MPI (its own mpicc.mpich and mpirun.mpich): Open MPI stays the
+    # default mpicc/mpirun, as its higher alternatives priority keeps it.
+    ensure_debian_packages mpich libmpich-dev
 }
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,7 +1,9 @@
 //! Unmodified programs on Tessera under `mpirun`, through the LD_PRELOAD interposer: 4 ranks
 //! on 3 daemons. MPI-IO with Open MPI's two implementations (ompio and ROMIO), atomic mode
-//! off and on; parallel HDF5; and the POSIX programs of tests/preload.rs (a C N-1 strided
-//! writer, coreutils, python3) launched as MPI ranks.
+//! off and on; atomic mode under every lock strategy with Open MPI and with MPICH (ROMIO's
+//! atomicity test, a randomized checker, the exact locks of strided views); parallel HDF5;
+//! and the POSIX programs of tests/preload.rs (a C N-1 strided writer, coreutils, python3)
+//! launched as MPI ranks.
 //!
 //! The programs (tests/c/mpiio.c, tests/c/h5par.c) check every byte they read. On top of
 //! that, each file Tessera holds is compared byte for byte (`cmp`, `h5diff`) with the file the
@@ -198,6 +200,96 @@ fn atomic_mode_under_every_lock_strategy() {
             printed(&o)
         );
     }
+}
+
+/// `mpirun.mpich` of 4 ranks with the interposer and `env`, running `exe args`.
+fn mpirun_mpich(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["120", "mpirun.mpich", "-np", "4"])
+        .env_remove("TESSERA_NODE")
+        .args(["-genv", "LD_PRELOAD"])
+        .arg(preload_lib())
+        .args(["-genv", "TESSERA_INSTANCE"])
+        .arg(&inst.layout.dir);
+    for (k, v) in env {
+        c.args(["-genv", k, v]);
+    }
+    c.arg(exe).args(args);
+    run_ranks(c)
+}
+
+/// The list locks an atomic run printed (`TESSERA_ATOMIC_TRACE=1`), sorted.
+fn traced_locks(o: &Output) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter(|l| l.starts_with("tessera atomic "))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn atomic_accesses_lock_exactly_the_bytes_of_their_view_under_both_mpis() {
+    let ompi = build_c("mpicc", "atomicity");
+    let mpich = build_c("mpicc.mpich", "atomicity");
+    let inst = Inst::start(3);
+    // Rank r: a vector (64 ints every 256, from r x 64) is one run; its 4x4x8 block of an
+    // 8x8x8 cube is 4 rows of 128 bytes, 256 apart.
+    let mut expect: Vec<String> = (0..4u64)
+        .flat_map(|r| {
+            let cube = 1_048_576 + (r / 2) * 1024 + (r % 2) * 128;
+            [
+                format!("tessera atomic write: {}+256/1024*16", r * 256),
+                format!("tessera atomic write: {cube}+128/256*4"),
+            ]
+        })
+        .collect();
+    expect.sort();
+    for io in IMPLS {
+        let file = format!("/tessera/views-{io}");
+        let mut c = mpirun_cmd(Some(&inst));
+        c.args(["--mca", "io", io, "-x", "TESSERA_ATOMIC_TRACE=1"])
+            .arg(&ompi)
+            .args([file.as_str(), "views"]);
+        let o = run_ranks(c);
+        assert_eq!(traced_locks(&o), expect, "Open MPI {io}");
+    }
+    let o = mpirun_mpich(
+        &inst,
+        &[("TESSERA_ATOMIC_TRACE", "1")],
+        &mpich,
+        &["/tessera/views-mpich", "views"],
+    );
+    assert_eq!(traced_locks(&o), expect, "MPICH");
+    // MPICH's ROMIO under every strategy: its atomicity test and the randomized checker.
+    for strategy in ["list", "extent", "whole"] {
+        for variant in ["contig", "vector", "sieve"] {
+            let file = format!("/tessera/mpich-{strategy}-{variant}");
+            let o = mpirun_mpich(
+                &inst,
+                &[("TESSERA_ATOMIC_LOCKS", strategy)],
+                &mpich,
+                &[&file, "romio", variant],
+            );
+            assert!(printed(&o).contains("ok"), "{}", printed(&o));
+        }
+        let file = format!("/tessera/mpich-{strategy}-random");
+        let env = [
+            ("TESSERA_ATOMIC_LOCKS", strategy),
+            ("TESSERA_MODEL", "posix"),
+        ];
+        let o = mpirun_mpich(&inst, &env, &mpich, &[&file, "random", "24", "13"]);
+        assert!(
+            printed(&o).contains("atomicity random: ok"),
+            "{}",
+            printed(&o)
+        );
+    }
+    let env = [("TESSERA_ATOMIC_LOCKS", "none"), ("TESSERA_MODEL", "posix")];
+    let args = ["/tessera/mpich-none", "random", "24", "13", "expect-mix"];
+    let o = mpirun_mpich(&inst, &env, &mpich, &args);
+    assert!(printed(&o).contains("mixed read after"), "{}", printed(&o));
 }
 
 /// A job script per rank: the POSIX programs, launched by mpirun, find their rank in

@@ -195,7 +195,8 @@ fn shape_of(
     let u = |i: usize| ints.get(i).and_then(|x| u64::try_from(*x).ok());
     let child =
         |k: usize| -> Option<Box<TypeTree>> { Some(Box::new(tree_at(*types.get(k)?, depth + 1)?)) };
-    let count = u(0)? as usize;
+    // Not every combiner has counts (a dup has none).
+    let count = u(0).unwrap_or(0) as usize;
     let shape = if comb == c.dup || comb == c.resized {
         Shape::Same { child: child(0)? }
     } else if comb == c.contiguous {

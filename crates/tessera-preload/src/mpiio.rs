@@ -272,6 +272,7 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
             None => whole,
         };
         let list: Vec<LockRun> = runs.into_iter().map(|run| LockRun { run, kind }).collect();
+        trace_lock(a.write, &list);
         let held = match lock.lock_list(&list, true) {
             Ok(h) => h,
             Err(e) => return Some(fail(&e)),
@@ -304,6 +305,27 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
         return Some(if rc == 0 { mpi_err_io() } else { rc });
     }
     Some(rc)
+}
+
+/// With `TESSERA_ATOMIC_TRACE=1`, writes each list lock to stderr as one line,
+/// `tessera atomic write|read: RUN RUN ...`, a run as `start+len` or `start+len/stride*count`:
+/// what a user (or a test) checks the exact ranges against.
+fn trace_lock(write: bool, list: &[LockRun]) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("TESSERA_ATOMIC_TRACE").is_some_and(|v| v == "1")) {
+        return;
+    }
+    let mut line = format!("tessera atomic {}:", if write { "write" } else { "read" });
+    for r in list.iter().map(|l| l.run) {
+        line += &if r.count == 1 {
+            format!(" {}+{}", r.start, r.len)
+        } else {
+            format!(" {}+{}/{}*{}", r.start, r.len, r.stride, r.count)
+        };
+    }
+    line.push('\n');
+    // SAFETY: writing a buffer we own to stderr.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
 
 /// Hands back, for a non-blocking call that already ran as its blocking form, a request that

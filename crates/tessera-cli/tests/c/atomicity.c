@@ -4,6 +4,11 @@
  *       Rank 0 writes a region of ints, all one value, while every other rank reads it; each
  *       read must be all the old value or all the new one. `vector` uses a strided filetype,
  *       `sieve` the same with ROMIO's data sieving asked for by hints.
+ *   atomicity FILE views
+ *       One atomic write per rank through two views whose bytes interleave with the other
+ *       ranks': a vector (blocks of 64 ints, every 4 x 64, from rank x 64) and a 3-D subarray
+ *       (rank's 4x4x8 block of an 8x8x8 cube of ints on a 2x2x1 grid, C order). Run with
+ *       TESSERA_ATOMIC_TRACE=1, the locks printed are the exact byte ranges.
  *   atomicity FILE random ROUNDS SEED [expect-mix]
  *       Each round a random strided shape (vector filetype of random block length, gap, count
  *       and displacement) is written in full with a base value, then every rank, at random,
@@ -175,11 +180,37 @@ static void randomized(const char *path, int rounds, unsigned seed, int expect_m
     if (!expect_mix && rank == 0) printf("atomicity random: ok\n");
 }
 
+static void views(const char *path) {
+    MPI_File fh;
+    check(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh),
+          "open");
+    check(MPI_File_set_atomicity(fh, 1), "set_atomicity");
+    int *buf = calloc(1024, sizeof(int));
+    MPI_Datatype vec, cube;
+    check(MPI_Type_vector(16, 64, 4 * 64, MPI_INT, &vec), "vector");
+    check(MPI_Type_commit(&vec), "commit");
+    check(MPI_File_set_view(fh, (MPI_Offset)rank * 64 * 4, MPI_INT, vec, "native", MPI_INFO_NULL),
+          "set_view vector");
+    check(MPI_File_write_at(fh, 0, buf, 1024, MPI_INT, MPI_STATUS_IGNORE), "vector write");
+    int sizes[3] = {8, 8, 8}, sub[3] = {4, 4, 8}, starts[3] = {4 * (rank / 2 % 2), 4 * (rank % 2), 0};
+    check(MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_INT, &cube), "subarray");
+    check(MPI_Type_commit(&cube), "commit");
+    check(MPI_File_set_view(fh, 1 << 20, MPI_INT, cube, "native", MPI_INFO_NULL), "set_view cube");
+    check(MPI_File_write_at(fh, 0, buf, 128, MPI_INT, MPI_STATUS_IGNORE), "cube write");
+    MPI_Type_free(&vec);
+    MPI_Type_free(&cube);
+    check(MPI_File_close(&fh), "close");
+    free(buf);
+    if (rank == 0) printf("atomicity views: ok\n");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc >= 4 && strcmp(argv[2], "romio") == 0) {
+    if (argc == 3 && strcmp(argv[2], "views") == 0) {
+        views(argv[1]);
+    } else if (argc >= 4 && strcmp(argv[2], "romio") == 0) {
         romio_style(argv[1], argv[3]);
     } else if (argc >= 5 && strcmp(argv[2], "random") == 0) {
         randomized(argv[1], atoi(argv[3]), (unsigned)atoi(argv[4]),

@@ -493,7 +493,8 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Compiles `tests/c/NAME.c` with `compiler` (cc, mpicc, h5pcc) into a scratch directory.
 pub fn build_c(compiler: &str, name: &str) -> PathBuf {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let dir = scratch(&format!("cc-{name}"));
+    // One directory per compiler: the same program is built for Open MPI and for MPICH.
+    let dir = scratch(&format!("cc-{}-{name}", compiler.replace('.', "-")));
     let exe = dir.join(name);
     // In the scratch directory: some compiler drivers (h5pcc) leave object files in the cwd.
     let out = Command::new(compiler)
