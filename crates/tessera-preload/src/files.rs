@@ -251,7 +251,17 @@ fn write_desc(d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
             None if flags & libc::O_APPEND != 0 => f.len()?,
             None => *pos,
         };
-        let n = f.write_at(buf, off)?;
+        let n = match crate::atomic_scope::clip_write(off, buf.len() as u64) {
+            None => f.write_at(buf, off)?,
+            // Inside an atomic MPI-IO access: only its own bytes (see `atomic_scope`).
+            Some(parts) => {
+                for (s, e) in parts {
+                    let at = (s - off) as usize;
+                    f.write_at(&buf[at..at + (e - s) as usize], s)?;
+                }
+                buf.len()
+            }
+        };
         if at.is_none() {
             *pos = off + n as u64;
         }

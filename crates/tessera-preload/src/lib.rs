@@ -59,6 +59,7 @@ macro_rules! next {
 }
 
 pub mod aio;
+mod atomic_scope;
 pub mod dirs;
 pub mod exit;
 pub mod files;

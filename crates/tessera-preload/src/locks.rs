@@ -9,26 +9,6 @@ use crate::{fail, real, run};
 use libc::{c_int, c_ulong, c_void};
 use tessera_client::{Errno, FsError, FsResult, LockKind};
 
-thread_local! {
-    /// Set while an atomic MPI-IO access runs under a list lock: the record locks ROMIO takes
-    /// over the access's extent would serialise the ranks again, and the list lock already
-    /// covers every byte the access touches.
-    static ELIDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with this thread's record-lock requests answered without locking (see
-/// [`ELIDED`]).
-pub(crate) fn without_record_locks<T>(f: impl FnOnce() -> T) -> T {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            ELIDED.set(self.0);
-        }
-    }
-    let _reset = Reset(ELIDED.replace(true));
-    f()
-}
-
 /// Converts a `struct flock` range into (offset, len) from the start of the file
 /// (len 0 = to end of file).
 fn flock_range(d: &DescRef, fl: &libc::flock) -> FsResult<(u64, u64)> {
@@ -76,7 +56,9 @@ unsafe fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) 
     }
     // SAFETY: non-null, so a struct flock (this function's contract).
     let fl = unsafe { &mut *fl };
-    if ELIDED.get() && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {
+    if crate::atomic_scope::record_locks_elided()
+        && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK)
+    {
         // A list lock of the running MPI-IO access covers the bytes (see `mpiio`).
         return Ok(0);
     }

@@ -5,12 +5,12 @@
 //! combiners differently (Open MPI's enum starts at `MPI_COMBINER_NAMED = 0`, MPICH's at 1, and
 //! their orders differ) and their handles differ (pointers in Open MPI, `int` in MPICH), so the
 //! constants are chosen by [`open_mpi`]. The constructor tree read here is flattened by
-//! `tessera_core::datatype`; a type it cannot follow (`darray`, the Fortran types, more than
+//! `tessera_core::datatype`; a type it cannot follow (a cyclic `darray`, the Fortran types, more than
 //! [`MAX_BLOCKS`] blocks) gives `None`, and the caller locks more than the exact bytes.
 
 use crate::mpiio::open_mpi;
 use libc::{c_int, c_void};
-use tessera_core::datatype::{Flat, Shape, TypeTree};
+use tessera_core::datatype::{Distribution, Flat, Shape, TypeTree};
 use tessera_core::file_view::FileView;
 use tessera_core::run::Run;
 
@@ -36,8 +36,13 @@ struct Combiners {
     hindexed_block: c_int,
     structure: c_int,
     subarray: c_int,
+    darray: c_int,
     resized: c_int,
     order_fortran: c_int,
+    distribute_block: c_int,
+    distribute_cyclic: c_int,
+    distribute_none: c_int,
+    distribute_dflt_darg: c_int,
 }
 
 /// Open MPI 4.1's `mpi.h`.
@@ -53,8 +58,13 @@ const OPEN_MPI: Combiners = Combiners {
     hindexed_block: 18,
     structure: 11,
     subarray: 12,
+    darray: 13,
     resized: 17,
     order_fortran: 1,
+    distribute_block: 0,
+    distribute_cyclic: 1,
+    distribute_none: 2,
+    distribute_dflt_darg: -1,
 };
 
 /// MPICH 4.0's `mpi.h`.
@@ -70,8 +80,13 @@ const MPICH: Combiners = Combiners {
     hindexed_block: 19,
     structure: 12,
     subarray: 13,
+    darray: 14,
     resized: 18,
     order_fortran: 57,
+    distribute_block: 121,
+    distribute_cyclic: 122,
+    distribute_none: 123,
+    distribute_dflt_darg: -49767,
 };
 
 fn combiners() -> &'static Combiners {
@@ -268,6 +283,35 @@ fn shape_of(
             fortran: *ints.get(1 + 3 * nd)? == c.order_fortran,
             child: child(0)?,
         }
+    } else if comb == c.darray {
+        // size, rank, ndims, gsizes, distribs, dargs, psizes, order.
+        let nd = u(2)? as usize;
+        let list = |from: usize| (0..nd).map(|i| u(from + i)).collect::<Option<Vec<u64>>>();
+        let distribs = (0..nd)
+            .map(|i| {
+                let (d, arg) = (*ints.get(3 + nd + i)?, *ints.get(3 + 2 * nd + i)?);
+                Some(if d == c.distribute_none {
+                    Distribution::Whole
+                } else if d == c.distribute_block && arg == c.distribute_dflt_darg {
+                    Distribution::Block(None)
+                } else if d == c.distribute_block {
+                    Distribution::Block(Some(u64::try_from(arg).ok()?))
+                } else if d == c.distribute_cyclic {
+                    Distribution::Cyclic
+                } else {
+                    return None;
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Shape::darray(
+            u(0)?,
+            u(1)?,
+            &list(3)?,
+            &distribs,
+            &list(3 + 3 * nd)?,
+            *ints.get(3 + 4 * nd)? == c.order_fortran,
+            *child(0)?,
+        )?
     } else {
         return None;
     };

@@ -21,11 +21,11 @@
 //! and Tessera files with atomicity off, pass straight through at the cost of one map lookup.
 //!
 //! Under a list lock, ROMIO's own extent locks are answered without locking while the access
-//! runs (they would serialise the ranks again; the list lock covers every byte), and ROMIO is
-//! told not to sieve writes (`romio_ds_write=disable`), since a sieving write rewrites the
-//! holes the list lock leaves to others. Record locks (`extent`, `whole`) are exclusive for
-//! reads too, as ROMIO's are: ROMIO's extent locks then nest inside them, owned by the same
-//! process.
+//! runs (they would serialise the ranks again; the list lock covers every byte), and the
+//! access's writes are clipped to its bytes, so a data-sieving write does not rewrite the
+//! holes the list lock leaves to others (see [`crate::atomic_scope`]). Record locks (`extent`,
+//! `whole`) are exclusive for reads too, as ROMIO's are: ROMIO's extent locks then nest inside
+//! them, owned by the same process.
 //!
 //! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`), the
 //! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`) and MPI-4's
@@ -150,13 +150,14 @@ fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
     /// A list lock of exactly the bytes the access touches (shared for reads); ROMIO's own
-    /// extent locks are elided and its data sieving for writes is turned off.
+    /// extent locks are elided and the access's writes clipped to its bytes.
     List,
     /// An exclusive record lock over the access's extent, holes included (ROMIO's way).
     Extent,
     /// An exclusive record lock over the whole file.
     Whole,
-    /// No lock at all: atomic mode is not kept (for comparisons and the checker's control).
+    /// No lock at all: atomic mode is not kept (for comparisons and the checker's control);
+    /// ROMIO's extent locks are elided and writes clipped as under `List`.
     None,
 }
 
@@ -235,14 +236,15 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
         mpi_err_io()
     };
     let strategy = strategy();
-    if strategy == Strategy::None {
-        return Some(crate::locks::without_record_locks(access));
-    }
     // Computed outside `Busy`: it calls MPI, which may call into the interposer.
     let runs = match strategy {
-        Strategy::List | Strategy::Extent => exact_runs(fh, a),
-        _ => None,
+        Strategy::Whole => None,
+        _ => exact_runs(fh, a),
     };
+    if strategy == Strategy::None {
+        trace_lock(a.write, &[], std::time::Duration::ZERO);
+        return Some(crate::atomic_scope::within(runs, access));
+    }
     let _b = Busy::enter();
     // The range of a record lock: the extent of the bytes, or (unknown, or `whole`) the file.
     let (start, len) = match &runs {
@@ -271,14 +273,16 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
             Some(r) => r,
             None => whole,
         };
+        let scope = runs.clone();
         let list: Vec<LockRun> = runs.into_iter().map(|run| LockRun { run, kind }).collect();
-        trace_lock(a.write, &list);
+        let asked = std::time::Instant::now();
         let held = match lock.lock_list(&list, true) {
             Ok(h) => h,
             Err(e) => return Some(fail(&e)),
         };
+        trace_lock(a.write, &list, asked.elapsed());
         drop(_b);
-        let rc = crate::locks::without_record_locks(access);
+        let rc = crate::atomic_scope::within(Some(scope), access);
         let _b = Busy::enter();
         return Some(match lock.unlock_list(held) {
             Ok(()) => rc,
@@ -288,9 +292,23 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
             }
         });
     }
+    let asked = std::time::Instant::now();
     if let Err(e) = lock.lock(start, len, LockKind::Exclusive, true) {
         return Some(fail(&e));
     }
+    let range = tessera_core::Run::single(
+        start,
+        if len == 0 {
+            tessera_core::run::MAX_FILE_SIZE - start
+        } else {
+            len
+        },
+    );
+    let taken = [LockRun {
+        run: range,
+        kind: LockKind::Exclusive,
+    }];
+    trace_lock(a.write, &taken, asked.elapsed());
     drop(_b);
     let rc = access();
     let _b = Busy::enter();
@@ -307,10 +325,12 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
     Some(rc)
 }
 
-/// With `TESSERA_ATOMIC_TRACE=1`, writes each list lock to stderr as one line,
-/// `tessera atomic write|read: RUN RUN ...`, a run as `start+len` or `start+len/stride*count`:
-/// what a user (or a test) checks the exact ranges against.
-fn trace_lock(write: bool, list: &[LockRun]) {
+/// With `TESSERA_ATOMIC_TRACE=1`, writes the lock of each atomic access to stderr as one line,
+/// `tessera atomic write|read: RUN RUN ... | pid=P wait_us=W`, a run as `start+len` or
+/// `start+len/stride*count` (an exclusive record lock under `extent` and `whole`, nothing under
+/// `none`), and the time it took to get it: what a user (or a test, or the benchmark) checks
+/// the ranges against.
+fn trace_lock(write: bool, list: &[LockRun], waited: std::time::Duration) {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if !*ON.get_or_init(|| std::env::var_os("TESSERA_ATOMIC_TRACE").is_some_and(|v| v == "1")) {
         return;
@@ -323,7 +343,11 @@ fn trace_lock(write: bool, list: &[LockRun]) {
             format!(" {}+{}/{}*{}", r.start, r.len, r.stride, r.count)
         };
     }
-    line.push('\n');
+    line += &format!(
+        " | pid={} wait_us={}\n",
+        std::process::id(),
+        waited.as_micros()
+    );
     // SAFETY: writing a buffer we own to stderr.
     unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
@@ -518,17 +542,8 @@ unsafe fn file_open(
     let inside = Inside::enter();
     // SAFETY: the name the caller passed.
     let path = inside.as_ref().and_then(|_| unsafe { tessera_file(name) });
-    // Under list locks ROMIO must not sieve writes: a sieving write rewrites the holes of an
-    // access, which the list lock leaves to other ranks.
-    let own_info = match (&path, strategy()) {
-        (Some(_), Strategy::List | Strategy::None) => without_write_sieving(info),
-        _ => None,
-    };
-    // SAFETY: forwarding the caller's arguments (or a copy of its info with one more hint).
-    let rc = unsafe { next(comm, name, amode, own_info.unwrap_or(info), fh) };
-    if let Some(i) = own_info {
-        free_info(i);
-    }
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { next(comm, name, amode, info, fh) };
     // `path` is only known inside the outermost wrapper.
     if let Some(path) = path
         && rc == 0
@@ -547,56 +562,6 @@ unsafe fn file_open(
     }
     drop(inside);
     rc
-}
-
-/// A copy of `info` (or a new info object for `MPI_INFO_NULL`) with `romio_ds_write=disable`,
-/// or `None` if MPI refuses.
-fn without_write_sieving(info: Handle) -> Option<Handle> {
-    let create = next!(PMPI_Info_create: fn(*mut u64) -> c_int);
-    let dup = next!(PMPI_Info_dup: fn(Handle, *mut u64) -> c_int);
-    let set = next!(PMPI_Info_set: fn(Handle, *const c_char, *const c_char) -> c_int);
-    // Zeroed: MPICH writes a 4-byte handle.
-    let mut new = 0u64;
-    // SAFETY: MPI calls with a handle slot larger than either MPI's info handle.
-    let rc = unsafe {
-        if is_info_null(info) {
-            create(&mut new)
-        } else {
-            dup(info, &mut new)
-        }
-    };
-    if rc != 0 {
-        return None;
-    }
-    let new = new as Handle;
-    // SAFETY: the info object just made, and NUL-terminated strings.
-    unsafe { set(new, c"romio_ds_write".as_ptr(), c"disable".as_ptr()) };
-    Some(new)
-}
-
-/// Whether `info` is `MPI_INFO_NULL` (the address of `ompi_mpi_info_null` in Open MPI, a
-/// fixed integer in MPICH).
-fn is_info_null(info: Handle) -> bool {
-    if open_mpi() {
-        // SAFETY: looking up a symbol by a NUL-terminated name.
-        let null = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_info_null".as_ptr()) };
-        info == null as Handle
-    } else {
-        info == 0x1c00_0000
-    }
-}
-
-fn free_info(info: Handle) {
-    let free = next!(PMPI_Info_free: fn(*mut c_void) -> c_int);
-    if open_mpi() {
-        let mut h = info;
-        // SAFETY: an info object this module made, as Open MPI's pointer handle.
-        unsafe { free((&mut h as *mut Handle).cast()) };
-    } else {
-        let mut h = info as u32 as i32;
-        // SAFETY: as above, as MPICH's int handle.
-        unsafe { free((&mut h as *mut i32).cast()) };
-    }
 }
 
 /// `MPI_File_close`: forgets the file once it is closed (its lock handle closes, releasing
