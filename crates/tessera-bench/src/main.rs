@@ -5,10 +5,13 @@
 //! tessera-bench rank WORKLOAD ...        one MPI rank (launched by the front end)
 //! tessera-bench report                   regenerate docs/benchmarks.md and its plots
 //! tessera-bench model                    the cost model to 64k processes
+//! tessera-bench atomic [options]         seed 004: MPI-IO atomic mode under each lock strategy
 //! ```
 
 mod args;
+mod atomic;
 mod front;
+mod lock_trace;
 mod model;
 mod rank;
 mod report;
@@ -72,6 +75,12 @@ enum Cmd {
         #[arg(long, default_value = "47001", value_parser = tessera_cli::size::parse_size)]
         xfer: u64,
     },
+    /// Seed 004's experiments: MPI-IO atomic mode under every lock strategy (none, whole,
+    /// extent, list), through the interposer.
+    Atomic {
+        #[command(flatten)]
+        opts: atomic::AtomicOpts,
+    },
     /// A daemon (the front end starts its instance with this executable).
     #[command(hide = true)]
     Serve {
@@ -116,6 +125,7 @@ fn main() {
             out,
             analysis,
         } => report::run(&results, &out, &analysis),
+        Cmd::Atomic { opts } => atomic::run(opts),
         Cmd::Model { writes, xfer } => {
             print!("{}", model::table(writes, xfer));
             Ok(())

@@ -223,7 +223,7 @@ fn traced_locks(o: &Output) -> Vec<String> {
     let mut v: Vec<String> = String::from_utf8_lossy(&o.stderr)
         .lines()
         .filter(|l| l.starts_with("tessera atomic "))
-        .map(str::to_string)
+        .map(|l| l.split(" | ").next().unwrap_or(l).to_string())
         .collect();
     v.sort();
     v

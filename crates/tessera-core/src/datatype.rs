@@ -52,6 +52,64 @@ pub enum Shape {
     },
 }
 
+/// How one dimension of an `MPI_Type_create_darray` is distributed over its processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribution {
+    /// Blocks of `darg` elements (`None`: the default, the dimension split evenly, rounded up).
+    Block(Option<u64>),
+    /// Not distributed (one process along it).
+    Whole,
+    /// Cyclic distribution: not followed (the caller locks more than the exact bytes).
+    Cyclic,
+}
+
+impl Shape {
+    /// The part of a darray that process `rank` of `size` holds, as the subarray it is: block
+    /// and undistributed dimensions only (`None` for a cyclic one, or bad arguments). The
+    /// process grid is row-major whatever the array's order, as MPI defines it.
+    pub fn darray(
+        size: u64,
+        rank: u64,
+        gsizes: &[u64],
+        distribs: &[Distribution],
+        psizes: &[u64],
+        fortran: bool,
+        child: TypeTree,
+    ) -> Option<Shape> {
+        let dims = gsizes.len();
+        if dims == 0 || distribs.len() != dims || psizes.len() != dims || rank >= size {
+            return None;
+        }
+        if psizes.iter().try_fold(1u64, |a, p| a.checked_mul(*p))? != size {
+            return None;
+        }
+        let (mut subsizes, mut starts) = (vec![0; dims], vec![0; dims]);
+        let mut left = size;
+        let mut r = rank;
+        for d in 0..dims {
+            left /= psizes[d];
+            let coord = r / left;
+            r %= left;
+            let block = match distribs[d] {
+                Distribution::Whole => gsizes[d],
+                Distribution::Block(None) => gsizes[d].div_ceil(psizes[d]),
+                Distribution::Block(Some(b)) => b,
+                Distribution::Cyclic => return None,
+            };
+            let start = coord.checked_mul(block)?.min(gsizes[d]);
+            starts[d] = start;
+            subsizes[d] = block.min(gsizes[d] - start);
+        }
+        Some(Shape::Subarray {
+            sizes: gsizes.to_vec(),
+            subsizes,
+            starts,
+            fortran,
+            child: Box::new(child),
+        })
+    }
+}
+
 /// A datatype: its constructor and the bounds MPI reports for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeTree {
@@ -325,6 +383,33 @@ mod tests {
             extent: 16,
         };
         assert_eq!(idx.flatten(100).unwrap().blocks, vec![(0, 8), (12, 4)]);
+    }
+
+    #[test]
+    fn a_darray_block_is_its_rank_subarray() {
+        // 27 ranks over a 10^3 cube: blocks of 4, 4 and 2 along each dimension.
+        let blocks = [Distribution::Block(None); 3];
+        let s = Shape::darray(27, 26, &[10, 10, 10], &blocks, &[3, 3, 3], false, int()).unwrap();
+        match s {
+            Shape::Subarray {
+                subsizes, starts, ..
+            } => {
+                assert_eq!(subsizes, vec![2, 2, 2]);
+                assert_eq!(starts, vec![8, 8, 8]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = Shape::darray(4, 1, &[8, 6], &blocks[..2], &[2, 2], false, int()).unwrap();
+        let t = TypeTree {
+            shape: s,
+            lb: 0,
+            extent: 192,
+        };
+        // Rank 1 is grid (0, 1): rows 0..4, columns 3..6.
+        let f = t.flatten(100).unwrap();
+        assert_eq!(f.blocks, vec![(12, 12), (36, 12), (60, 12), (84, 12)]);
+        assert!(Shape::darray(4, 1, &[8], &[Distribution::Cyclic], &[4], false, int()).is_none());
+        assert!(Shape::darray(4, 1, &[8, 6], &blocks[..2], &[2, 3], false, int()).is_none());
     }
 
     #[test]
