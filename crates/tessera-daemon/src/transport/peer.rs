@@ -286,7 +286,23 @@ impl Peers {
             })?
             .addr
             .clone();
-        match tokio::time::timeout(self.handshake, self.handshake(node, &addr)).await {
+        // A peer with too many connections in their handshake closes new ones before its
+        // challenge (see `serve`): a burst of connections (many processes reading, locking
+        // and waiting at once on a busy machine) then backs off and tries again within the
+        // handshake timeout rather than failing a request of a live peer.
+        let attempts = async {
+            let mut pause = std::time::Duration::from_millis(10);
+            loop {
+                match self.handshake(node, &addr).await {
+                    Err(e) if e.errno == Errno::Busy => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                    }
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout(self.handshake, attempts).await {
             Ok(r) => r,
             Err(_) => Err(self.unreachable(
                 node,
@@ -320,7 +336,17 @@ impl Peers {
         let _ = stream.set_nodelay(true);
         watch_liveness(&stream, self.silence);
         let mut framed = Framed::new(stream, codec(HANDSHAKE_MAX as u32));
-        let ch: Challenge = frame::decode(&self.handshake_frame(node, addr, &mut framed).await?)?;
+        // Closed before the challenge: the peer has too many handshakes in flight (busy).
+        let first = match framed.next().await {
+            Some(f) => f.map_err(|e| self.unreachable(node, format!("{addr}: {e}")))?,
+            None => {
+                return Err(FsError::new(
+                    Errno::Busy,
+                    format!("{addr} closed the connection before its challenge (busy)"),
+                ));
+            }
+        };
+        let ch: Challenge = frame::decode(&first)?;
         if ch.version != PROTOCOL_VERSION || ch.node != node {
             return Err(FsError::new(
                 Errno::Proto,
