@@ -5,8 +5,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_build_deps
 ensure_bench_deps
-say "building tessera and tessera-bench (release)"
-cargo build --release --locked -q -p tessera-cli -p tessera-bench
+say "building tessera, tessera-bench and the interposer (release)"
+cargo build --release --locked -q -p tessera-cli -p tessera-bench -p tessera-preload
 B=target/release/tessera-bench
 run() { say "tessera bench $*"; "$B" run "$@"; }
 for n in 2 4 8; do
@@ -23,5 +23,11 @@ run dl-read --ranks 4 "$@"
 run scr --ranks 4 "$@"
 run ops --ranks 4 "$@"
 run meta --ranks 4 "$@"
+# Seed 004: MPI-IO atomic mode under every lock strategy (its own front end: MPI-IO programs
+# through the interposer; records in results/atomic/).
+say "tessera bench atomic --pattern block3d"
+"$B" atomic --pattern block3d
+say "tessera bench atomic --pattern tile"
+"$B" atomic --pattern tile
 say "report"
 "$B" report

@@ -60,8 +60,8 @@ pub struct AtomicOpts {
     /// Directory on the disk to measure.
     #[arg(long, default_value = "/tmp")]
     pub dir: PathBuf,
-    /// Where the per-repetition records go.
-    #[arg(long, default_value = "results")]
+    /// Where the per-repetition records go (the report reads them there).
+    #[arg(long, default_value = "results/atomic")]
     pub results: PathBuf,
     /// Print one JSON object with the medians as the last line.
     #[arg(long)]

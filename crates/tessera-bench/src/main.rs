@@ -10,6 +10,7 @@
 
 mod args;
 mod atomic;
+mod atomic_report;
 mod front;
 mod lock_trace;
 mod model;

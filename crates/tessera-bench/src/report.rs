@@ -238,7 +238,7 @@ fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
 type PlotSpec<'a> = (&'a str, &'a str, &'a str, Vec<(&'a str, &'a str)>);
 
 /// One line per series: (label, points (ranks, MiB/s)).
-type Series = Vec<(String, Vec<(u32, f64)>)>;
+pub(crate) type Series = Vec<(String, Vec<(u32, f64)>)>;
 
 fn series(
     latest: &BTreeMap<(String, u32), &RunRecord>,
@@ -259,7 +259,7 @@ fn series(
         .collect()
 }
 
-fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
+pub(crate) fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
     if data.is_empty() {
         return Ok(false);
     }
@@ -376,9 +376,11 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
         "| target | measured (median over repetitions) | |\n|---|---|---|"
     )?;
     let all: Vec<&RunRecord> = records.iter().collect();
+    let atomic = crate::atomic_report::load(&results.join("atomic"))?;
     for t in targets(&latest)
         .into_iter()
         .chain(crate::scale_report::targets(&all))
+        .chain(crate::atomic_report::targets(&atomic))
     {
         let mark = match t.met {
             Some(true) => "met",
@@ -445,6 +447,7 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
     }
 
     crate::scale_report::section(&mut md, &plots_dir, &all)?;
+    crate::atomic_report::section(&mut md, &plots_dir, &atomic)?;
 
     writeln!(md, "## Results\n")?;
     for ((w, n), r) in &latest {
