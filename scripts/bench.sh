@@ -27,6 +27,8 @@ run meta --ranks 4 "$@"
 # through the interposer; records in results/atomic/).
 say "tessera bench atomic --pattern block3d"
 "$B" atomic --pattern block3d
+say "tessera bench atomic --pattern flash"
+"$B" atomic --pattern flash
 say "tessera bench atomic --pattern tile"
 "$B" atomic --pattern tile
 say "report"

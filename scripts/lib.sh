@@ -50,9 +50,10 @@ ensure_build_deps() {
 }
 
 # What the benchmark suite adds: Open MPI (launcher and headers), libclang for the MPI
-# bindings, and a font for the report's plots.
+# bindings, a font for the report's plots, and parallel HDF5 (the FLASH-IO-like pattern).
 ensure_bench_deps() {
-    ensure_debian_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config fonts-dejavu-core
+    ensure_debian_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config fonts-dejavu-core \
+        libhdf5-openmpi-dev
 }
 
 # What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI, and

@@ -15,8 +15,10 @@ use std::process::Command;
 use tessera_cli::instance::{self, CreateOptions};
 use tessera_client::{Client, InstanceLayout, Model};
 
-/// The program every run executes (compiled with `mpicc` at the start of a run).
+/// The programs the runs execute (compiled at the start of a run: `mpicc`, and `h5pcc` for
+/// the HDF5 one).
 const SOURCE: &str = include_str!("../c/atomic_bench.c");
+const FLASH_SOURCE: &str = include_str!("../c/flash_bench.c");
 
 /// The strategies, in the metric names' spelling.
 const STRATEGIES: [&str; 4] = ["none", "whole", "extent", "list"];
@@ -25,6 +27,9 @@ const STRATEGIES: [&str; 4] = ["none", "whole", "extent", "list"];
 pub enum AtomicPattern {
     /// ROMIO's coll_perf: a cube of ints in a 3-D block distribution (darray).
     Block3d,
+    /// A FLASH-IO-like checkpoint through parallel HDF5: a data set per variable, blocks
+    /// dealt round-robin, variables interleaved in memory.
+    Flash,
     /// The tile reader: 6 ranks read overlapping 1024x768 tiles of one frame.
     Tile,
 }
@@ -33,6 +38,7 @@ impl AtomicPattern {
     fn name(self) -> &'static str {
         match self {
             AtomicPattern::Block3d => "block3d",
+            AtomicPattern::Flash => "flash",
             AtomicPattern::Tile => "tile",
         }
     }
@@ -42,12 +48,16 @@ impl AtomicPattern {
 pub struct AtomicOpts {
     #[arg(long, value_enum, default_value = "block3d")]
     pub pattern: AtomicPattern,
-    /// Rank counts, comma-separated (default: the seed's, 8,27,64 for block3d, 6 for tile).
+    /// Rank counts, comma-separated (default: the seed's, 8,27,64 for block3d, 8,16,32 for
+    /// flash, 6 for tile).
     #[arg(long, value_delimiter = ',')]
     pub ranks: Vec<u32>,
     /// block3d: ints along each edge of the cube.
     #[arg(long, default_value_t = 256)]
     pub edge: u32,
+    /// flash: blocks of 8x8x8 cells per rank.
+    #[arg(long, default_value_t = 20)]
+    pub blocks: u32,
     /// Repetitions of every strategy at every rank count.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
@@ -81,6 +91,7 @@ pub fn run(o: AtomicOpts) -> Result<()> {
     let ranks = if o.ranks.is_empty() {
         match o.pattern {
             AtomicPattern::Block3d => vec![8, 27, 64],
+            AtomicPattern::Flash => vec![8, 16, 32],
             AtomicPattern::Tile => vec![6],
         }
     } else {
@@ -100,7 +111,7 @@ pub fn run(o: AtomicOpts) -> Result<()> {
         .dir
         .join(format!("tessera-atomic-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&root)?;
-    let exe = compile(&root)?;
+    let exe = compile(&root, o.pattern)?;
     let mut by_ranks = serde_json::Map::new();
     let mut records = Vec::new();
     for &p in &ranks {
@@ -140,7 +151,7 @@ pub fn run(o: AtomicOpts) -> Result<()> {
         .results
         .join(format!("atomic-{}-{when}.json", o.pattern.name()));
     let command = format!(
-        "tessera bench atomic --pattern {} --ranks {} --edge {} --reps {} --daemons {} --io {}",
+        "tessera bench atomic --pattern {} --ranks {} --edge {} --blocks {} --reps {} --daemons {} --io {}",
         o.pattern.name(),
         ranks
             .iter()
@@ -148,6 +159,7 @@ pub fn run(o: AtomicOpts) -> Result<()> {
             .collect::<Vec<_>>()
             .join(","),
         o.edge,
+        o.blocks,
         o.reps,
         o.daemons,
         o.io
@@ -178,19 +190,25 @@ pub fn run(o: AtomicOpts) -> Result<()> {
     Ok(())
 }
 
-/// Compiles the program into `dir`.
-fn compile(dir: &Path) -> Result<PathBuf> {
-    let src = dir.join("atomic_bench.c");
-    std::fs::write(&src, SOURCE)?;
-    let exe = dir.join("atomic_bench");
-    let out = Command::new("mpicc")
+/// Compiles the pattern's program into `dir`.
+fn compile(dir: &Path, pattern: AtomicPattern) -> Result<PathBuf> {
+    let (name, source, cc, package) = match pattern {
+        AtomicPattern::Flash => ("flash_bench", FLASH_SOURCE, "h5pcc", "libhdf5-openmpi-dev"),
+        _ => ("atomic_bench", SOURCE, "mpicc", "libopenmpi-dev"),
+    };
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source)?;
+    let exe = dir.join(name);
+    // In `dir`: h5pcc leaves object files in its working directory.
+    let out = Command::new(cc)
+        .current_dir(dir)
         .args(["-O2", "-o"])
         .arg(&exe)
         .arg(&src)
         .output()
-        .context("running mpicc (install Open MPI: apt-get install libopenmpi-dev)")?;
+        .with_context(|| format!("running {cc} (install it: apt-get install {package})"))?;
     if !out.status.success() {
-        bail!("mpicc failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("{cc} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(exe)
 }

@@ -368,11 +368,16 @@ impl LockManager {
                     .chain(f.queue.iter().map(|w| (w.owner, &w.list)))
                     .find(|(_, l)| l.conflicts_range(start, end, k))
                     .map(|(o, l)| as_held(o, l));
-                match list_blocker {
+                let res = match list_blocker {
                     Some(b) => Err(b),
                     None => f.posix.try_lock(owner, k, start, end),
+                };
+                if res.is_ok() {
+                    // A lock of the owner replaces what it held in the range: a downgrade to
+                    // shared may let a queued request in.
+                    f.grant_queued(&mut self.grants);
                 }
-                .map_err(|b| FsError::new(Errno::Again, describe(ino, &b)))
+                res.map_err(|b| FsError::new(Errno::Again, describe(ino, &b)))
             }
         };
         self.note_peak(ino);
