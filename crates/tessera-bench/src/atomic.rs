@@ -237,6 +237,9 @@ fn run_once(
         },
     )?;
     instance::start_all(&layout)?;
+    // One trace file per process: lines of many ranks through mpirun's output would interleave.
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces)?;
     let result = (|| {
         let file = format!("/tessera/{}", o.pattern.name());
         let mut cmd = Command::new("mpirun");
@@ -292,7 +295,7 @@ fn run_once(
             bytes: field("bytes=")?,
             write_s: field("write_s=")?,
             read_s: field("read_s=")?,
-            trace: lock_trace::parse(&stderr, strategy == "list"),
+            trace: lock_trace::parse(&read_traces(&traces)?, strategy == "list"),
             peak_holders,
         })
     })();
@@ -301,6 +304,20 @@ fn run_once(
     stopped?;
     Ok(out)
 }
+
+/// Every trace file of a run, concatenated (each process's lines stay in order).
+fn read_traces(dir: &Path) -> Result<String> {
+    let mut all = String::new();
+    for e in std::fs::read_dir(dir)? {
+        all += &std::fs::read_to_string(e?.path())?;
+    }
+    Ok(all)
+}
+
+/// Locks smaller than this, of single ranges, are a library's metadata (HDF5 writes its
+/// object headers and heaps from whichever rank it picks), not the program's steps: they are
+/// left out when the ranks' steps are lined up.
+const METADATA_BYTES: u64 = 4096;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -326,7 +343,7 @@ fn add_metrics(m: &mut Metrics, s: &str, ranks: u32, out: &Outcome) {
     let max_compatible = if s == "none" {
         ranks as usize
     } else {
-        lock_trace::max_compatible(&out.trace)
+        lock_trace::max_compatible(&lock_trace::without_metadata(&out.trace, METADATA_BYTES))
     };
     m.insert(format!("{s}_max_compatible"), max_compatible as f64);
     m.insert(format!("{s}_max_granted"), out.peak_holders as f64);

@@ -325,16 +325,36 @@ fn atomically(fh: Handle, a: Access, access: impl FnOnce() -> c_int) -> Option<c
     Some(rc)
 }
 
-/// With `TESSERA_ATOMIC_TRACE=1`, writes the lock of each atomic access to stderr as one line,
+/// With `TESSERA_ATOMIC_TRACE`, writes the lock of each atomic access as one line,
 /// `tessera atomic write|read: RUN RUN ... | pid=P wait_us=W`, a run as `start+len` or
 /// `start+len/stride*count` (an exclusive record lock under `extent` and `whole`, nothing under
 /// `none`), and the time it took to get it: what a user (or a test, or the benchmark) checks
-/// the ranges against.
+/// the ranges against. `TESSERA_ATOMIC_TRACE=1` writes to stderr; a directory gets one file per
+/// process, `atomic-<pid>.trace` (lines of many processes cannot interleave there).
 fn trace_lock(write: bool, list: &[LockRun], waited: std::time::Duration) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var_os("TESSERA_ATOMIC_TRACE").is_some_and(|v| v == "1")) {
+    /// Where the lines go: stderr (fd 2), a file of this process, or nowhere.
+    static SINK: std::sync::OnceLock<Option<c_int>> = std::sync::OnceLock::new();
+    let sink = *SINK.get_or_init(|| match std::env::var_os("TESSERA_ATOMIC_TRACE") {
+        None => None,
+        Some(v) if v == "1" => Some(2),
+        Some(dir) => {
+            let path =
+                std::path::Path::new(&dir).join(format!("atomic-{}.trace", std::process::id()));
+            let c = CString::new(path.into_os_string().into_encoded_bytes()).ok()?;
+            // SAFETY: a NUL-terminated path; the descriptor stays open for the process's life.
+            let fd = unsafe {
+                crate::real::open(
+                    c.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+                    0o644,
+                )
+            };
+            (fd >= 0).then_some(fd)
+        }
+    });
+    let Some(fd) = sink else {
         return;
-    }
+    };
     let mut line = format!("tessera atomic {}:", if write { "write" } else { "read" });
     for r in list.iter().map(|l| l.run) {
         line += &if r.count == 1 {
@@ -348,8 +368,8 @@ fn trace_lock(write: bool, list: &[LockRun], waited: std::time::Duration) {
         std::process::id(),
         waited.as_micros()
     );
-    // SAFETY: writing a buffer we own to stderr.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    // SAFETY: writing a buffer we own to a descriptor this module opened (or stderr).
+    unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
 }
 
 /// Hands back, for a non-blocking call that already ran as its blocking form, a request that
