@@ -98,6 +98,17 @@ impl FileLocks {
             .find(|h| list.conflicts_range(h.start, h.end, h.kind))
     }
 
+    /// What keeps `list` waiting behind the first `ahead` queued requests: the first of them it
+    /// conflicts with, else the first held lock it conflicts with.
+    fn blocker(&self, list: &LockList, ahead: usize) -> Option<HeldLock> {
+        self.queue
+            .iter()
+            .take(ahead)
+            .find(|w| w.list.conflicts(list))
+            .map(|w| as_held(w.owner, &w.list))
+            .or_else(|| self.held_conflict(list))
+    }
+
     /// Grants every queued request that no held lock and no earlier waiter blocks.
     fn grant_queued(&mut self, next_token: &mut Grants) -> usize {
         let mut granted = 0;
@@ -255,13 +266,7 @@ impl LockManager {
             return Ok(state);
         }
         let f = self.files.entry(ino).or_default();
-        let blocker = f
-            .queue
-            .iter()
-            .find(|w| w.list.conflicts(&list))
-            .map(|w| as_held(w.owner, &w.list))
-            .or_else(|| f.held_conflict(&list));
-        let state = match blocker {
+        let state = match f.blocker(&list, f.queue.len()) {
             None => {
                 let token = self.grants.take(&list);
                 f.grants.push(Grant {
@@ -299,13 +304,9 @@ impl LockManager {
         }
         let pos = f.queue.iter().position(|w| w.key == key)?;
         let w = &f.queue[pos];
+        // Granted at the next change if nothing blocks it now: reported as its own range.
         let blocker = f
-            .queue
-            .iter()
-            .take(pos)
-            .find(|a| a.list.conflicts(&w.list))
-            .map(|a| as_held(a.owner, &a.list))
-            .or_else(|| f.held_conflict(&w.list))
+            .blocker(&w.list, pos)
             .unwrap_or_else(|| as_held(w.owner, &w.list));
         Some(ListState::Waiting(blocker))
     }
