@@ -366,7 +366,7 @@ pub fn position(fh: Handle) -> Option<u64> {
 }
 
 /// The file bytes an access of `count` items of `dt` at view offset `offset` touches.
-pub fn access_runs(fh: Handle, offset: u64, count: c_int, dt: Handle) -> Option<Vec<Run>> {
+pub fn access_runs(view: &FileView, offset: u64, count: c_int, dt: Handle) -> Option<Vec<Run>> {
     let nbytes = u64::try_from(count).ok()?.checked_mul(size(dt)?)?;
-    file_view(fh)?.access_runs(offset, nbytes).ok()
+    view.access_runs(offset, nbytes).ok()
 }

@@ -44,6 +44,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use tessera_client::{File, FsResult, LockKind, LockRun, OpenOptions};
+use tessera_core::file_view::FileView;
 
 /// An MPI handle (`MPI_File`, `MPI_Datatype`, `MPI_Comm`, `MPI_Info`), forwarded as a word.
 type Handle = usize;
@@ -56,6 +57,9 @@ struct MpiFile {
     /// A handle of the file used only to take the whole-file locks (opened at the first
     /// atomic access, closed with the MPI file).
     lock: Option<Arc<Mutex<File>>>,
+    /// The flattened file view (`Some(None)`: one that cannot be followed), read at the first
+    /// atomic access after `MPI_File_set_view`, which forgets it.
+    view: Option<Option<Arc<FileView>>>,
 }
 
 fn files() -> MutexGuard<'static, HashMap<Handle, MpiFile>> {
@@ -210,7 +214,23 @@ fn exact_runs(fh: Handle, a: Access) -> Option<Vec<tessera_core::Run>> {
         At::Individual => crate::mpi_types::position(fh)?,
         At::Shared => return None,
     };
-    crate::mpi_types::access_runs(fh, offset, a.count, a.dt)
+    let cached = {
+        let _b = Busy::enter();
+        files().get(&fh).and_then(|f| f.view.clone())
+    };
+    let view = match cached {
+        Some(v) => v,
+        None => {
+            // Read outside `Busy` (MPI calls), then kept until the view changes.
+            let v = crate::mpi_types::file_view(fh).map(Arc::new);
+            let _b = Busy::enter();
+            if let Some(f) = files().get_mut(&fh) {
+                f.view = Some(v.clone());
+            }
+            v
+        }
+    }?;
+    crate::mpi_types::access_runs(&view, offset, a.count, a.dt)
 }
 
 /// Runs `access` (the independent form of an MPI-IO call) under the lock of the run's
@@ -577,6 +597,7 @@ unsafe fn file_open(
                 path,
                 atomic: false,
                 lock: None,
+                view: None,
             },
         );
     }
@@ -625,6 +646,31 @@ unsafe fn set_atomicity(
     rc
 }
 
+/// `MPI_File_set_view`: forgets the flattened view of a Tessera file.
+///
+/// # Safety
+/// As the MPI function.
+unsafe fn set_view(
+    next: unsafe extern "C" fn(Handle, i64, Handle, Handle, *const c_char, Handle) -> c_int,
+    fh: Handle,
+    disp: i64,
+    etype: Handle,
+    filetype: Handle,
+    datarep: *const c_char,
+    info: Handle,
+) -> c_int {
+    let inside = Inside::enter();
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { next(fh, disp, etype, filetype, datarep, info) };
+    if inside.is_some() && rc == 0 {
+        let _b = Busy::enter();
+        if let Some(f) = files().get_mut(&fh) {
+            f.view = None;
+        }
+    }
+    rc
+}
+
 /// Defines the MPI_ and PMPI_ names of a file-management wrapper.
 macro_rules! manage {
     ($name:ident, $pname:ident, $imp:ident, ($($arg:ident : $ty:ty),*)) => {
@@ -649,3 +695,5 @@ manage!(MPI_File_open, PMPI_File_open, file_open,
     (comm: Handle, name: *const c_char, amode: c_int, info: Handle, fh: *mut Handle));
 manage!(MPI_File_close, PMPI_File_close, file_close, (fh: *mut Handle));
 manage!(MPI_File_set_atomicity, PMPI_File_set_atomicity, set_atomicity, (fh: Handle, flag: c_int));
+manage!(MPI_File_set_view, PMPI_File_set_view, set_view,
+    (fh: Handle, disp: i64, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle));
