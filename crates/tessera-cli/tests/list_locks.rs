@@ -12,13 +12,7 @@ use tessera_client::{LockKind, LockRun, Model};
 use tessera_core::Run;
 
 fn open(r: &mut Rank, path: &str) {
-    r.ok(&Cmd::Open {
-        path: path.into(),
-        model: Model::Commit,
-        read: true,
-        write: true,
-        create: true,
-    });
+    r.open(path, Model::Commit, true);
 }
 
 fn run(start: u64, len: u64, stride: u64, count: u64, exclusive: bool) -> LockRun {
