@@ -51,6 +51,10 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int nb = atoi(argv[2]);
+    if (nb <= 0) {
+        if (rank == 0) fprintf(stderr, "flash_bench: BLOCKS must be a positive count, not %s\n", argv[2]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     long total = (long)nb * nranks;
     size_t cells = (size_t)nb * NT * NT * NT * NVAR;
     double *unk = malloc(cells * sizeof(double));

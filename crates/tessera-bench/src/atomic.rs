@@ -111,38 +111,10 @@ pub fn run(o: AtomicOpts) -> Result<()> {
         .dir
         .join(format!("tessera-atomic-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&root)?;
-    let exe = compile(&root, o.pattern)?;
-    let mut by_ranks = serde_json::Map::new();
-    let mut records = Vec::new();
-    for &p in &ranks {
-        let mut reps: Vec<Metrics> = Vec::new();
-        for rep in 0..o.reps {
-            let mut order = STRATEGIES;
-            order.rotate_left(rep % STRATEGIES.len());
-            let mut m = Metrics::new();
-            for strategy in order {
-                eprintln!(
-                    "atomic {}: {p} ranks, repetition {}, strategy {strategy}",
-                    o.pattern.name(),
-                    rep + 1
-                );
-                let run_dir = root.join(format!("{p}-{rep}-{strategy}"));
-                let out = run_once(&o, p, strategy, &exe, &preload, &run_dir)?;
-                let _ = std::fs::remove_dir_all(&run_dir);
-                add_metrics(&mut m, strategy, p, &out);
-            }
-            reps.push(m);
-        }
-        print_table(o.pattern, p, &reps);
-        let mut medians = serde_json::Map::new();
-        for name in crate::results::metric_names(&reps) {
-            let (_, mid, _) = summary(&reps, &name).expect("name comes from the reps");
-            medians.insert(name, serde_json::json!(mid));
-        }
-        by_ranks.insert(p.to_string(), serde_json::Value::Object(medians));
-        records.push(serde_json::json!({ "ranks": p, "reps": reps }));
-    }
+    // The scratch directory goes whether the runs succeed or not.
+    let measured = measure(&o, &ranks, &root, &preload);
     let _ = std::fs::remove_dir_all(&root);
+    let (by_ranks, records) = measured?;
     let when = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -188,6 +160,51 @@ pub fn run(o: AtomicOpts) -> Result<()> {
         println!("{out}");
     }
     Ok(())
+}
+
+/// Every (ranks, repetition, strategy) run in `root`: the medians per rank count, and the
+/// records of every repetition.
+fn measure(
+    o: &AtomicOpts,
+    ranks: &[u32],
+    root: &Path,
+    preload: &Path,
+) -> Result<(
+    serde_json::Map<String, serde_json::Value>,
+    Vec<serde_json::Value>,
+)> {
+    let exe = compile(root, o.pattern)?;
+    let mut by_ranks = serde_json::Map::new();
+    let mut records = Vec::new();
+    for &p in ranks {
+        let mut reps: Vec<Metrics> = Vec::new();
+        for rep in 0..o.reps {
+            let mut order = STRATEGIES;
+            order.rotate_left(rep % STRATEGIES.len());
+            let mut m = Metrics::new();
+            for strategy in order {
+                eprintln!(
+                    "atomic {}: {p} ranks, repetition {}, strategy {strategy}",
+                    o.pattern.name(),
+                    rep + 1
+                );
+                let run_dir = root.join(format!("{p}-{rep}-{strategy}"));
+                let out = run_once(o, p, strategy, &exe, preload, &run_dir)?;
+                let _ = std::fs::remove_dir_all(&run_dir);
+                add_metrics(&mut m, strategy, p, &out);
+            }
+            reps.push(m);
+        }
+        print_table(o.pattern, p, &reps);
+        let mut medians = serde_json::Map::new();
+        for name in crate::results::metric_names(&reps) {
+            let (_, mid, _) = summary(&reps, &name).expect("name comes from the reps");
+            medians.insert(name, serde_json::json!(mid));
+        }
+        by_ranks.insert(p.to_string(), serde_json::Value::Object(medians));
+        records.push(serde_json::json!({ "ranks": p, "reps": reps }));
+    }
+    Ok((by_ranks, records))
 }
 
 /// Compiles the pattern's program into `dir`.
@@ -258,16 +275,18 @@ fn run_once(
         .arg(format!("TESSERA_INSTANCE={}", layout.dir.display()))
         .arg("-x")
         .arg(format!("TESSERA_ATOMIC_LOCKS={strategy}"))
-        .args(["-x", "TESSERA_ATOMIC_TRACE=1"])
+        .arg("-x")
+        .arg(format!("TESSERA_ATOMIC_TRACE={}", traces.display()))
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env_remove("TESSERA_NODE")
-        .arg(exe)
-        .arg(o.pattern.name())
-        .arg(&file);
-        if o.pattern == AtomicPattern::Block3d {
-            cmd.arg(o.edge.to_string());
-        }
+        .arg(exe);
+        // atomic_bench takes the pattern first; flash_bench is a program of its own.
+        match o.pattern {
+            AtomicPattern::Block3d => cmd.args(["block3d", &file, &o.edge.to_string()]),
+            AtomicPattern::Flash => cmd.args([&file, &o.blocks.to_string()]),
+            AtomicPattern::Tile => cmd.args(["tile", &file]),
+        };
         let out = cmd.output().context("starting mpirun")?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -30,6 +30,28 @@ fn run_with(results: &Path, args: &[&str], env: Vec<(String, String)>) -> serde_
     serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
 }
 
+/// Runs `tessera-bench atomic` once per strategy; returns its JSON summary.
+fn atomic(results: &Path, args: &[&str], size: &[&str]) -> serde_json::Value {
+    let out = Command::new(BENCH)
+        .arg("atomic")
+        .args(args)
+        .args(size)
+        .args(["--reps", "1", "--json", "--results"])
+        .arg(results.join("atomic"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("run tessera-bench atomic");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "atomic {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
 fn has(v: &serde_json::Value, names: &[&str]) {
     for n in names {
         assert!(
@@ -167,6 +189,42 @@ fn every_workload_runs_verifies_and_reports() {
         }
     }
 
+    // Seed 004's atomic-mode experiments, small: every strategy runs, the lock trace is read
+    // (a list lock per access, each rank's own bytes), and the report has the section.
+    for (pattern, ranks, size) in [
+        ("block3d", 8, ["--edge", "32"]),
+        ("flash", 3, ["--blocks", "2"]),
+    ] {
+        let v = atomic(
+            &results,
+            &["--pattern", pattern, "--ranks", &ranks.to_string()],
+            &size,
+        );
+        has(
+            &v,
+            &[
+                "none_mibs",
+                "whole_mibs",
+                "extent_mibs",
+                "list_mibs",
+                "list_locks_per_client",
+                "whole_max_granted",
+                "list_max_granted",
+                "list_lock_wait_s",
+            ],
+        );
+        let m = &v["metrics"];
+        assert_eq!(m["list_max_compatible"], ranks as f64, "{pattern}: {v}");
+        assert_eq!(m["whole_max_compatible"], 1.0, "{pattern}: {v}");
+        assert_eq!(m["whole_max_granted"], 1.0, "{pattern}: {v}");
+        assert!(
+            m["list_locks_per_client"].as_f64().unwrap() >= 1.0,
+            "{pattern}: {v}"
+        );
+        let per_run = m["list_request_bytes_per_run"].as_f64().unwrap();
+        assert!(per_run > 0.0 && per_run <= 64.0, "{pattern}: {v}");
+    }
+
     let out = Command::new(BENCH)
         .arg("report")
         .arg("--results")
@@ -184,7 +242,9 @@ fn every_workload_runs_verifies_and_reports() {
     );
     let md = std::fs::read_to_string(dir.join("docs/benchmarks.md")).unwrap();
     assert!(
-        md.contains("## Targets") && md.contains("### checkpoint, 4 ranks"),
+        md.contains("## Targets")
+            && md.contains("### checkpoint, 4 ranks")
+            && md.contains("## MPI-IO atomic mode"),
         "{md}"
     );
     assert!(dir.join("docs/bench/checkpoint_write.png").exists());
