@@ -5,41 +5,17 @@
 
 mod common;
 
-use common::{Inst, Rank, decode_hex};
+use common::{Inst, Rank, lock_run as run, lock_token as token};
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, pattern_byte};
-use tessera_client::{LockKind, LockRun, Model};
-use tessera_core::Run;
+use tessera_client::{LockRun, Model};
 
 fn open(r: &mut Rank, path: &str) {
     r.open(path, Model::Commit, true);
 }
 
-fn run(start: u64, len: u64, stride: u64, count: u64, exclusive: bool) -> LockRun {
-    LockRun {
-        run: Run {
-            start,
-            len,
-            stride,
-            count,
-        },
-        kind: if exclusive {
-            LockKind::Exclusive
-        } else {
-            LockKind::Shared
-        },
-    }
-}
-
 fn list_lock(runs: Vec<LockRun>, wait: bool) -> Cmd {
     Cmd::ListLock { runs, wait }
-}
-
-fn token(reply: &tessera_cli::script::Reply) -> u64 {
-    String::from_utf8(decode_hex(reply.data.as_deref().expect("a token")))
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 #[test]

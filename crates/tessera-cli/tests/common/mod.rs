@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, Reply};
-use tessera_client::{Client, InstanceLayout};
+use tessera_client::{Client, InstanceLayout, LockKind, LockRun};
 
 pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
 
@@ -434,6 +434,31 @@ pub fn decode_hex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
+}
+
+/// One strided run of a list lock: `count` pieces of `len` bytes every `stride` from `start`.
+pub fn lock_run(start: u64, len: u64, stride: u64, count: u64, exclusive: bool) -> LockRun {
+    LockRun {
+        run: tessera_core::Run {
+            start,
+            len,
+            stride,
+            count,
+        },
+        kind: if exclusive {
+            LockKind::Exclusive
+        } else {
+            LockKind::Shared
+        },
+    }
+}
+
+/// The fencing token a granted list lock replied with.
+pub fn lock_token(reply: &Reply) -> u64 {
+    String::from_utf8(decode_hex(reply.data.as_deref().expect("a token")))
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 pub fn is_root() -> bool {
