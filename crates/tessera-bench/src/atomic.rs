@@ -122,16 +122,20 @@ pub fn run(o: AtomicOpts) -> Result<()> {
     let file = o
         .results
         .join(format!("atomic-{}-{when}.json", o.pattern.name()));
+    // The size option of the pattern only: the others do not apply to it.
+    let size = match o.pattern {
+        AtomicPattern::Block3d => format!(" --edge {}", o.edge),
+        AtomicPattern::Flash => format!(" --blocks {}", o.blocks),
+        AtomicPattern::Tile => String::new(),
+    };
     let command = format!(
-        "tessera bench atomic --pattern {} --ranks {} --edge {} --blocks {} --reps {} --daemons {} --io {}",
+        "tessera bench atomic --pattern {} --ranks {}{size} --reps {} --daemons {} --io {}",
         o.pattern.name(),
         ranks
             .iter()
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(","),
-        o.edge,
-        o.blocks,
         o.reps,
         o.daemons,
         o.io

@@ -156,6 +156,18 @@ fn seed_table(pattern: &str) -> &'static [(&'static str, u32, &'static str, u32)
             ("list", 27, "12", 27),
             ("list", 64, "64", 64),
         ],
+        // Verbatim: the seed lists 64 concurrent processes for list locks at 32 ranks.
+        "flash" => &[
+            ("whole", 8, "1", 1),
+            ("whole", 16, "1", 1),
+            ("whole", 32, "1", 1),
+            ("extent", 8, "1", 1),
+            ("extent", 16, "1", 1),
+            ("extent", 32, "1", 1),
+            ("list", 8, "64", 8),
+            ("list", 16, "64", 16),
+            ("list", 32, "64", 64),
+        ],
         "tile" => &[
             ("whole", 6, "1 per file", 1),
             ("extent", 6, "1 per file", 2),
