@@ -33,7 +33,7 @@ cargo test --locked --workspace -q
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"
     cargo test --locked -q -p tessera-cli --test as_root -- --ignored
-    say "across 3 emulated hosts: registration, stop, a lost link, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
+    say "across 3 emulated hosts: registration, stop, a lost link, a list lock revoked with its lease, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
     ensure_host_deps
     bash scripts/hosts.sh up 3
     # One at a time: a test takes a host's link down.
