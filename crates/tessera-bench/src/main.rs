@@ -6,6 +6,8 @@
 //! tessera-bench report                   regenerate docs/benchmarks.md and its plots
 //! tessera-bench model                    the cost model to 64k processes
 //! tessera-bench atomic [options]         seed 004: MPI-IO atomic mode under each lock strategy
+//! tessera-bench txn [options]            seed 000: the transaction protocol's calls timed, or
+//!                                        (--model) its messages to 65,536 processes
 //! ```
 
 mod args;
@@ -18,6 +20,8 @@ mod rank;
 mod report;
 mod results;
 mod scale_report;
+mod txn;
+mod txn_model;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -82,6 +86,18 @@ enum Cmd {
         #[command(flatten)]
         opts: atomic::AtomicOpts,
     },
+    /// Seed 000's transaction protocol: each call of the seed's sequence timed under mpirun
+    /// beside an 8-byte allreduce, or (`--model`) its messages beside a flat two-phase commit.
+    Txn {
+        #[command(flatten)]
+        opts: txn::TxnOpts,
+    },
+    /// One rank of `txn` (under mpirun).
+    #[command(hide = true)]
+    TxnRank {
+        #[arg(long)]
+        reps: usize,
+    },
     /// A daemon (the front end starts its instance with this executable).
     #[command(hide = true)]
     Serve {
@@ -127,6 +143,8 @@ fn main() {
             analysis,
         } => report::run(&results, &out, &analysis),
         Cmd::Atomic { opts } => atomic::run(opts),
+        Cmd::Txn { opts } => txn::run(opts),
+        Cmd::TxnRank { reps } => txn::rank(reps),
         Cmd::Model { writes, xfer } => {
             print!("{}", model::table(writes, xfer));
             Ok(())

@@ -324,3 +324,62 @@ fn workloads_run_across_hosts_with_the_tcp_ceiling() {
     assert!(v["metrics"]["tcp_stream_mibs"].as_f64().unwrap() > 0.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tessera-bench txn`: every call of the seed's sequence is timed beside an allreduce, and the
+/// model keeps every process within the fan-in plus the sub-coordinators.
+#[test]
+fn the_transaction_protocol_is_timed_and_modelled() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(BENCH)
+            .arg("txn")
+            .args(args)
+            .arg("--json")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("run tessera-bench txn");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "txn {args:?}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().expect("output")).expect("JSON")
+    };
+    let v = json(&["--ranks", "3", "--reps", "2"]);
+    let m = &v["metrics"];
+    let total = m["protocol_total_s"].as_f64().unwrap();
+    let mut sum = 0.0;
+    for op in [
+        "create_transaction",
+        "create_sub_transaction",
+        "create_sub_transaction_all",
+        "begin_transaction",
+        "commit_sub_transaction",
+        "vote_transaction",
+        "commit_transaction",
+        "finalize",
+    ] {
+        let s = m[format!("{op}_s")].as_f64().unwrap_or(-1.0);
+        assert!(s >= 0.0, "{op}_s missing in {v}");
+        sum += s;
+    }
+    assert!(
+        total > 0.0 && m["allreduce_s"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    // Medians of each metric: their sum is near, not equal to, the median total.
+    assert!(sum > 0.0 && sum < 10.0 * total, "{v}");
+    let v = json(&["--model", "256,1024,65536"]);
+    for (p, subs) in [("256", 2), ("1024", 4), ("65536", 256)] {
+        let m = &v["by_processes"][p];
+        assert_eq!(m["sub_coordinators"], subs, "{v}");
+        let most = m["max_msgs_per_process_per_phase"].as_u64().unwrap();
+        assert!(most <= 256 + subs, "{p}: {v}");
+        assert_eq!(m["critical_path_msgs"], 4, "{v}");
+        assert_eq!(
+            m["flat_2pc_max_msgs"].as_u64().unwrap(),
+            p.parse::<u64>().unwrap() - 1
+        );
+    }
+}

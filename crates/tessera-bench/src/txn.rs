@@ -1,0 +1,201 @@
+//! `tessera bench txn`: seed 000's protocol timings. Under mpirun, every rank runs the seed's
+//! sequence of transaction calls (create, create sub-transaction, create sub-transaction all
+//! x3, begin, commit sub-transaction x4, vote, commit, finalize; its Figure 5), timing each
+//! call as the slowest rank saw it, and an 8-byte MPI_Allreduce in the same run; repetitions
+//! interleave the two. `--model` prints the message model instead (`txn_model`).
+
+use crate::results::{Metrics, summary};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use mpi::collective::SystemOperation;
+use mpi::traits::*;
+use std::process::Command;
+
+#[derive(Clone, Debug, Args)]
+pub struct TxnOpts {
+    /// Rank counts of the protocol timings, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![4u32, 16, 64])]
+    pub ranks: Vec<u32>,
+    /// Print the message model at these process counts instead (comma-separated; default
+    /// the seed's 256 to 65,536 when given without values).
+    #[arg(long, value_delimiter = ',', num_args = 0..)]
+    pub model: Option<Vec<u32>>,
+    /// Repetitions of the sequence per rank count.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Print one JSON object with the medians as the last line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The timed calls, in the sequence's order, as metric names (`<operation>_s`).
+pub const OPERATIONS: [&str; 8] = [
+    "create_transaction",
+    "create_sub_transaction",
+    "create_sub_transaction_all",
+    "begin_transaction",
+    "commit_sub_transaction",
+    "vote_transaction",
+    "commit_transaction",
+    "finalize",
+];
+
+pub fn run(o: TxnOpts) -> Result<()> {
+    if let Some(scales) = &o.model {
+        let scales = if scales.is_empty() {
+            crate::txn_model::SEED_SCALES.to_vec()
+        } else {
+            scales.clone()
+        };
+        return crate::txn_model::run(&scales, o.json);
+    }
+    if o.reps == 0 || o.ranks.is_empty() || o.ranks.contains(&0) {
+        bail!("--reps and every --ranks value must be positive");
+    }
+    let exe = std::env::current_exe()?;
+    let mut by_ranks = serde_json::Map::new();
+    let mut first = None;
+    for &p in &o.ranks {
+        let out = Command::new("mpirun")
+            .args([
+                "--oversubscribe",
+                "--bind-to",
+                "none",
+                "-np",
+                &p.to_string(),
+            ])
+            .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .arg(&exe)
+            .args(["txn-rank", "--reps", &o.reps.to_string()])
+            .output()
+            .context("starting mpirun (apt-get install openmpi-bin)")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "the ranks failed ({}):\n{stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let reps: Vec<Metrics> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("txn-rep "))
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .context("reading the ranks' repetitions")?;
+        if reps.len() != o.reps {
+            bail!(
+                "the ranks reported {} repetitions, not {}:\n{stdout}",
+                reps.len(),
+                o.reps
+            );
+        }
+        println!(
+            "txn protocol, {p} ranks{:>22}{:>13}{:>13}",
+            "min", "median", "max"
+        );
+        let mut medians = serde_json::Map::new();
+        for name in crate::results::metric_names(&reps) {
+            let (lo, mid, hi) = summary(&reps, &name).expect("name comes from the reps");
+            println!("{name:<36}{lo:>13.6}{mid:>13.6}{hi:>13.6}");
+            medians.insert(name, serde_json::json!(mid));
+        }
+        first.get_or_insert_with(|| medians.clone());
+        by_ranks.insert(p.to_string(), serde_json::Value::Object(medians));
+    }
+    if o.json {
+        let out = serde_json::json!({
+            "workload": "txn",
+            "metrics": first.unwrap_or_default(),
+            "by_ranks": by_ranks,
+        });
+        println!("{out}");
+    }
+    Ok(())
+}
+
+/// One rank under mpirun: `reps` repetitions of the sequence and of an 8-byte allreduce; rank
+/// 0 prints one `txn-rep {json}` line per repetition.
+pub fn rank(reps: usize) -> Result<()> {
+    let universe =
+        mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI is already initialised"))?;
+    let world = universe.world();
+    let txns = tessera_txn::Transactions::init(&world)?;
+    for _ in 0..reps {
+        let mut m = Metrics::new();
+        let mut times = [0f64; OPERATIONS.len()];
+        let mut timed = |i: usize, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+            world.barrier();
+            let t0 = mpi::time();
+            f()?;
+            times[i] += mpi::time() - t0;
+            Ok(())
+        };
+        let mut t = None;
+        timed(0, &mut || {
+            t = Some(txns.create_transaction()?);
+            Ok(())
+        })?;
+        let mut t = t.expect("created");
+        let mut subs = Vec::new();
+        timed(1, &mut || {
+            subs.push(t.create_sub_transaction("mark")?);
+            Ok(())
+        })?;
+        // One global sub-transaction before begin, two after (as the seed).
+        timed(2, &mut || {
+            subs.push(t.create_sub_transaction_all("read")?);
+            Ok(())
+        })?;
+        timed(3, &mut || Ok(t.begin_transaction()?))?;
+        for name in ["write", "delete"] {
+            timed(2, &mut || {
+                subs.push(t.create_sub_transaction_all(name)?);
+                Ok(())
+            })?;
+        }
+        for s in subs.clone() {
+            timed(4, &mut || Ok(t.commit_sub_transaction(s)?))?;
+        }
+        timed(5, &mut || {
+            t.vote_transaction(true)?;
+            Ok(())
+        })?;
+        timed(6, &mut || Ok(t.commit_transaction()?))?;
+        let mut t = Some(t);
+        timed(7, &mut || {
+            t.take().expect("once").finalize();
+            Ok(())
+        })?;
+        // The slowest rank's time of each call.
+        let mut slowest = [0f64; OPERATIONS.len()];
+        world.all_reduce_into(&times[..], &mut slowest[..], SystemOperation::max());
+        for (name, s) in OPERATIONS.iter().zip(slowest) {
+            m.insert(format!("{name}_s"), s);
+        }
+        m.insert("protocol_total_s".into(), slowest.iter().sum());
+        // An 8-byte allreduce, the collective the protocol's phases are measured against.
+        let rounds = 100;
+        world.barrier();
+        let t0 = mpi::time();
+        let mut sum = 0u64;
+        for i in 0..rounds {
+            world.all_reduce_into(&(i as u64), &mut sum, SystemOperation::sum());
+        }
+        let mine = (mpi::time() - t0) / rounds as f64;
+        let mut allreduce = 0f64;
+        world.all_reduce_into(&mine, &mut allreduce, SystemOperation::max());
+        m.insert("allreduce_s".into(), allreduce);
+        // The target's ratio, per repetition (the sequence has about ten collective phases).
+        m.insert(
+            "protocol_over_allreduce".into(),
+            slowest.iter().sum::<f64>() / allreduce,
+        );
+        if world.rank() == 0 {
+            println!("txn-rep {}", serde_json::to_string(&m)?);
+        }
+    }
+    Ok(())
+}
