@@ -16,6 +16,7 @@ pub mod tiers;
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use std::rc::Rc;
 use tessera_core::txn_state::TxnState;
 pub use tessera_core::txn_state::{Decision, Phase, SubId, TxnError, TxnId};
 use tiers::TierComms;
@@ -26,12 +27,18 @@ pub const FAN_IN_VAR: &str = "TESSERA_TXN_FAN_IN";
 
 /// The transaction library of one communicator's processes.
 pub struct Transactions {
-    comms: TierComms,
+    comms: Rc<TierComms>,
 }
 
 impl Transactions {
-    /// Splits `comm` into the tiers. Collective over `comm`.
+    /// Splits a copy of `comm` into the tiers. Collective over `comm`.
     pub fn init(comm: &SimpleCommunicator) -> Result<Transactions, TxnError> {
+        Transactions::with_communicator(comm.duplicate())
+    }
+
+    /// Splits `comm`, which the library keeps (and frees when dropped), into the tiers.
+    /// Collective over `comm`.
+    pub fn with_communicator(comm: SimpleCommunicator) -> Result<Transactions, TxnError> {
         let fan_in = match std::env::var(FAN_IN_VAR) {
             Ok(v) => v.parse::<u32>().ok().filter(|f| *f >= 2).ok_or_else(|| {
                 TxnError::Sub(format!(
@@ -40,9 +47,8 @@ impl Transactions {
             })?,
             Err(_) => tessera_core::txn_tiers::FAN_IN,
         };
-        let world = comm.duplicate();
         Ok(Transactions {
-            comms: TierComms::split(&world, fan_in),
+            comms: Rc::new(TierComms::split(comm, fan_in)),
         })
     }
 
@@ -56,7 +62,7 @@ impl Transactions {
     }
 
     /// Creates a transaction: the coordinator draws its id. Collective.
-    pub fn create_transaction(&self) -> Result<Transaction<'_>, TxnError> {
+    pub fn create_transaction(&self) -> Result<Transaction, TxnError> {
         let mine = if self.comms.rank == 0 {
             vec![rand::random::<TxnId>()]
         } else {
@@ -68,19 +74,19 @@ impl Transactions {
             seen: "none".into(),
         })?;
         Ok(Transaction {
-            comms: &self.comms,
+            comms: Rc::clone(&self.comms),
             state: TxnState::new(self.comms.rank, id),
         })
     }
 }
 
 /// One transaction, as this process takes part in it.
-pub struct Transaction<'a> {
-    comms: &'a TierComms,
+pub struct Transaction {
+    comms: Rc<TierComms>,
     state: TxnState,
 }
 
-impl Transaction<'_> {
+impl Transaction {
     pub fn id(&self) -> TxnId {
         self.state.id()
     }

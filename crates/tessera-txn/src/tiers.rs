@@ -18,12 +18,14 @@ pub struct TierComms {
     pub rank: u32,
     group: SimpleCommunicator,
     subs: Option<SimpleCommunicator>,
+    /// The communicator the tiers were split from (kept for the library's lifetime).
+    _world: SimpleCommunicator,
 }
 
 impl TierComms {
     /// Splits `world` into the tiers of its size with sub-coordinators of at most `fan_in`.
     /// Collective over `world`.
-    pub fn split(world: &SimpleCommunicator, fan_in: u32) -> TierComms {
+    pub fn split(world: SimpleCommunicator, fan_in: u32) -> TierComms {
         let size = world.size() as u32;
         let rank = world.rank() as u32;
         let tiers = Tiers::with_fan_in(size, fan_in);
@@ -43,6 +45,7 @@ impl TierComms {
             rank,
             group,
             subs,
+            _world: world,
         }
     }
 

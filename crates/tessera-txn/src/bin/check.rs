@@ -104,7 +104,7 @@ fn fail(world: &SimpleCommunicator, what: String) -> ! {
     world.abort(1)
 }
 
-fn expect_refused_then_abort(t: &mut tessera_txn::Transaction<'_>, world: &SimpleCommunicator) {
+fn expect_refused_then_abort(t: &mut tessera_txn::Transaction, world: &SimpleCommunicator) {
     match t.commit_transaction() {
         Err(TxnError::Aborted(_)) => {}
         other => fail(
