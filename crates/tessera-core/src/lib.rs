@@ -24,6 +24,7 @@ pub mod read_plan;
 pub mod run;
 pub mod run_map;
 pub mod sums;
+pub mod txn_pending;
 pub mod txn_state;
 pub mod txn_tiers;
 pub mod wal;

@@ -1,0 +1,571 @@
+//! Ownership held back by transactions: what an ownership shard keeps for the attaches a
+//! transaction made, before the transaction's decision makes them everyone's (seed 000).
+//!
+//! Each transaction has its own overlay per (file, stripe): a [`RunMap`] of the owners its
+//! members attached, last attach winning as in the shard's own map. A query sees the shard's
+//! committed map with the overlays of the transactions that are visible to it laid on top:
+//! its own transaction's (members see their pending writes), and those decided to commit whose
+//! completion has not reached the shard yet. A transaction is, on a shard:
+//!
+//! * **active**: members may attach; invisible to everyone else, surely (no decision can be
+//!   taken before this shard has prepared it);
+//! * **prepared**: its overlay is durable and closed; in doubt until the decision, so a query
+//!   from outside that touches it must learn the decision from the transaction's home first
+//!   ([`PendingOwnership::in_doubt`]), and reports how it treated each transaction so that the
+//!   asking node can tell a query cut by a decision from a whole one ([`Seen`]);
+//! * then **committed** (its overlay becomes part of the map: [`PendingOwnership::commit`]) or
+//!   **aborted** (its overlay is dropped).
+//!
+//! Two transactions pending at once may not attach the same bytes: the second attach is refused
+//! (first writer wins), so the overlays visible at once never overlap and their order does not
+//! matter. Writes outside any transaction go to the committed map at once; a transaction that
+//! commits later lays its bytes over them (it takes effect at its decision).
+
+use crate::ownership::{OwnerChange, Ownership};
+use crate::run_map::{RunChange, RunMap};
+use crate::txn_state::TxnId;
+use crate::{Errno, FsError, FsResult, OwnedRun, Owner, Run};
+use std::collections::{BTreeMap, HashMap};
+
+/// Where a transaction stands on one shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardTxn {
+    Active,
+    Prepared,
+}
+
+/// How a query treated a transaction whose overlay it touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Seen {
+    /// Laid over the map: the asker's own, or decided to commit.
+    Included,
+    /// Left out: active, or prepared and not decided (yet).
+    Excluded,
+}
+
+/// The bytes `[start, end)` of one stripe of one file: what a query asks a shard about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub ino: u64,
+    pub stripe: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A change to the persisted pending table: overlay rows keyed by (transaction, file, stripe,
+/// run start), and a transaction's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingChange {
+    Put {
+        txn: TxnId,
+        ino: u64,
+        stripe: u64,
+        run: Run,
+        owner: Owner,
+    },
+    Del {
+        txn: TxnId,
+        ino: u64,
+        stripe: u64,
+        start: u64,
+    },
+    /// The transaction is prepared on this shard (no row: active).
+    Prepared { txn: TxnId },
+    /// Every row and the state of the transaction go.
+    Forget { txn: TxnId },
+}
+
+#[derive(Default)]
+struct Overlay {
+    state: Option<ShardTxn>,
+    maps: HashMap<(u64, u64), RunMap<Owner>>,
+}
+
+impl Overlay {
+    fn state(&self) -> ShardTxn {
+        self.state.unwrap_or(ShardTxn::Active)
+    }
+}
+
+/// The overlays of every transaction pending on one shard.
+#[derive(Default)]
+pub struct PendingOwnership {
+    txns: BTreeMap<TxnId, Overlay>,
+}
+
+fn rows(txn: TxnId, ino: u64, stripe: u64, changes: Vec<RunChange<Owner>>) -> Vec<PendingChange> {
+    changes
+        .into_iter()
+        .map(|c| match c {
+            RunChange::Put(run, owner) => PendingChange::Put {
+                txn,
+                ino,
+                stripe,
+                run,
+                owner,
+            },
+            RunChange::Del(start) => PendingChange::Del {
+                txn,
+                ino,
+                stripe,
+                start,
+            },
+        })
+        .collect()
+}
+
+impl PendingOwnership {
+    /// The shard's pending table as persisted: overlay rows and the prepared transactions.
+    pub fn load(rows: &[(TxnId, u64, u64, Run, Owner)], prepared: &[TxnId]) -> Self {
+        let mut p = PendingOwnership::default();
+        for (txn, ino, stripe, run, owner) in rows {
+            p.txns
+                .entry(*txn)
+                .or_default()
+                .maps
+                .entry((*ino, *stripe))
+                .or_default()
+                .restore(*run, *owner);
+        }
+        for txn in prepared {
+            p.txns.entry(*txn).or_default().state = Some(ShardTxn::Prepared);
+        }
+        p
+    }
+
+    /// The transactions pending here and their states.
+    pub fn transactions(&self) -> impl Iterator<Item = (TxnId, ShardTxn)> + '_ {
+        self.txns.iter().map(|(t, o)| (*t, o.state()))
+    }
+
+    /// `owner`, a member of `txn`, attaches `runs` (clipped to the stripe) under it.
+    pub fn attach(
+        &mut self,
+        txn: TxnId,
+        ino: u64,
+        stripe: u64,
+        owner: Owner,
+        runs: &[Run],
+    ) -> FsResult<Vec<PendingChange>> {
+        if self
+            .txns
+            .get(&txn)
+            .is_some_and(|o| o.state() == ShardTxn::Prepared)
+        {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} is committing: it takes no more writes (write before its vote)"
+                ),
+            ));
+        }
+        for (other, o) in &self.txns {
+            if *other == txn {
+                continue;
+            }
+            let Some(map) = o.maps.get(&(ino, stripe)) else {
+                continue;
+            };
+            for r in runs {
+                if let Some((held, _)) = map
+                    .overlapping(r.start, r.end())
+                    .into_iter()
+                    .find(|(held, _)| held.overlaps(r))
+                {
+                    return Err(FsError::new(
+                        Errno::Busy,
+                        format!(
+                            "bytes of inode {ino} at {} are pending in transaction {other:016x}: two transactions cannot write the same bytes at once; commit or abort that one first",
+                            held.start.max(r.start)
+                        ),
+                    ));
+                }
+            }
+        }
+        let map = self
+            .txns
+            .entry(txn)
+            .or_default()
+            .maps
+            .entry((ino, stripe))
+            .or_default();
+        let mut changes = Vec::new();
+        for r in runs {
+            changes.extend(map.insert(*r, owner));
+        }
+        Ok(rows(txn, ino, stripe, changes))
+    }
+
+    /// Prepares `txn`: its overlay is closed to further attaches. Idempotent; a transaction
+    /// with nothing here prepares as an empty one.
+    pub fn prepare(&mut self, txn: TxnId) -> Vec<PendingChange> {
+        let o = self.txns.entry(txn).or_default();
+        if o.state() == ShardTxn::Prepared {
+            return Vec::new();
+        }
+        o.state = Some(ShardTxn::Prepared);
+        vec![PendingChange::Prepared { txn }]
+    }
+
+    /// Commits `txn`: its overlay is attached to the map. Returns the map's changes and the
+    /// pending table's. Idempotent (a second commit finds nothing).
+    pub fn commit(
+        &mut self,
+        txn: TxnId,
+        own: &mut Ownership,
+    ) -> (Vec<OwnerChange>, Vec<PendingChange>) {
+        let Some(o) = self.txns.remove(&txn) else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut changes = Vec::new();
+        let mut keys: Vec<_> = o.maps.keys().copied().collect();
+        keys.sort_unstable();
+        for (ino, stripe) in keys {
+            for (run, owner) in o.maps[&(ino, stripe)].iter() {
+                changes.extend(own.attach(ino, stripe, owner, &[run]));
+            }
+        }
+        (changes, vec![PendingChange::Forget { txn }])
+    }
+
+    /// Aborts `txn`: its overlay goes. Idempotent.
+    pub fn abort(&mut self, txn: TxnId) -> Vec<PendingChange> {
+        match self.txns.remove(&txn) {
+            Some(_) => vec![PendingChange::Forget { txn }],
+            None => Vec::new(),
+        }
+    }
+
+    /// The transactions a query of `span` from `viewer` would have to learn the decision of
+    /// first: prepared ones of others, with bytes there.
+    pub fn in_doubt(&self, span: Span, viewer: Option<TxnId>) -> Vec<TxnId> {
+        self.touching(span)
+            .filter(|(t, o)| Some(*t) != viewer && o.state() == ShardTxn::Prepared)
+            .map(|(t, _)| t)
+            .collect()
+    }
+
+    fn touching(&self, span: Span) -> impl Iterator<Item = (TxnId, &Overlay)> + '_ {
+        self.txns.iter().filter_map(move |(t, o)| {
+            let map = o.maps.get(&(span.ino, span.stripe))?;
+            (!map.overlapping(span.start, span.end).is_empty()).then_some((*t, o))
+        })
+    }
+
+    /// The owners of `span` as `viewer` sees them: the map, with the overlays of its own
+    /// transaction and of those `committed` says were decided to commit laid on top. Also how
+    /// each transaction with bytes there was treated.
+    pub fn query(
+        &self,
+        own: &Ownership,
+        span: Span,
+        viewer: Option<TxnId>,
+        committed: &dyn Fn(TxnId) -> bool,
+    ) -> (Vec<OwnedRun>, Vec<(TxnId, Seen)>) {
+        let Span {
+            ino,
+            stripe,
+            start,
+            end,
+        } = span;
+        let base = own.query(ino, stripe, start, end);
+        let mut seen = Vec::new();
+        let mut view: Option<RunMap<Owner>> = None;
+        for (t, o) in self.touching(span) {
+            let include = Some(t) == viewer || (o.state() == ShardTxn::Prepared && committed(t));
+            seen.push((
+                t,
+                if include {
+                    Seen::Included
+                } else {
+                    Seen::Excluded
+                },
+            ));
+            if !include {
+                continue;
+            }
+            let v = view.get_or_insert_with(|| {
+                let mut m = RunMap::new();
+                for r in &base {
+                    m.insert(r.run, r.owner);
+                }
+                m
+            });
+            for (run, owner) in o.maps[&(ino, stripe)].overlapping(start, end) {
+                v.insert(run, owner);
+            }
+        }
+        let runs = match view {
+            None => base,
+            Some(v) => v
+                .overlapping(start, end)
+                .into_iter()
+                .map(OwnedRun::from)
+                .collect(),
+        };
+        (runs, seen)
+    }
+}
+
+/// Whether answers from several shards to one query agree on every transaction: a transaction
+/// included by one and excluded by another was decided between them (the asker asks the
+/// excluding shards again, which then see the decision).
+pub fn consistent(answers: &[Vec<(TxnId, Seen)>]) -> Result<(), Vec<TxnId>> {
+    let mut how: BTreeMap<TxnId, Seen> = BTreeMap::new();
+    let mut cut = Vec::new();
+    for (t, s) in answers.iter().flatten() {
+        match how.insert(*t, *s) {
+            Some(before) if before != *s => cut.push(*t),
+            _ => {}
+        }
+    }
+    cut.sort_unstable();
+    cut.dedup();
+    if cut.is_empty() { Ok(()) } else { Err(cut) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn span(start: u64, end: u64) -> Span {
+        Span {
+            ino: 1,
+            stripe: 0,
+            start,
+            end,
+        }
+    }
+
+    fn owner(client: u64) -> Owner {
+        Owner { node: 0, client }
+    }
+
+    /// Bytes of `[0, n)` as a query from `viewer` answers them.
+    fn bytes(
+        p: &PendingOwnership,
+        own: &Ownership,
+        n: u64,
+        viewer: Option<TxnId>,
+        committed: &dyn Fn(TxnId) -> bool,
+    ) -> Vec<Option<u64>> {
+        let mut out = vec![None; n as usize];
+        for r in p.query(own, span(0, n), viewer, committed).0 {
+            for (s, e) in r.run.pieces() {
+                for b in s..e {
+                    out[b as usize] = Some(r.owner.client);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn members_see_their_writes_others_only_after_the_decision() {
+        let mut own = Ownership::default();
+        let mut p = PendingOwnership::default();
+        own.attach(1, 0, owner(9), &[Run::single(0, 100)]);
+        p.attach(7, 1, 0, owner(1), &[Run::single(50, 100)])
+            .unwrap();
+        let never = |_| false;
+        assert_eq!(bytes(&p, &own, 150, None, &never)[60], Some(9));
+        assert_eq!(bytes(&p, &own, 150, Some(7), &never)[60], Some(1));
+        assert_eq!(bytes(&p, &own, 150, Some(7), &never)[120], Some(1));
+        assert!(
+            p.in_doubt(span(0, 150), None).is_empty(),
+            "active: surely hidden"
+        );
+        p.prepare(7);
+        assert_eq!(p.in_doubt(span(0, 150), None), vec![7]);
+        assert!(
+            p.in_doubt(span(0, 40), None).is_empty(),
+            "no bytes of 7 there"
+        );
+        let (runs, seen) = p.query(&own, span(0, 150), None, &|t| t == 7);
+        assert_eq!(seen, vec![(7, Seen::Included)]);
+        assert!(runs.iter().any(|r| r.owner == owner(1)));
+        let e = p
+            .attach(7, 1, 0, owner(1), &[Run::single(0, 1)])
+            .unwrap_err();
+        assert!(e.message.contains("takes no more writes"), "{e}");
+        let (changes, forget) = p.commit(7, &mut own);
+        assert!(!changes.is_empty());
+        assert_eq!(forget, vec![PendingChange::Forget { txn: 7 }]);
+        assert_eq!(bytes(&p, &own, 150, None, &never)[60], Some(1));
+        assert_eq!(bytes(&p, &own, 150, None, &never)[10], Some(9));
+        assert_eq!(p.commit(7, &mut own), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn two_transactions_cannot_hold_the_same_bytes() {
+        let mut p = PendingOwnership::default();
+        // Interleaved strided runs of two transactions share no byte: both fine.
+        p.attach(
+            1,
+            1,
+            0,
+            owner(1),
+            &[Run {
+                start: 0,
+                len: 10,
+                stride: 20,
+                count: 5,
+            }],
+        )
+        .unwrap();
+        p.attach(
+            2,
+            1,
+            0,
+            owner(2),
+            &[Run {
+                start: 10,
+                len: 10,
+                stride: 20,
+                count: 5,
+            }],
+        )
+        .unwrap();
+        let e = p
+            .attach(2, 1, 0, owner(2), &[Run::single(45, 2)])
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::Busy);
+        assert!(
+            e.message.contains("at 45") && e.message.contains("0000000000000001"),
+            "{e}"
+        );
+        // Once the first aborts, the bytes are free.
+        assert_eq!(p.abort(1), vec![PendingChange::Forget { txn: 1 }]);
+        p.attach(2, 1, 0, owner(2), &[Run::single(45, 2)]).unwrap();
+    }
+
+    #[test]
+    fn answers_cut_by_a_decision_are_told_apart() {
+        assert_eq!(
+            consistent(&[
+                vec![(1, Seen::Excluded)],
+                vec![(1, Seen::Excluded), (2, Seen::Included)]
+            ]),
+            Ok(())
+        );
+        assert_eq!(
+            consistent(&[vec![(1, Seen::Excluded)], vec![(1, Seen::Included)]]),
+            Err(vec![1])
+        );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A write outside any transaction: client, start, len.
+        Plain(u64, u64, u64),
+        /// A write of transaction t: start, len.
+        InTxn(usize, u64, u64),
+        Prepare(usize),
+        Commit(usize),
+        Abort(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u64..4, 0u64..200, 1u64..60).prop_map(|(c, s, l)| Op::Plain(c, s, l)),
+            (0usize..3, 0u64..200, 1u64..60).prop_map(|(t, s, l)| Op::InTxn(t, s, l)),
+            (0usize..3).prop_map(Op::Prepare),
+            (0usize..3).prop_map(Op::Commit),
+            (0usize..3).prop_map(Op::Abort),
+        ]
+    }
+
+    proptest! {
+        /// Against a byte model: outsiders see exactly the committed bytes, each transaction
+        /// its own on top, a decided transaction is seen whole or not at all, and reloading the
+        /// persisted rows gives the same shard.
+        #[test]
+        fn pending_ownership_matches_a_byte_model(ops in proptest::collection::vec(op(), 1..60)) {
+            const N: u64 = 260;
+            let mut own = Ownership::default();
+            let mut p = PendingOwnership::default();
+            let mut committed: Vec<Option<u64>> = vec![None; N as usize];
+            // Per transaction (ids 10, 11, 12; owners 100 + t): its pending bytes, and whether
+            // prepared.
+            let mut pending: Vec<Vec<Option<u64>>> = vec![vec![None; N as usize]; 3];
+            let mut prepared = [false; 3];
+            let mut rows: BTreeMap<(TxnId, u64), (Run, Owner)> = BTreeMap::new();
+            let mut prepared_rows: Vec<TxnId> = Vec::new();
+            let apply = |rows: &mut BTreeMap<(TxnId, u64), (Run, Owner)>, prepared_rows: &mut Vec<TxnId>, changes: Vec<PendingChange>| {
+                for c in changes {
+                    match c {
+                        PendingChange::Put { txn, run, owner, .. } => { rows.insert((txn, run.start), (run, owner)); }
+                        PendingChange::Del { txn, start, .. } => { rows.remove(&(txn, start)); }
+                        PendingChange::Prepared { txn } => prepared_rows.push(txn),
+                        PendingChange::Forget { txn } => {
+                            rows.retain(|(t, _), _| *t != txn);
+                            prepared_rows.retain(|t| *t != txn);
+                        }
+                    }
+                }
+            };
+            for o in ops {
+                match o {
+                    Op::Plain(c, s, l) => {
+                        own.attach(1, 0, owner(c), &[Run::single(s, l)]);
+                        for b in s..s + l { committed[b as usize] = Some(c); }
+                    }
+                    Op::InTxn(t, s, l) => {
+                        let clash = (0..3).filter(|u| *u != t).any(|u| (s..s + l).any(|b| pending[u][b as usize].is_some()));
+                        let r = p.attach(10 + t as u64, 1, 0, owner(100 + t as u64), &[Run::single(s, l)]);
+                        prop_assert_eq!(r.is_ok(), !clash && !prepared[t], "{:?}", r);
+                        if let Ok(changes) = r {
+                            apply(&mut rows, &mut prepared_rows, changes);
+                            for b in s..s + l { pending[t][b as usize] = Some(100 + t as u64); }
+                        }
+                    }
+                    Op::Prepare(t) => {
+                        apply(&mut rows, &mut prepared_rows, p.prepare(10 + t as u64));
+                        prepared[t] = true;
+                    }
+                    Op::Commit(t) => {
+                        let (_, changes) = p.commit(10 + t as u64, &mut own);
+                        apply(&mut rows, &mut prepared_rows, changes);
+                        for b in 0..N as usize {
+                            if let Some(o) = pending[t][b] { committed[b] = Some(o); }
+                        }
+                        pending[t] = vec![None; N as usize];
+                        prepared[t] = false;
+                    }
+                    Op::Abort(t) => {
+                        apply(&mut rows, &mut prepared_rows, p.abort(10 + t as u64));
+                        pending[t] = vec![None; N as usize];
+                        prepared[t] = false;
+                    }
+                }
+                let never = |_| false;
+                prop_assert_eq!(&bytes(&p, &own, N, None, &never), &committed);
+                for t in 0..3 {
+                    let mut mine = committed.clone();
+                    for b in 0..N as usize {
+                        if let Some(o) = pending[t][b] { mine[b] = Some(o); }
+                    }
+                    prop_assert_eq!(&bytes(&p, &own, N, Some(10 + t as u64), &never), &mine);
+                    // Decided to commit, not yet completed: outsiders see all of it.
+                    if prepared[t] {
+                        let decided = |x: TxnId| x == 10 + t as u64;
+                        prop_assert_eq!(&bytes(&p, &own, N, None, &decided), &mine);
+                    }
+                }
+            }
+            // The persisted rows rebuild the same pending state.
+            let table: Vec<(TxnId, u64, u64, Run, Owner)> = rows.iter().map(|((t, _), (r, o))| (*t, 1, 0, *r, *o)).collect();
+            let reloaded = PendingOwnership::load(&table, &prepared_rows);
+            for t in 0..3u64 {
+                let never = |_| false;
+                prop_assert_eq!(bytes(&reloaded, &own, N, Some(10 + t), &never), bytes(&p, &own, N, Some(10 + t), &never));
+            }
+            let mut states: Vec<_> = p.transactions().filter(|(_, s)| *s == ShardTxn::Prepared).map(|(t, _)| t).collect();
+            let mut again: Vec<_> = reloaded.transactions().filter(|(_, s)| *s == ShardTxn::Prepared).map(|(t, _)| t).collect();
+            states.sort_unstable();
+            again.sort_unstable();
+            prop_assert_eq!(states, again);
+        }
+    }
+}
