@@ -4,7 +4,7 @@
 
 use crate::report::{Series, Target, plot};
 use crate::results::{Metrics, summary};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,21 +28,7 @@ pub struct RanksRun {
 
 /// The records in `dir` (none if it does not exist), oldest first.
 pub fn load(dir: &Path) -> Result<Vec<AtomicRecord>> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(Vec::new());
-    };
-    let mut out: Vec<AtomicRecord> = Vec::new();
-    for e in entries {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "json") {
-            let text = std::fs::read_to_string(&p)?;
-            out.push(
-                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?,
-            );
-        }
-    }
-    out.sort_by_key(|r| r.when);
-    Ok(out)
+    crate::results::load_records(dir, |r: &AtomicRecord| r.when)
 }
 
 /// The newest record of `pattern`.

@@ -22,6 +22,7 @@ mod results;
 mod scale_report;
 mod txn;
 mod txn_model;
+mod txn_report;
 mod workloads;
 
 use clap::{Parser, Subcommand};

@@ -377,10 +377,12 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
     )?;
     let all: Vec<&RunRecord> = records.iter().collect();
     let atomic = crate::atomic_report::load(&results.join("atomic"))?;
+    let txn = crate::txn_report::load(&results.join("txn"))?;
     for t in targets(&latest)
         .into_iter()
         .chain(crate::scale_report::targets(&all))
         .chain(crate::atomic_report::targets(&atomic))
+        .chain(crate::txn_report::targets(&txn))
     {
         let mark = match t.met {
             Some(true) => "met",
@@ -448,6 +450,7 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
 
     crate::scale_report::section(&mut md, &plots_dir, &all)?;
     crate::atomic_report::section(&mut md, &plots_dir, &atomic)?;
+    crate::txn_report::section(&mut md, &txn)?;
 
     writeln!(md, "## Results\n")?;
     for ((w, n), r) in &latest {

@@ -107,6 +107,29 @@ pub fn metric_names(reps: &[Metrics]) -> Vec<String> {
     names
 }
 
+/// The JSON records in `dir` (none if it does not exist), in the order of `when`.
+pub fn load_records<T: serde::de::DeserializeOwned>(
+    dir: &std::path::Path,
+    when: impl Fn(&T) -> u64,
+) -> anyhow::Result<Vec<T>> {
+    use anyhow::Context;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<T> = Vec::new();
+    for e in entries {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let text = std::fs::read_to_string(&p)?;
+            out.push(
+                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?,
+            );
+        }
+    }
+    out.sort_by_key(|r| when(r));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,9 @@ pub struct TxnOpts {
     /// Print one JSON object with the medians as the last line.
     #[arg(long)]
     pub json: bool,
+    /// Where the per-repetition records go (the report reads them there).
+    #[arg(long, default_value = "results/txn")]
+    pub results: std::path::PathBuf,
 }
 
 /// The timed calls, in the sequence's order, as metric names (`<operation>_s`).
@@ -54,6 +57,7 @@ pub fn run(o: TxnOpts) -> Result<()> {
     }
     let exe = std::env::current_exe()?;
     let mut by_ranks = serde_json::Map::new();
+    let mut records = Vec::new();
     let mut first = None;
     for &p in &o.ranks {
         let out = Command::new("mpirun")
@@ -104,7 +108,31 @@ pub fn run(o: TxnOpts) -> Result<()> {
         }
         first.get_or_insert_with(|| medians.clone());
         by_ranks.insert(p.to_string(), serde_json::Value::Object(medians));
+        records.push(serde_json::json!({ "ranks": p, "reps": reps }));
     }
+    let when = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let command = format!(
+        "tessera bench txn --ranks {} --reps {}",
+        o.ranks
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        o.reps
+    );
+    let record = serde_json::json!({
+        "workload": "txn",
+        "command": command,
+        "machine": crate::results::Machine::probe(std::path::Path::new("/tmp")),
+        "when": when,
+        "runs": records,
+    });
+    std::fs::create_dir_all(&o.results)?;
+    let file = o.results.join(format!("txn-{when}.json"));
+    std::fs::write(&file, serde_json::to_string_pretty(&record)?)?;
+    eprintln!("full data: {}", file.display());
     if o.json {
         let out = serde_json::json!({
             "workload": "txn",

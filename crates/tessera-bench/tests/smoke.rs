@@ -346,7 +346,23 @@ fn the_transaction_protocol_is_timed_and_modelled() {
         );
         serde_json::from_str(stdout.lines().last().expect("output")).expect("JSON")
     };
-    let v = json(&["--ranks", "3", "--reps", "2"]);
+    let results = std::env::temp_dir().join(format!("tessera-bench-txn-{}", std::process::id()));
+    let v = json(&[
+        "--ranks",
+        "3",
+        "--reps",
+        "2",
+        "--results",
+        results.to_str().unwrap(),
+    ]);
+    let recorded = std::fs::read_dir(&results).unwrap().count();
+    assert_eq!(
+        recorded,
+        1,
+        "one record of the run in {}",
+        results.display()
+    );
+    let _ = std::fs::remove_dir_all(&results);
     let m = &v["metrics"];
     let total = m["protocol_total_s"].as_f64().unwrap();
     let mut sum = 0.0;

@@ -1,0 +1,134 @@
+//! The transactions part of the report (`tessera bench txn`, seed 000): each call of the
+//! seed's sequence timed per rank count beside an 8-byte allreduce, the model's message counts
+//! to 65,536 processes beside a flat two-phase commit, and the targets.
+
+use crate::report::Target;
+use crate::results::{Metrics, summary};
+use crate::txn::OPERATIONS;
+use crate::txn_model::{SEED_SCALES, metrics, table};
+use anyhow::Result;
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One record of `tessera bench txn`.
+#[derive(Deserialize)]
+pub struct TxnRecord {
+    pub command: String,
+    pub when: u64,
+    pub runs: Vec<RanksRun>,
+}
+
+#[derive(Deserialize)]
+pub struct RanksRun {
+    pub ranks: u32,
+    pub reps: Vec<Metrics>,
+}
+
+/// The records in `dir`, oldest first.
+pub fn load(dir: &Path) -> Result<Vec<TxnRecord>> {
+    crate::results::load_records(dir, |r: &TxnRecord| r.when)
+}
+
+pub fn targets(records: &[TxnRecord]) -> Vec<Target> {
+    let mut out = Vec::new();
+    let newest = records.last();
+    for ranks in [16, 64] {
+        let what = format!("txn, {ranks} ranks: protocol_total_s <= 40 x allreduce_s");
+        let run = newest.and_then(|r| r.runs.iter().find(|run| run.ranks == ranks));
+        out.push(
+            match run.and_then(|run| summary(&run.reps, "protocol_over_allreduce")) {
+                Some((lo, mid, hi)) => Target {
+                    what,
+                    measured: format!("{mid:.1}x (min {lo:.1}, max {hi:.1})"),
+                    met: Some(mid <= 40.0),
+                },
+                None => Target {
+                    what,
+                    measured: "not measured".into(),
+                    met: None,
+                },
+            },
+        );
+    }
+    // The model is computed, not measured: the protocol's own grouping at each scale.
+    let worst = SEED_SCALES
+        .iter()
+        .map(|p| {
+            let m = metrics(*p);
+            let most = m["max_msgs_per_process_per_phase"]
+                .as_u64()
+                .unwrap_or(u64::MAX);
+            let subs = m["sub_coordinators"].as_u64().unwrap_or(0);
+            (most, 256 + subs, *p)
+        })
+        .max_by_key(|(most, bound, _)| most.saturating_sub(*bound));
+    if let Some((most, bound, p)) = worst {
+        out.push(Target {
+            what: "txn model: most messages received per process per phase <= 256 + sub-coordinators, 256 to 65,536 processes".into(),
+            measured: format!("{most} against {bound} at {p} processes (the closest)"),
+            met: Some(SEED_SCALES.iter().all(|p| {
+                let m = metrics(*p);
+                m["max_msgs_per_process_per_phase"].as_u64()
+                    <= Some(256 + m["sub_coordinators"].as_u64().unwrap_or(0))
+            })),
+        });
+    }
+    out.push(Target {
+        what: "txn: the workload with transactions within 5% of without, 16 ranks".into(),
+        measured: "not measured (needs transactions in the file system)".into(),
+        met: None,
+    });
+    out
+}
+
+pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
+    writeln!(md, "## Transactions: the D2T protocol (seed 000)\n")?;
+    writeln!(
+        md,
+        "`tessera bench txn`: under mpirun every rank runs the seed's sequence of calls (its Figure 5: create, create sub-transaction, create sub-transaction all x3, begin, commit sub-transaction x4, vote, commit, finalize), each call timed as the slowest rank saw it after a barrier (calls made several times are summed), beside an 8-byte `MPI_Allreduce` measured in the same run. Milliseconds, min / median / max over the repetitions.\n"
+    )?;
+    if let Some(r) = records.last() {
+        writeln!(md, "```\n{}\n```\n", r.command)?;
+        let header: String = r
+            .runs
+            .iter()
+            .map(|run| format!(" {} ranks |", run.ranks))
+            .collect();
+        let align: String = r.runs.iter().map(|_| "---:|").collect();
+        writeln!(md, "| call |{header}\n|---|{align}")?;
+        let names: Vec<String> = OPERATIONS
+            .iter()
+            .map(|o| format!("{o}_s"))
+            .chain(["protocol_total_s".to_string(), "allreduce_s".to_string()])
+            .collect();
+        for name in &names {
+            let cells: String = r
+                .runs
+                .iter()
+                .map(|run| match summary(&run.reps, name) {
+                    Some((lo, mid, hi)) => {
+                        format!(" {:.3} / {:.3} / {:.3} |", lo * 1e3, mid * 1e3, hi * 1e3)
+                    }
+                    None => " - |".into(),
+                })
+                .collect();
+            writeln!(md, "| {} |{cells}", name.trim_end_matches("_s"))?;
+        }
+        let cells: String = r
+            .runs
+            .iter()
+            .map(|run| match summary(&run.reps, "protocol_over_allreduce") {
+                Some((lo, mid, hi)) => format!(" {lo:.1} / {mid:.1} / {hi:.1} |"),
+                None => " - |".into(),
+            })
+            .collect();
+        writeln!(md, "| total / allreduce (x) |{cells}\n")?;
+    }
+    writeln!(
+        md,
+        "The message model (`tessera bench txn --model`), computed by the protocol's own grouping: per gather -> unique -> broadcast phase, the most messages any process receives and the messages on the critical path, beside a flat two-phase commit whose coordinator hears from every process.\n"
+    )?;
+    writeln!(md, "{}", table(&SEED_SCALES))?;
+    Ok(())
+}
