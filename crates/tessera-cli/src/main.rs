@@ -161,6 +161,13 @@ fn layout(cli: &Cli) -> InstanceLayout {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Cmd::Serve { .. }) {
+        // A command whose output goes into a pipe that closes early (`tessera status | head`)
+        // ends quietly, as other command-line tools do, instead of panicking on EPIPE. The
+        // daemon keeps SIGPIPE ignored: its peers' sockets may close under it.
+        // SAFETY: setting a signal's disposition to its default has no preconditions.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     if let Err(e) = run(cli) {
         eprintln!("tessera: {e:#}");
         std::process::exit(1);

@@ -328,7 +328,6 @@ impl Client {
         Ok(flushed.bytes)
     }
 
-    /// The status of this process's daemon.
     /// Changes the permission bits and/or the times of a file or directory (chmod, utimens).
     pub fn set_attr(&self, path: &str, change: AttrChange) -> FsResult<Attr> {
         let mut g = self.lock();
@@ -336,8 +335,16 @@ impl Client {
         g.call(SetAttr { path: p, change })
     }
 
+    /// The status of this process's daemon.
     pub fn status(&self) -> FsResult<NodeStatus> {
         self.lock().call(Status)
+    }
+
+    /// Reserves `bytes` of the burst buffer for this process's later writes (what
+    /// `fallocate` means here): they will not fail for want of space. Nothing to reserve when
+    /// the burst buffer has no capacity set (the device's free space is the limit).
+    pub fn preallocate(&self, bytes: u64) -> FsResult<()> {
+        self.lock().preallocate(bytes)
     }
 
     /// Asks this process's daemon to stop.
@@ -478,6 +485,18 @@ impl Inner {
             other => other?,
         };
         self.grant = self.grant + got - bytes;
+        Ok(())
+    }
+
+    /// Makes the grant cover `bytes` more without using it (see [`Client::preallocate`]).
+    pub fn preallocate(&mut self, bytes: u64) -> FsResult<()> {
+        if self.cfg.bb_capacity == 0 || self.grant >= bytes {
+            return Ok(());
+        }
+        let got = self.call(Reserve {
+            bytes: bytes - self.grant,
+        })?;
+        self.grant += got;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use tessera_client::{Errno, FileKind, FsError, FsResult, OpenOptions};
 /// Status flags reported by F_GETFL and changed by F_SETFL.
 pub const STATUS_FLAGS: c_int = libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK;
 
-fn umask() -> u32 {
+pub fn umask() -> u32 {
     // SAFETY: umask only swaps the process mask; it is restored at once.
     unsafe {
         let m = libc::umask(0o022);
@@ -62,7 +62,7 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
             Err(e) => return Err(e),
         }
     };
-    let fd = state::placeholder()?;
+    let fd = state::placeholder(flags & libc::O_CLOEXEC != 0)?;
     state::install(
         fd,
         Arc::new(Mutex::new(Desc {
@@ -797,13 +797,51 @@ pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice
 }
 alias!(posix_fadvise64 => posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int);
 
-fn no_alloc(fd: c_int) -> FsError {
-    FsError::new(
-        Errno::NotSup,
-        format!(
-            "descriptor {fd} is a Tessera file: space is not preallocated (the burst buffer allocates as it writes)"
-        ),
-    )
+/// `fallocate(fd, mode, off, len)` on a Tessera descriptor: preallocation only (mode 0, or
+/// `FALLOC_FL_KEEP_SIZE`). The bytes are reserved in the burst buffer, so later writes do not
+/// fail for want of space, and unless KEEP_SIZE the file grows to cover them (reading as
+/// zeros), as on a local file system.
+fn allocate_desc(fd: c_int, d: &DescRef, mode: c_int, off: off_t, len: off_t) -> FsResult<()> {
+    if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+        return Err(FsError::new(
+            Errno::NotSup,
+            format!(
+                "fallocate mode {mode:#x} on descriptor {fd}: Tessera files take preallocation only (mode 0 or FALLOC_FL_KEEP_SIZE), not punching, zeroing, collapsing or inserting ranges"
+            ),
+        ));
+    }
+    if off < 0 || len <= 0 {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("fallocate of {len} bytes at {off}: give an offset >= 0 and a length > 0"),
+        ));
+    }
+    let end = tessera_core::run::end_within_limit(off as u64, len as u64, "fallocate")?;
+    let g = state::lock_desc(d);
+    let Object::File(_) = &g.obj else {
+        return Err(FsError::new(
+            Errno::BadF,
+            format!(
+                "fallocate: descriptor {fd} ({}) is not a regular file",
+                g.path
+            ),
+        ));
+    };
+    if g.flags & libc::O_ACCMODE == libc::O_RDONLY {
+        return Err(FsError::new(
+            Errno::BadF,
+            format!("fallocate: {} is open read-only", g.path),
+        ));
+    }
+    let c = client()?;
+    c.preallocate(len as u64)?;
+    if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
+        let size = c.stat(&g.path)?.size;
+        if end > size {
+            c.truncate(&g.path, end)?;
+        }
+    }
+    Ok(())
 }
 
 /// # Safety
@@ -811,11 +849,15 @@ fn no_alloc(fd: c_int) -> FsError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
     crate::guarded(|| {
-        if desc(fd).is_some() {
+        if let Some(d) = desc(fd) {
             let _b = Busy::enter();
-            let e = no_alloc(fd);
-            crate::report(&e);
-            return e.code();
+            return match crate::caught(|| allocate_desc(fd, &d, 0, off, len)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    crate::report(&e);
+                    e.code()
+                }
+            };
         }
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         unsafe { real::posix_fallocate64(fd, off, len) }
@@ -827,9 +869,8 @@ alias!(posix_fallocate64 => posix_fallocate(fd: c_int, off: off_t, len: off_t) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
     crate::guarded(|| {
-        if desc(fd).is_some() {
-            let _b = Busy::enter();
-            return fail(&no_alloc(fd));
+        if let Some(d) = desc(fd) {
+            return run(|| allocate_desc(fd, &d, mode, off, len).map(|()| 0));
         }
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         unsafe { real::fallocate64(fd, mode, off, len) }

@@ -410,7 +410,8 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            client()?.mkdir(&p, mode & 0o7777).map(|()| 0)
+            let mode = mode & 0o7777 & !crate::files::umask();
+            client()?.mkdir(&p, mode).map(|()| 0)
         }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::mkdirat(dirfd, path, mode) },

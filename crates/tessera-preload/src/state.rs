@@ -154,10 +154,12 @@ pub fn lookup(fd: i32) -> Option<DescRef> {
     table().fds.get(&fd).cloned()
 }
 
-/// Reserves a kernel descriptor number for a Tessera description.
-pub fn placeholder() -> FsResult<i32> {
+/// Reserves a kernel descriptor number for a Tessera description; `cloexec` is the caller's
+/// O_CLOEXEC, kept on the placeholder where F_GETFD and F_SETFD find it.
+pub fn placeholder(cloexec: bool) -> FsResult<i32> {
+    let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
     // SAFETY: a NUL-terminated path and plain flags.
-    let fd = unsafe { real::open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    let fd = unsafe { real::open(c"/dev/null".as_ptr(), flags, 0) };
     if fd < 0 {
         return Err(FsError::io(
             "reserving a descriptor for a Tessera file",

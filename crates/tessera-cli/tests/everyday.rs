@@ -1,0 +1,148 @@
+//! Everyday programs through the interposer on 3 daemons: what a new user runs on the first
+//! day (shells, coreutils, util-linux, python3) does what it does on a local file system, or
+//! refuses with a message that names the reason.
+
+mod common;
+
+use common::{Inst, TESSERA, ok_under as ok, under};
+use std::process::Output;
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// mkdir honours the umask, F_GETFD reports the descriptor's own close-on-exec flag, and
+/// df shows the burst buffer's size.
+#[test]
+fn modes_descriptor_flags_and_df_are_the_kernels() {
+    let inst = Inst::start(3);
+    ok(
+        &inst,
+        0,
+        "sh",
+        &[
+            "-c",
+            "umask 027; mkdir /tessera/u; umask 077; mkdir /tessera/v; mkdir -m 755 /tessera/w",
+        ],
+    );
+    let modes = ok(
+        &inst,
+        1,
+        "stat",
+        &["-c", "%a", "/tessera/u", "/tessera/v", "/tessera/w"],
+    );
+    assert_eq!(stdout(&modes), "750\n700\n755\n");
+    // Through libc's open itself (python's os.open always adds O_CLOEXEC).
+    let script = r#"
+import ctypes, fcntl, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(b'/tessera/fd.txt', os.O_WRONLY | os.O_CREAT, 0o644)
+assert fd >= 0, ctypes.get_errno()
+assert fcntl.fcntl(fd, fcntl.F_GETFD) == 0, 'a plain open is not close-on-exec'
+fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+assert fcntl.fcntl(fd, fcntl.F_GETFD) == fcntl.FD_CLOEXEC
+fd2 = libc.open(b'/tessera/fd.txt', os.O_RDONLY | os.O_CLOEXEC)
+assert fcntl.fcntl(fd2, fcntl.F_GETFD) == fcntl.FD_CLOEXEC
+print('ok')
+"#;
+    assert_eq!(
+        stdout(&ok(&inst, 2, "python3", &["-c", script])).trim(),
+        "ok"
+    );
+    let df = ok(&inst, 0, "df", &["-B1", "--output=size,avail", "/tessera"]);
+    let numbers: Vec<u64> = stdout(&df)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(
+        numbers.len() == 2 && numbers[0] > 0 && numbers[1] <= numbers[0],
+        "df: {}",
+        stdout(&df)
+    );
+}
+
+/// fallocate preallocates (the file grows, reading zeros; KEEP_SIZE keeps the size) and
+/// refuses what it cannot do, naming it.
+#[test]
+fn fallocate_preallocates_and_refuses_punching_by_name() {
+    let inst = Inst::start(3);
+    ok(&inst, 0, "fallocate", &["-l", "1MiB", "/tessera/big"]);
+    let size = |n| stdout(&ok(&inst, n, "stat", &["-c", "%s", "/tessera/big"]));
+    assert_eq!(size(1).trim(), "1048576");
+    ok(
+        &inst,
+        2,
+        "cmp",
+        &["-n", "1048576", "/tessera/big", "/dev/zero"],
+    );
+    ok(&inst, 0, "fallocate", &["-n", "-l", "2MiB", "/tessera/big"]);
+    assert_eq!(size(1).trim(), "1048576", "KEEP_SIZE grew the file");
+    let punch = under(
+        &inst,
+        0,
+        "fallocate",
+        &["-p", "-o", "0", "-l", "4096", "/tessera/big"],
+    )
+    .output()
+    .unwrap();
+    assert!(!punch.status.success());
+    assert!(
+        stderr(&punch).contains("preallocation only"),
+        "{}",
+        stderr(&punch)
+    );
+    // posix_fallocate (numpy's tofile, python): no ENOTSUP line, and the data stays.
+    let script = r#"
+import os
+fd = os.open('/tessera/pf', os.O_WRONLY | os.O_CREAT, 0o644)
+os.posix_fallocate(fd, 0, 4096)
+os.write(fd, b'abc')
+os.close(fd)
+d = open('/tessera/pf', 'rb').read()
+assert d == b'abc' + bytes(4093), (len(d), d[:8])
+print('ok')
+"#;
+    let out = ok(&inst, 1, "python3", &["-c", script]);
+    assert_eq!(stdout(&out).trim(), "ok");
+    assert!(!stderr(&out).contains("tessera:"), "{}", stderr(&out));
+}
+
+/// `tessera status | head -1` ends quietly when head closes the pipe.
+#[test]
+fn commands_into_a_closed_pipe_end_quietly() {
+    let inst = Inst::start(3);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{TESSERA} --instance {} status | head -1",
+            inst.layout.dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("instance"), "{}", stdout(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+/// Under the session model, a process that opens a file after another truncated it reads the
+/// new size.
+#[test]
+fn a_reopened_file_has_the_size_another_process_truncated_it_to() {
+    let inst = Inst::start(3);
+    ok(
+        &inst,
+        0,
+        "sh",
+        &["-c", "printf 0123456789abcdef > /tessera/t"],
+    );
+    ok(&inst, 1, "truncate", &["-s", "4", "/tessera/t"]);
+    let out = ok(&inst, 2, "cat", &["/tessera/t"]);
+    assert_eq!(stdout(&out), "0123");
+}
