@@ -146,3 +146,63 @@ fn a_reopened_file_has_the_size_another_process_truncated_it_to() {
     let out = ok(&inst, 2, "cat", &["/tessera/t"]);
     assert_eq!(stdout(&out), "0123");
 }
+
+/// Times set by programs stick: tar -x and `cp --preserve=timestamps` set them before they
+/// close the file, and publishing the writes at close must not overwrite them with "now".
+#[test]
+fn times_set_by_tar_and_cp_stick() {
+    let inst = Inst::start(3);
+    let local = common::scratch("times");
+    std::fs::create_dir_all(local.join("tree")).unwrap();
+    std::fs::write(local.join("tree/f"), b"x\n").unwrap();
+    std::fs::write(local.join("src"), b"hello\n").unwrap();
+    let set = |what: &str, when: &str| {
+        let out = std::process::Command::new("touch")
+            .args(["-d", when])
+            .arg(local.join(what))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    set("tree/f", "2002-01-01 00:00:00 UTC");
+    set("src", "2001-02-03 04:05:06 UTC");
+    let tar = local.join("t.tar");
+    let out = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&local)
+        .arg("-cf")
+        .arg(&tar)
+        .arg("tree")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    ok(
+        &inst,
+        0,
+        "tar",
+        &["-C", "/tessera", "-xf", tar.to_str().unwrap()],
+    );
+    let src = local.join("src");
+    ok(
+        &inst,
+        1,
+        "cp",
+        &[
+            "--preserve=timestamps",
+            src.to_str().unwrap(),
+            "/tessera/dst",
+        ],
+    );
+    let times = ok(
+        &inst,
+        2,
+        "stat",
+        &["-c", "%Y %s", "/tessera/tree/f", "/tessera/dst"],
+    );
+    // 2002-01-01 and 2001-02-03 04:05:06 UTC, with the sizes written.
+    assert_eq!(stdout(&times), "1009843200 2\n981173106 6\n");
+    assert_eq!(
+        stdout(&ok(&inst, 0, "cat", &["/tessera/tree/f", "/tessera/dst"])),
+        "x\nhello\n"
+    );
+}

@@ -775,7 +775,26 @@ unsafe fn set_times(p: &str, times: *const libc::timespec) -> FsResult<c_int> {
         atime_ns: pick(a)?,
         mtime_ns: pick(m)?,
     };
+    publish_writes_of(p)?;
     client()?.set_attr(p, change).map(|_| 0)
+}
+
+/// Publishes this process's unpublished writes to the file at `p`: times set explicitly must
+/// win over the modification time that publishing them sets, and tar and `cp -p` set the
+/// times before they close the file.
+fn publish_writes_of(p: &str) -> FsResult<()> {
+    // Cloned out first: a description is never locked while the table is.
+    let descs: Vec<state::DescRef> = state::table().fds.values().cloned().collect();
+    for d in descs {
+        let mut g = state::lock_desc(&d);
+        if g.path != p || g.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            continue;
+        }
+        if let Object::File(f) = &mut g.obj {
+            f.commit()?;
+        }
+    }
+    Ok(())
 }
 
 /// # Safety
