@@ -206,3 +206,85 @@ fn times_set_by_tar_and_cp_stick() {
         "x\nhello\n"
     );
 }
+
+/// A working directory inside Tessera survives exec: shells, make and python's subprocess
+/// run their children there, `cd ..` climbs the virtual directory, and a program the
+/// interposer cannot see fails instead of writing into the caller's real directory.
+#[test]
+fn the_working_directory_survives_exec() {
+    let inst = Inst::start(3);
+    let caller = common::scratch("caller");
+    let run_in = |node: u32, prog: &str, args: &[&str]| {
+        let out = under(&inst, node, prog, args)
+            .current_dir(&caller)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{prog} {args:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        out
+    };
+    run_in(0, "mkdir", &["-p", "/tessera/d/sub"]);
+    run_in(0, "sh", &["-c", "echo a > /tessera/d/file"]);
+    let out = run_in(
+        1,
+        "bash",
+        &[
+            "-c",
+            "cd /tessera/d && /bin/pwd && ls && cd .. && /bin/pwd && cd .. && /bin/pwd",
+        ],
+    );
+    assert_eq!(stdout(&out), "/tessera/d\nfile\nsub\n/tessera\n/\n");
+    let out = run_in(
+        2,
+        "dash",
+        &[
+            "-c",
+            "cd /tessera/d/sub && /bin/pwd && ls .. && cat ../file",
+        ],
+    );
+    assert_eq!(stdout(&out), "/tessera/d/sub\nfile\nsub\na\n");
+    let script = r#"
+import os, subprocess
+os.chdir('/tessera/d')
+assert subprocess.run(['ls'], capture_output=True, text=True).stdout.split() == ['file', 'sub']
+assert subprocess.run('pwd', shell=True, capture_output=True, text=True).stdout == '/tessera/d\n'
+print('ok')
+"#;
+    assert_eq!(stdout(&run_in(0, "python3", &["-c", script])).trim(), "ok");
+    // make -C: the recipe runs in the project, and its output lands there.
+    run_in(
+        1,
+        "sh",
+        &[
+            "-c",
+            "mkdir /tessera/proj && echo hi > /tessera/proj/in.txt && \
+             printf 'out.txt: in.txt\\n\\tcp in.txt out.txt\\n' > /tessera/proj/Makefile",
+        ],
+    );
+    run_in(2, "make", &["-s", "-C", "/tessera/proj"]);
+    assert_eq!(
+        stdout(&run_in(0, "cat", &["/tessera/proj/out.txt"])),
+        "hi\n"
+    );
+    // A program without the interposer, started from inside Tessera, finds no real directory
+    // to write into.
+    let out = under(
+        &inst,
+        0,
+        "bash",
+        &["-c", "cd /tessera/d && env -u LD_PRELOAD touch escaped"],
+    )
+    .current_dir(&caller)
+    .output()
+    .unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(&caller).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "files appeared in the caller's directory: {left:?}"
+    );
+}

@@ -11,7 +11,8 @@
 //! Module map: [`state`] (descriptor table, connection), [`real`] (libc's definitions),
 //! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
 //! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
-//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit).
+//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit),
+//! [`exec`] (the working directory across exec).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -61,6 +62,7 @@ macro_rules! next {
 pub mod aio;
 mod atomic_scope;
 pub mod dirs;
+pub mod exec;
 pub mod exit;
 pub mod files;
 pub mod locks;

@@ -984,7 +984,32 @@ fn enter_dir(p: &str) -> FsResult<c_int> {
         ));
     }
     state::set_cwd(Some(p.to_string()));
+    crate::exec::entered(p);
     Ok(0)
+}
+
+/// `chdir` to a path outside Tessera. From a virtual working directory a relative path is
+/// taken against it (`cd ..` from `/tessera` goes to `/`), not against the kernel's.
+///
+/// # Safety
+/// `path` is NUL-terminated.
+unsafe fn leave_to(path: *const c_char) -> c_int {
+    let absolute = state::cwd().and_then(|cwd| {
+        // SAFETY: NUL-terminated (this function's contract).
+        let rel = unsafe { std::ffi::CStr::from_ptr(path) }.to_str().ok()?;
+        (!rel.starts_with('/')).then(|| {
+            let joined = tessera_client::posix::join_user(&cwd, rel);
+            std::ffi::CString::new(tessera_client::posix::lexical_normalize(&joined)).ok()
+        })?
+    });
+    let target = absolute.as_ref().map_or(path, |c| c.as_ptr());
+    // SAFETY: libc's own call, with a NUL-terminated path.
+    let r = unsafe { real::chdir(target) };
+    if r == 0 {
+        state::set_cwd(None);
+        crate::exec::left();
+    }
+    r
 }
 
 /// `chdir` into Tessera keeps a virtual working directory, against which relative paths
@@ -1000,14 +1025,8 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
             let p = p?;
             enter_dir(&p)
         }),
-        None => {
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
-            let r = unsafe { real::chdir(path) };
-            if r == 0 {
-                state::set_cwd(None);
-            }
-            r
-        }
+        // SAFETY: NUL-terminated by chdir's contract (tessera_path saw a path).
+        None => crate::guarded(|| unsafe { leave_to(path) }),
     }
 }
 /// # Safety
@@ -1022,6 +1041,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     let r = unsafe { real::fchdir(fd) };
     if r == 0 {
         state::set_cwd(None);
+        crate::exec::left();
     }
     r
 }

@@ -1,0 +1,202 @@
+//! The working directory across `exec`: a program that `cd`s into Tessera and runs another
+//! (`bash -c 'cd /tessera/d && ls'`, `make -C /tessera/proj`, git's subcommands) must run it
+//! there, not in the kernel's working directory, which the interposer leaves behind.
+//!
+//! While the working directory is virtual (inside Tessera), the kernel's is a directory that
+//! no longer exists (created, entered and removed), so a relative path that escapes the
+//! interposer (a statically linked program, a raw system call) fails with ENOENT instead of
+//! touching the caller's real files; and `TESSERA_CWD` names the virtual one in the process's
+//! environment (for `system`, `popen` and the exec calls that pass `environ`) and in every
+//! environment passed explicitly to `execve`, `execvpe`, `fexecve`, `posix_spawn` and
+//! `posix_spawnp`. A new program's interposer takes `TESSERA_CWD` as its working directory
+//! when it finds its kernel working directory gone; a stale value beside a real working
+//! directory is ignored.
+
+use crate::real;
+use crate::state::{self, Busy};
+use libc::{c_char, c_int, pid_t};
+use std::ffi::{CStr, CString};
+
+/// The environment variable that carries the virtual working directory across exec.
+pub const CWD_VAR: &str = "TESSERA_CWD";
+
+/// Takes the working directory a parent left in `TESSERA_CWD` when the library is loaded.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INHERIT: extern "C" fn() = inherit;
+
+extern "C" fn inherit() {
+    let _b = Busy::enter();
+    let Some(dir) = std::env::var_os(CWD_VAR) else {
+        return;
+    };
+    let Some(dir) = dir.to_str().filter(|d| d.starts_with('/')) else {
+        return;
+    };
+    if kernel_cwd_gone() {
+        state::set_cwd(Some(dir.to_string()));
+    }
+}
+
+/// Whether the kernel's working directory has been removed (the mark of a virtual one).
+fn kernel_cwd_gone() -> bool {
+    let mut buf = [0u8; 4096];
+    // SAFETY: the buffer holds its length in bytes.
+    let r = unsafe { real::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+    r.is_null() && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
+}
+
+/// The working directory became `dir`, inside Tessera: the kernel's goes to a removed
+/// directory, and the environment names `dir`. Called with the thread busy.
+pub fn entered(dir: &str) {
+    void_kernel_cwd();
+    if let Ok(v) = CString::new(dir) {
+        // SAFETY: both strings are NUL-terminated; setenv copies them.
+        unsafe { libc::setenv(c"TESSERA_CWD".as_ptr(), v.as_ptr(), 1) };
+    }
+}
+
+/// The working directory left Tessera (the kernel's is real again).
+pub fn left() {
+    // SAFETY: a NUL-terminated name.
+    unsafe { libc::unsetenv(c"TESSERA_CWD".as_ptr()) };
+}
+
+/// Moves the kernel's working directory into a fresh private directory and removes it.
+fn void_kernel_cwd() {
+    let base = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    for dir in [base.as_str(), "/tmp", "/dev/shm"] {
+        let Ok(template) = CString::new(format!("{dir}/tessera-cwd-XXXXXX")) else {
+            continue;
+        };
+        let mut t = template.into_bytes_with_nul();
+        // SAFETY: a writable, NUL-terminated template ending in XXXXXX.
+        let made = unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) };
+        if made.is_null() {
+            continue;
+        }
+        // SAFETY: `made` is the NUL-terminated path mkdtemp wrote into `t`.
+        let entered = unsafe { real::chdir(made) } == 0;
+        // SAFETY: as above; removed whether or not it was entered.
+        unsafe { libc::rmdir(made) };
+        if entered {
+            return;
+        }
+    }
+}
+
+/// `envp` with `TESSERA_CWD` set to the virtual working directory, or removed when there is
+/// none.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
+unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
+    let mut out = Vec::new();
+    let mut p = envp;
+    while !p.is_null() {
+        // SAFETY: `p` points into the NULL-terminated array (this function's contract).
+        let entry = unsafe { *p };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: each entry is NUL-terminated (this function's contract).
+        let e = unsafe { CStr::from_ptr(entry) };
+        if !e.to_bytes().starts_with(b"TESSERA_CWD=") {
+            out.push(e.to_owned());
+        }
+        // SAFETY: the array continues until its NULL (checked above).
+        p = unsafe { p.add(1) };
+    }
+    if let Some(cwd) = state::cwd()
+        && let Ok(v) = CString::new(format!("{CWD_VAR}={cwd}"))
+    {
+        out.push(v);
+    }
+    out
+}
+
+/// A NULL-terminated array of pointers into `env`.
+fn pointers(env: &[CString]) -> Vec<*const c_char> {
+    env.iter()
+        .map(|e| e.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// # Safety
+/// As `execve(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: `envp` is execve's environment array (execve's contract).
+    let env = unsafe { with_cwd(envp) };
+    // SAFETY: libc's own call; the new environment outlives it.
+    unsafe { real::execve(path, argv, pointers(&env).as_ptr()) }
+}
+
+/// # Safety
+/// As `execvpe(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: `envp` is the caller's environment array (execvpe's contract).
+    let env = unsafe { with_cwd(envp) };
+    // SAFETY: libc's own call; the new environment outlives it.
+    unsafe { real::execvpe(file, argv, pointers(&env).as_ptr()) }
+}
+
+/// # Safety
+/// As `fexecve(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: `envp` is the caller's environment array (fexecve's contract).
+    let env = unsafe { with_cwd(envp) };
+    // SAFETY: libc's own call; the new environment outlives it.
+    unsafe { real::fexecve(fd, argv, pointers(&env).as_ptr()) }
+}
+
+/// # Safety
+/// As `posix_spawn(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: `envp` is the caller's environment array (posix_spawn's contract).
+    let env = unsafe { with_cwd(envp.cast()) };
+    let ptrs = pointers(&env);
+    // SAFETY: libc's own call; the new environment outlives it.
+    unsafe { real::posix_spawn(pid, path, actions, attr, argv, ptrs.as_ptr().cast()) }
+}
+
+/// # Safety
+/// As `posix_spawnp(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut pid_t,
+    file: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: `envp` is the caller's environment array (posix_spawnp's contract).
+    let env = unsafe { with_cwd(envp.cast()) };
+    let ptrs = pointers(&env);
+    // SAFETY: libc's own call; the new environment outlives it.
+    unsafe { real::posix_spawnp(pid, file, actions, attr, argv, ptrs.as_ptr().cast()) }
+}
