@@ -3,7 +3,7 @@
 //! locks at once), bandwidth per strategy and rank count with a plot, and the targets.
 
 use crate::report::{Series, Target, plot};
-use crate::results::{Metrics, summary};
+use crate::results::{Metrics, RanksRun, summary};
 use anyhow::Result;
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -18,12 +18,6 @@ pub struct AtomicRecord {
     pub command: String,
     pub when: u64,
     pub runs: Vec<RanksRun>,
-}
-
-#[derive(Deserialize)]
-pub struct RanksRun {
-    pub ranks: u32,
-    pub reps: Vec<Metrics>,
 }
 
 /// The records in `dir` (none if it does not exist), oldest first.

@@ -107,6 +107,14 @@ pub fn metric_names(reps: &[Metrics]) -> Vec<String> {
     names
 }
 
+/// The repetitions of one rank count, in the records of the front ends that measure several
+/// (`atomic`, `txn`).
+#[derive(Deserialize)]
+pub struct RanksRun {
+    pub ranks: u32,
+    pub reps: Vec<Metrics>,
+}
+
 /// The JSON records in `dir` (none if it does not exist), in the order of `when`.
 pub fn load_records<T: serde::de::DeserializeOwned>(
     dir: &std::path::Path,

@@ -3,7 +3,7 @@
 //! to 65,536 processes beside a flat two-phase commit, and the targets.
 
 use crate::report::Target;
-use crate::results::{Metrics, summary};
+use crate::results::{RanksRun, summary};
 use crate::txn::OPERATIONS;
 use crate::txn_model::{SEED_SCALES, metrics, table};
 use anyhow::Result;
@@ -17,12 +17,6 @@ pub struct TxnRecord {
     pub command: String,
     pub when: u64,
     pub runs: Vec<RanksRun>,
-}
-
-#[derive(Deserialize)]
-pub struct RanksRun {
-    pub ranks: u32,
-    pub reps: Vec<Metrics>,
 }
 
 /// The records in `dir`, oldest first.
