@@ -150,7 +150,17 @@ pub fn rank(reps: usize) -> Result<()> {
     let universe =
         mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI is already initialised"))?;
     let world = universe.world();
-    let txns = tessera_txn::Transactions::init(&world)?;
+    // A rank that failed alone would leave the others in a collective: end the job.
+    if let Err(e) = sequence(&world, reps) {
+        eprintln!("tessera-bench txn rank {}: {e:#}", world.rank());
+        world.abort(2);
+    }
+    Ok(())
+}
+
+/// The timed repetitions (see [`rank`]).
+fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()> {
+    let txns = tessera_txn::Transactions::init(world)?;
     for _ in 0..reps {
         let mut m = Metrics::new();
         let mut times = [0f64; OPERATIONS.len()];

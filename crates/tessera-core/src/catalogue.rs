@@ -63,24 +63,18 @@ pub enum CatalogueChange {
     Forget { txn: TxnId },
 }
 
-/// What a transaction will do to a name when it commits.
+/// What a transaction will do to a name when it commits: delete its versions, then create a
+/// new one (either or both).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PendingOp {
-    Create {
-        variable: Variable,
-        chunks: Vec<Chunk>,
-    },
-    Delete {
-        name: String,
-    },
+pub struct PendingOp {
+    pub name: String,
+    pub delete: bool,
+    pub create: Option<(Variable, Vec<Chunk>)>,
 }
 
 impl PendingOp {
     fn name(&self) -> &str {
-        match self {
-            PendingOp::Create { variable, .. } => &variable.name,
-            PendingOp::Delete { name } => name,
-        }
+        &self.name
     }
 }
 
@@ -100,6 +94,12 @@ pub struct Catalogue {
 
 fn inval(msg: String) -> FsError {
     FsError::new(Errno::Inval, msg)
+}
+
+fn not_created(name: &str) -> FsError {
+    inval(format!(
+        "variable {name:?} was not created in this transaction: chunks go to a version being made (create it first)"
+    ))
 }
 
 fn not_found(name: &str) -> FsError {
@@ -211,20 +211,24 @@ impl Catalogue {
         c
     }
 
-    fn pending_op(&mut self, txn: TxnId, op: PendingOp) -> Vec<CatalogueChange> {
+    /// The pending operation of `txn` on `name`, made if there is none.
+    fn op(&mut self, txn: TxnId, name: &str) -> &mut PendingOp {
         self.pending
             .entry(txn)
             .or_default()
-            .insert(op.name().to_string(), op.clone());
-        vec![CatalogueChange::Pending { txn, op }]
+            .entry(name.to_string())
+            .or_insert_with(|| PendingOp {
+                name: name.to_string(),
+                delete: false,
+                create: None,
+            })
     }
 
     /// Creates `variable` in `txn` (a new version of its name, numbered at commit).
     pub fn create(&mut self, txn: TxnId, variable: Variable) -> FsResult<Vec<CatalogueChange>> {
         check_variable(&variable)?;
-        if let Some(PendingOp::Create { .. }) =
-            self.pending.get(&txn).and_then(|p| p.get(&variable.name))
-        {
+        let op = self.op(txn, &variable.name);
+        if op.create.is_some() {
             return Err(FsError::new(
                 Errno::Exist,
                 format!(
@@ -233,13 +237,9 @@ impl Catalogue {
                 ),
             ));
         }
-        Ok(self.pending_op(
-            txn,
-            PendingOp::Create {
-                variable,
-                chunks: Vec::new(),
-            },
-        ))
+        op.create = Some((variable, Vec::new()));
+        let op = op.clone();
+        Ok(vec![CatalogueChange::Pending { txn, op }])
     }
 
     /// Adds `chunk` to the variable `name` that `txn` created.
@@ -249,12 +249,11 @@ impl Catalogue {
         name: &str,
         chunk: Chunk,
     ) -> FsResult<Vec<CatalogueChange>> {
-        let Some(PendingOp::Create { variable, chunks }) =
-            self.pending.get_mut(&txn).and_then(|p| p.get_mut(name))
-        else {
-            return Err(inval(format!(
-                "variable {name:?} was not created in this transaction: chunks go to a version being made (create it first)"
-            )));
+        let Some(op) = self.pending.get_mut(&txn).and_then(|p| p.get_mut(name)) else {
+            return Err(not_created(name));
+        };
+        let Some((variable, chunks)) = &mut op.create else {
+            return Err(not_created(name));
         };
         check_chunk(variable, &chunk)?;
         if chunks.len() >= MAX_CHUNKS {
@@ -263,25 +262,26 @@ impl Catalogue {
             )));
         }
         chunks.push(chunk);
-        let op = PendingOp::Create {
-            variable: variable.clone(),
-            chunks: chunks.clone(),
-        };
+        let op = op.clone();
         Ok(vec![CatalogueChange::Pending { txn, op }])
     }
 
-    /// Deletes the variable `name` (every version) when `txn` commits.
+    /// Deletes the variable `name` (every committed version, and what `txn` created of it)
+    /// when `txn` commits.
     pub fn delete(&mut self, txn: TxnId, name: &str) -> FsResult<Vec<CatalogueChange>> {
-        let mine = self.pending.get(&txn).and_then(|p| p.get(name));
-        if self.names.get(name).is_none_or(|n| n.versions.is_empty()) && mine.is_none() {
+        let mine = self
+            .pending
+            .get(&txn)
+            .and_then(|p| p.get(name))
+            .is_some_and(|op| op.create.is_some());
+        if self.names.get(name).is_none_or(|n| n.versions.is_empty()) && !mine {
             return Err(not_found(name));
         }
-        Ok(self.pending_op(
-            txn,
-            PendingOp::Delete {
-                name: name.to_string(),
-            },
-        ))
+        let op = self.op(txn, name);
+        op.delete = true;
+        op.create = None;
+        let op = op.clone();
+        Ok(vec![CatalogueChange::Pending { txn, op }])
     }
 
     /// The newest committed version of `name`, 0 if none.
@@ -303,14 +303,17 @@ impl Catalogue {
         if version.is_none()
             && let Some(op) = viewer.and_then(|t| self.pending.get(&t)?.get(name))
         {
-            return match op {
-                PendingOp::Create { variable, chunks } => Ok(VersionView {
-                    version: 0,
-                    variable: variable.clone(),
-                    chunks: chunks.clone(),
-                }),
-                PendingOp::Delete { .. } => Err(not_found(name)),
-            };
+            match &op.create {
+                Some((variable, chunks)) => {
+                    return Ok(VersionView {
+                        version: 0,
+                        variable: variable.clone(),
+                        chunks: chunks.clone(),
+                    });
+                }
+                None if op.delete => return Err(not_found(name)),
+                None => {}
+            }
         }
         let n = self.names.get(name).ok_or_else(|| not_found(name))?;
         let (v, (variable, chunks)) = match version {
@@ -345,20 +348,19 @@ impl Catalogue {
             .collect();
         if let Some(mine) = viewer.and_then(|t| self.pending.get(&t)) {
             for (name, op) in mine {
-                match op {
-                    PendingOp::Create { .. } => {
-                        out.entry(name.clone()).or_insert(0);
-                    }
-                    PendingOp::Delete { .. } => {
-                        out.remove(name);
-                    }
+                if op.delete {
+                    out.remove(name);
+                }
+                if op.create.is_some() {
+                    out.entry(name.clone()).or_insert(0);
                 }
             }
         }
         out.into_iter().collect()
     }
 
-    /// Commits `txn`: its deletions, then its creates, each taking its name's next version.
+    /// Commits `txn`: on each name, its deletion, then its create, which takes the name's next
+    /// version.
     pub fn commit(&mut self, txn: TxnId) -> Vec<CatalogueChange> {
         let Some(ops) = self.pending.remove(&txn) else {
             return Vec::new();
@@ -366,27 +368,28 @@ impl Catalogue {
         let mut changes = Vec::new();
         for (name, op) in ops {
             let n = self.names.entry(name.clone()).or_default();
-            match op {
-                PendingOp::Delete { .. } => {
-                    n.next = n
-                        .next
-                        .max(n.versions.keys().next_back().map_or(1, |v| v + 1));
-                    n.versions.clear();
-                    changes.push(CatalogueChange::Delete { name, next: n.next });
-                }
-                PendingOp::Create { variable, chunks } => {
-                    let version = n
-                        .next
-                        .max(n.versions.keys().next_back().map_or(1, |v| v + 1));
-                    n.next = version + 1;
-                    n.versions
-                        .insert(version, (variable.clone(), chunks.clone()));
-                    changes.push(CatalogueChange::Put(VersionView {
-                        version,
-                        variable,
-                        chunks,
-                    }));
-                }
+            if op.delete {
+                n.next = n
+                    .next
+                    .max(n.versions.keys().next_back().map_or(1, |v| v + 1));
+                n.versions.clear();
+                changes.push(CatalogueChange::Delete {
+                    name: name.clone(),
+                    next: n.next,
+                });
+            }
+            if let Some((variable, chunks)) = op.create {
+                let version = n
+                    .next
+                    .max(n.versions.keys().next_back().map_or(1, |v| v + 1));
+                n.next = version + 1;
+                n.versions
+                    .insert(version, (variable.clone(), chunks.clone()));
+                changes.push(CatalogueChange::Put(VersionView {
+                    version,
+                    variable,
+                    chunks,
+                }));
             }
         }
         changes.push(CatalogueChange::Forget { txn });
@@ -459,6 +462,31 @@ mod tests {
         c.create(4, var("temp")).unwrap();
         c.commit(4);
         assert_eq!(c.latest("temp"), 3);
+    }
+
+    #[test]
+    fn a_delete_then_a_create_in_one_transaction_replaces_the_variable() {
+        let mut c = Catalogue::default();
+        c.create(1, var("t")).unwrap();
+        c.add_chunk(1, "t", chunk(0)).unwrap();
+        c.commit(1);
+        // The update step: delete the old variable, create the new one, in one transaction.
+        c.delete(2, "t").unwrap();
+        c.create(2, var("t")).unwrap();
+        assert_eq!(c.lookup("t", None, Some(2)).unwrap().version, 0);
+        assert_eq!(c.lookup("t", None, None).unwrap().version, 1);
+        c.commit(2);
+        assert_eq!(c.latest("t"), 2);
+        assert_eq!(
+            c.lookup("t", Some(1), None).unwrap_err().errno,
+            Errno::NoEnt
+        );
+        assert!(c.lookup("t", Some(2), None).unwrap().chunks.is_empty());
+        // A create, then a delete, in one transaction: nothing of it survives.
+        c.create(3, var("u")).unwrap();
+        c.delete(3, "u").unwrap();
+        c.commit(3);
+        assert_eq!(c.lookup("u", None, None).unwrap_err().errno, Errno::NoEnt);
     }
 
     #[test]

@@ -11,9 +11,14 @@
 //! decision was ever taken (presumed abort).
 //!
 //! Failures: a transaction none of whose member processes is still alive aborts once
-//! `timeout` has passed since the last one ended; a participant that refuses or does not answer
-//! the prepare aborts it; after a restart, a home with a decision record completes it, and one
-//! without aborts what it had open.
+//! `timeout` has passed since the last one ended (one that no process ever joined stays open
+//! until asked: the daemon opens a transaction when its first member joins); a participant
+//! that refuses or does not answer the prepare aborts it; after a restart, a home with a
+//! decision record completes it, and one without aborts what it had open.
+//!
+//! A node in doubt that asks the home while the decision is being written ([`HomeState::
+//! Deciding`], [`HomeTxn::decided`] is `None`) must be told "not decided yet, ask again", never
+//! "unknown": presumed abort is only for a transaction the home has no state of.
 
 use crate::txn_state::TxnId;
 use std::collections::BTreeSet;

@@ -20,6 +20,13 @@
 //! (first writer wins), so the overlays visible at once never overlap and their order does not
 //! matter. Writes outside any transaction go to the committed map at once; a transaction that
 //! commits later lays its bytes over them (it takes effect at its decision).
+//!
+//! Two rules are the daemon's to keep, since they need the transaction's home: an attach
+//! under a transaction is taken only while its home reports it open (this state machine would
+//! start a new overlay for a transaction it already committed or aborted, which nothing would
+//! ever decide); and a plain attach that touches a prepared transaction's bytes first learns
+//! its decision and, if it committed, completes it here, so that the plain write, made after
+//! the decision, lands on top of the transaction's bytes rather than under them.
 
 use crate::ownership::{OwnerChange, Ownership};
 use crate::run_map::{RunChange, RunMap};

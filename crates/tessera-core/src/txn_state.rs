@@ -79,8 +79,9 @@ pub enum TxnError {
     Disagree { what: &'static str, seen: String },
     #[error("{0}")]
     Sub(String),
-    #[error("a transaction message between the processes could not be encoded or read: {0}")]
-    Message(String),
+    /// A bad argument or setting, or a call another process could not make.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

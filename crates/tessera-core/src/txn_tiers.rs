@@ -11,7 +11,10 @@
 //! then broadcast back down the same tree. [`Tiers::phase`] counts the messages of such a
 //! phase; [`flat_phase`] counts those of a flat two-phase commit, where the coordinator hears
 //! from every process itself. The transaction library groups its processes with this code and
-//! the benchmark's model computes its tables with it, so the model is the protocol's own.
+//! the benchmark's model computes its tables with it, so the model's grouping is the
+//! protocol's own. It counts logical messages, one per hop: the library sends a length and
+//! then the items on each hop, and MPI's gather and broadcast algorithms choose the messages on
+//! the wire (a binomial broadcast, say, spreads a sub-coordinator's sends over its group).
 
 use std::ops::Range;
 

@@ -17,13 +17,26 @@
  *   tessera_txn_vote_transaction                C  any process may vote abort
  *   tessera_txn_commit_transaction              C  after a vote to commit
  *   tessera_txn_abort_transaction               C  any time before commit
- *   tessera_txn_finalize_txn                    L  frees the transaction
- *   tessera_txn_finalize                        L  frees the library (before MPI_Finalize)
+ *   tessera_txn_finalize_txn                    C* frees the transaction
+ *   tessera_txn_finalize                        C* frees the library (before MPI_Finalize)
  *
- * Every function returns TESSERA_TXN_OK (0) or a negative TESSERA_TXN_E* code;
- * tessera_txn_errmsg() then says what was wrong and how to fix it. A collective call that
- * fails for one process fails alike for all (they apply the same united result), except a
- * call out of order on some processes only, which, as with MPI collectives, must not happen.
+ * (C*: local, but the last of the two frees the library's communicators, which is
+ * collective.)
+ *
+ * The functions that act return TESSERA_TXN_OK (0) or a negative TESSERA_TXN_E* code, and
+ * tessera_txn_errmsg() then says what was wrong and how to fix it; the ones that only read a
+ * value (tessera_txn_rank, _sub_coordinators, _sub_transactions, _id) return it, or -1 (0 for
+ * the id) for a NULL handle. A collective call that fails on one process fails on every
+ * process with the same code: a bad argument or a call out of order on one process is sent
+ * through the call to the others, and processes that make different collective calls at the
+ * same point (commit on some, abort on others) all get TESSERA_TXN_EDISAGREE and may then
+ * agree. A NULL library or transaction handle cannot take part, so the others wait for that
+ * process: it is a program error, as an invalid communicator is to MPI.
+ *
+ * Handles are not thread-safe: use a library and its transactions from one thread (MPI's
+ * collectives order them anyway). The library frees its communicators (MPI_Comm_free, a
+ * collective call) when the library and all its transactions are finalized: finalize them on
+ * every process, before MPI_Finalize.
  *
  * The library is built against Open MPI (the MPI_Comm of <mpi.h> from libopenmpi-dev); call
  * MPI_Init first. Link with -ltessera_txn.
@@ -39,7 +52,8 @@ extern "C" {
 #endif
 
 #define TESSERA_TXN_OK 0
-/* A NULL handle or pointer, or a name that is not UTF-8. */
+/* A NULL pointer, a name that is not UTF-8, a bad TESSERA_TXN_FAN_IN, or such an argument of
+ * another process in the same collective call. */
 #define TESSERA_TXN_EINVAL (-1)
 /* A call out of order (for example commit before the vote). */
 #define TESSERA_TXN_EORDER (-2)

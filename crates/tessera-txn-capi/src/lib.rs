@@ -14,7 +14,7 @@ use mpi::raw::FromRaw;
 use mpi::topology::SimpleCommunicator;
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int};
-use tessera_txn::{Decision, SubId, Transaction, Transactions, TxnError};
+use tessera_txn::{CollectiveCall, Decision, SubId, Transaction, Transactions, TxnError};
 
 const OK: c_int = 0;
 const EINVAL: c_int = -1;
@@ -47,13 +47,25 @@ impl From<SubId> for CSub {
     }
 }
 
-impl From<CSub> for SubId {
-    fn from(s: CSub) -> SubId {
-        SubId {
-            owner: u32::try_from(s.owner).ok(),
-            seq: s.seq,
+/// A sub-transaction from C: an owner of -1 is global, another negative owner is invalid.
+fn sub_id(s: CSub, func: &str) -> Result<SubId, Failure> {
+    let owner = match s.owner {
+        -1 => None,
+        r if r >= 0 => Some(r as u32),
+        r => {
+            return Err(Failure(
+                EINVAL,
+                format!("{func}: owner {r} is neither a rank nor -1 (global)"),
+            ));
         }
-    }
+    };
+    Ok(SubId { owner, seq: s.seq })
+}
+
+/// A bad argument of a collective call, as the error every process gets: the others learn it
+/// through the call, instead of waiting for this process.
+fn refused(t: &mut Transaction, which: CollectiveCall, f: Failure) -> Failure {
+    Failure::from(t.refuse(which, TxnError::Invalid(f.1)))
 }
 
 thread_local! {
@@ -75,7 +87,7 @@ impl From<TxnError> for Failure {
             TxnError::Aborted(_) => EABORTED,
             TxnError::Disagree { .. } => EDISAGREE,
             TxnError::Sub(_) => ESUB,
-            TxnError::Message(_) => EINTERNAL,
+            TxnError::Invalid(_) => EINVAL,
         };
         Failure(code, e.to_string())
     }
@@ -160,9 +172,6 @@ pub extern "C" fn tessera_txn_errmsg() -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_txn_init(comm: MPI_Comm, lib: *mut *mut CLib) -> c_int {
     guard(|| {
-        if lib.is_null() {
-            return Err(invalid("tessera_txn_init", "lib"));
-        }
         // The library keeps a duplicate, so the caller's communicator (often MPI_COMM_WORLD,
         // which may not be wrapped as an owned communicator) stays the caller's.
         // SAFETY: `dup` is written by MPI_Comm_dup before it is read; `comm` is live by this
@@ -183,7 +192,11 @@ pub unsafe extern "C" fn tessera_txn_init(comm: MPI_Comm, lib: *mut *mut CLib) -
         // SAFETY: `dup` is a fresh intra-communicator that nothing else holds; the library
         // frees it when finalized.
         let owned = unsafe { SimpleCommunicator::from_raw(dup) };
+        // Collective: made even when `lib` is NULL, so the other processes do not wait.
         let t = Transactions::with_communicator(owned)?;
+        if lib.is_null() {
+            return Err(invalid("tessera_txn_init", "lib"));
+        }
         // SAFETY: checked non-null above; writable by this function's contract.
         unsafe { lib.write(Box::into_raw(Box::new(CLib(t)))) };
         Ok(())
@@ -225,7 +238,8 @@ pub unsafe extern "C" fn tessera_txn_create_transaction(
         // SAFETY: NULL or live by this function's contract.
         let lib = unsafe { lib.as_ref() }.ok_or_else(|| invalid(F, "lib"))?;
         if out.is_null() {
-            return Err(invalid(F, "txn"));
+            let f = invalid(F, "txn");
+            return Err(Failure::from(lib.0.refuse_create(TxnError::Invalid(f.1))));
         }
         let t = lib.0.create_transaction()?;
         // SAFETY: `out` checked non-null, writable by this function's contract.
@@ -281,12 +295,16 @@ pub unsafe extern "C" fn tessera_txn_create_sub_transaction_all(
 ) -> c_int {
     guard(|| {
         const F: &str = "tessera_txn_create_sub_transaction_all";
+        const CALL: CollectiveCall = CollectiveCall::CreateSubTransactionAll;
         // SAFETY: each pointer is as this function's contract states.
         unsafe {
             let t = txn(t, F)?;
-            let name = text(name, F)?;
+            let name = match text(name, F) {
+                Ok(n) => n,
+                Err(f) => return Err(refused(t, CALL, f)),
+            };
             if sub.is_null() {
-                return Err(invalid(F, "sub"));
+                return Err(refused(t, CALL, invalid(F, "sub")));
             }
             let id = t.create_sub_transaction_all(name)?;
             put(sub, id.into(), F, "sub")
@@ -324,9 +342,10 @@ pub unsafe extern "C" fn tessera_txn_sub_transactions(t: *const CTxn) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_txn_commit_sub_transaction(t: *mut CTxn, sub: CSub) -> c_int {
     guard(|| {
+        const F: &str = "tessera_txn_commit_sub_transaction";
         // SAFETY: as this function's contract states.
-        let t = unsafe { txn(t, "tessera_txn_commit_sub_transaction") }?;
-        Ok(t.commit_sub_transaction(sub.into())?)
+        let t = unsafe { txn(t, F) }?;
+        Ok(t.commit_sub_transaction(sub_id(sub, F)?)?)
     })
 }
 
@@ -346,7 +365,7 @@ pub unsafe extern "C" fn tessera_txn_vote_transaction(
         unsafe {
             let t = txn(t, F)?;
             if commit.is_null() {
-                return Err(invalid(F, "commit"));
+                return Err(refused(t, CollectiveCall::Vote, invalid(F, "commit")));
             }
             let decision = t.vote_transaction(ok != 0)?;
             if let Decision::Abort(reasons) = &decision {

@@ -16,14 +16,107 @@ pub mod tiers;
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 use tessera_core::txn_state::TxnState;
 pub use tessera_core::txn_state::{Decision, Phase, SubId, TxnError, TxnId};
 use tiers::TierComms;
 
 /// Environment variable that sets the sub-coordinators' fan-in (default 256): small values
-/// give small jobs all three tiers, for tests.
+/// give small jobs all three tiers, for tests. Rank 0's value holds for every process.
 pub const FAN_IN_VAR: &str = "TESSERA_TXN_FAN_IN";
+
+/// The collective call a contribution belongs to (with the transaction and, for global
+/// sub-transactions, which one): processes that make different calls at the same point all
+/// learn it, instead of reading one call's items as another's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+enum Call {
+    Create,
+    Global { txn: TxnId, seq: u32 },
+    Begin { txn: TxnId },
+    Vote { txn: TxnId },
+    Commit { txn: TxnId },
+    Abort { txn: TxnId },
+}
+
+impl Call {
+    fn name(&self) -> &'static str {
+        match self {
+            Call::Create => "create_transaction",
+            Call::Global { .. } => "create_sub_transaction_all",
+            Call::Begin { .. } => "begin_transaction",
+            Call::Vote { .. } => "vote_transaction",
+            Call::Commit { .. } => "commit_transaction",
+            Call::Abort { .. } => "abort_transaction",
+        }
+    }
+}
+
+/// What a process says in a collective call.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+enum Item {
+    /// Every process says it took part, even with nothing else to say.
+    Present,
+    Id(TxnId),
+    Name(String),
+    Singleton(SubId, String),
+    /// A reason to abort (vote), or a failure (commit).
+    Reason(String),
+    /// This process could not make the call (a bad argument, a call out of order): every
+    /// process fails it alike.
+    Refused(String),
+}
+
+/// One move through the tiers of call `call`: this process's `items` (or why it cannot make
+/// the call) go in; the items of every process come out, or the error every process gets.
+fn collective(
+    comms: &TierComms,
+    call: Call,
+    items: Result<Vec<Item>, TxnError>,
+) -> Result<Vec<Item>, TxnError> {
+    let (mine, own_error) = match items {
+        Ok(v) => (v, None),
+        Err(e) => (
+            vec![Item::Refused(format!("rank {}: {e}", comms.rank))],
+            Some(e),
+        ),
+    };
+    let tagged: Vec<(Call, Item)> = std::iter::once(Item::Present)
+        .chain(mine)
+        .map(|i| (call.clone(), i))
+        .collect();
+    let all = comms.unique(tagged);
+    let mut calls: Vec<&Call> = all.iter().map(|(c, _)| c).collect();
+    calls.dedup();
+    if calls.len() > 1 {
+        return Err(TxnError::Disagree {
+            what: "the collective call they make",
+            seen: calls
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    if let Some(e) = own_error {
+        return Err(e);
+    }
+    let refused: Vec<&str> = all
+        .iter()
+        .filter_map(|(_, i)| match i {
+            Item::Refused(r) => Some(r.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !refused.is_empty() {
+        return Err(TxnError::Invalid(format!(
+            "{} failed on another process: {}",
+            call.name(),
+            refused.join("; ")
+        )));
+    }
+    Ok(all.into_iter().map(|(_, i)| i).collect())
+}
 
 /// The transaction library of one communicator's processes.
 pub struct Transactions {
@@ -37,16 +130,23 @@ impl Transactions {
     }
 
     /// Splits `comm`, which the library keeps (and frees when dropped), into the tiers.
-    /// Collective over `comm`.
+    /// Collective over `comm`. The fan-in is rank 0's `TESSERA_TXN_FAN_IN` (default 256).
     pub fn with_communicator(comm: SimpleCommunicator) -> Result<Transactions, TxnError> {
-        let fan_in = match std::env::var(FAN_IN_VAR) {
-            Ok(v) => v.parse::<u32>().ok().filter(|f| *f >= 2).ok_or_else(|| {
-                TxnError::Sub(format!(
-                    "{FAN_IN_VAR}={v:?}: the fan-in is a number of processes, at least 2"
-                ))
-            })?,
-            Err(_) => tessera_core::txn_tiers::FAN_IN,
-        };
+        // Rank 0 decides, for all: tiers computed from different values would not match.
+        let mut fan_in: u32 = 0;
+        if comm.rank() == 0 {
+            fan_in = match std::env::var(FAN_IN_VAR) {
+                Ok(v) => v.parse::<u32>().ok().filter(|f| *f >= 2).unwrap_or(0),
+                Err(_) => tessera_core::txn_tiers::FAN_IN,
+            };
+        }
+        comm.process_at_rank(0).broadcast_into(&mut fan_in);
+        if fan_in < 2 {
+            return Err(TxnError::Invalid(format!(
+                "{FAN_IN_VAR} on rank 0 is {:?}: the fan-in is a number of processes, at least 2",
+                std::env::var(FAN_IN_VAR).unwrap_or_default()
+            )));
+        }
         Ok(Transactions {
             comms: Rc::new(TierComms::split(comm, fan_in)),
         })
@@ -64,26 +164,59 @@ impl Transactions {
     /// Creates a transaction: the coordinator draws its id. Collective.
     pub fn create_transaction(&self) -> Result<Transaction, TxnError> {
         let mine = if self.comms.rank == 0 {
-            vec![rand::random::<TxnId>()]
+            vec![Item::Id(rand::random::<TxnId>())]
         } else {
             Vec::new()
         };
-        let ids = self.comms.unique(mine)?;
-        let id = *ids.first().ok_or_else(|| TxnError::Disagree {
-            what: "the transaction id",
-            seen: "none".into(),
-        })?;
+        let all = collective(&self.comms, Call::Create, Ok(mine))?;
+        let id = all
+            .iter()
+            .find_map(|i| match i {
+                Item::Id(id) => Some(*id),
+                _ => None,
+            })
+            .ok_or_else(|| TxnError::Disagree {
+                what: "the transaction id",
+                seen: "none".into(),
+            })?;
         Ok(Transaction {
             comms: Rc::clone(&self.comms),
             state: TxnState::new(self.comms.rank, id),
+            globals: 0,
         })
     }
+
+    /// Takes part in a collective call that this process cannot make (a bad argument seen by
+    /// a C caller), so that every process fails it alike instead of waiting for this one.
+    /// Returns the error `why` for this process.
+    pub fn refuse_create(&self, why: TxnError) -> TxnError {
+        match collective(&self.comms, Call::Create, Err(why)) {
+            Err(e) => e,
+            Ok(_) => unreachable!("a refused call fails"),
+        }
+    }
+}
+
+/// The collective calls of a transaction, for [`Transaction::refuse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveCall {
+    CreateSubTransactionAll,
+    Begin,
+    Vote,
+    Commit,
+    Abort,
 }
 
 /// One transaction, as this process takes part in it.
 pub struct Transaction {
     comms: Rc<TierComms>,
     state: TxnState,
+    /// Global sub-transactions created so far (tags their calls).
+    globals: u32,
+}
+
+fn strings(items: Vec<Item>, pick: fn(Item) -> Option<String>) -> Vec<String> {
+    items.into_iter().filter_map(pick).collect()
 }
 
 impl Transaction {
@@ -103,6 +236,30 @@ impl Transaction {
             .collect()
     }
 
+    fn call(&self, which: CollectiveCall) -> Call {
+        let txn = self.id();
+        match which {
+            CollectiveCall::CreateSubTransactionAll => Call::Global {
+                txn,
+                seq: self.globals,
+            },
+            CollectiveCall::Begin => Call::Begin { txn },
+            CollectiveCall::Vote => Call::Vote { txn },
+            CollectiveCall::Commit => Call::Commit { txn },
+            CollectiveCall::Abort => Call::Abort { txn },
+        }
+    }
+
+    /// Takes part in collective call `which` that this process cannot make (a bad argument
+    /// seen by a C caller), so that every process fails it alike instead of waiting for this
+    /// one. Returns the error `why` for this process.
+    pub fn refuse(&mut self, which: CollectiveCall, why: TxnError) -> TxnError {
+        match collective(&self.comms, self.call(which), Err(why)) {
+            Err(e) => e,
+            Ok(_) => unreachable!("a refused call fails"),
+        }
+    }
+
     /// A singleton sub-transaction of this process. Local; before begin.
     pub fn create_sub_transaction(&mut self, name: &str) -> Result<SubId, TxnError> {
         self.state.create_singleton(name)
@@ -110,16 +267,37 @@ impl Transaction {
 
     /// A global sub-transaction; every process names it alike. Collective.
     pub fn create_sub_transaction_all(&mut self, name: &str) -> Result<SubId, TxnError> {
-        let items = self.state.global_items(name)?;
-        let names = self.comms.unique(items)?;
+        let call = self.call(CollectiveCall::CreateSubTransactionAll);
+        let items = self
+            .state
+            .global_items(name)
+            .map(|v| v.into_iter().map(Item::Name).collect());
+        let all = collective(&self.comms, call, items)?;
+        self.globals += 1;
+        let names = strings(all, |i| match i {
+            Item::Name(n) => Some(n),
+            _ => None,
+        });
         self.state.create_global(names)
     }
 
     /// Begins: every process learns every singleton sub-transaction. Collective.
     pub fn begin_transaction(&mut self) -> Result<(), TxnError> {
-        let items = self.state.begin_items()?;
-        let all = self.comms.unique(items)?;
-        self.state.begin(all);
+        let call = self.call(CollectiveCall::Begin);
+        let items = self.state.begin_items().map(|v| {
+            v.into_iter()
+                .map(|(id, name)| Item::Singleton(id, name))
+                .collect()
+        });
+        let all = collective(&self.comms, call, items)?;
+        let singletons = all
+            .into_iter()
+            .filter_map(|i| match i {
+                Item::Singleton(id, name) => Some((id, name)),
+                _ => None,
+            })
+            .collect();
+        self.state.begin(singletons);
         Ok(())
     }
 
@@ -131,22 +309,42 @@ impl Transaction {
     /// Votes (`ok` = false votes abort); returns the decision every process reaches.
     /// Collective.
     pub fn vote_transaction(&mut self, ok: bool) -> Result<Decision, TxnError> {
-        let items = self.state.vote_items(ok)?;
-        let reasons = self.comms.unique(items)?;
+        let call = self.call(CollectiveCall::Vote);
+        let items = self
+            .state
+            .vote_items(ok)
+            .map(|v| v.into_iter().map(Item::Reason).collect());
+        let all = collective(&self.comms, call, items)?;
+        let reasons = strings(all, |i| match i {
+            Item::Reason(r) => Some(r),
+            _ => None,
+        });
         Ok(self.state.vote(reasons))
     }
 
     /// Commits a transaction voted to commit. Collective.
     pub fn commit_transaction(&mut self) -> Result<(), TxnError> {
-        self.state.check_commit()?;
-        let failures: Vec<String> = self.comms.unique(Vec::new())?;
+        let call = self.call(CollectiveCall::Commit);
+        let all = collective(
+            &self.comms,
+            call,
+            self.state.check_commit().map(|()| Vec::new()),
+        )?;
+        let failures = strings(all, |i| match i {
+            Item::Reason(r) => Some(r),
+            _ => None,
+        });
         self.state.commit(failures)
     }
 
     /// Aborts (any time before commit). Collective.
     pub fn abort_transaction(&mut self) -> Result<(), TxnError> {
-        self.state.check_abort()?;
-        let _: Vec<String> = self.comms.unique(Vec::new())?;
+        let call = self.call(CollectiveCall::Abort);
+        collective(
+            &self.comms,
+            call,
+            self.state.check_abort().map(|()| Vec::new()),
+        )?;
         self.state.abort();
         Ok(())
     }

@@ -9,8 +9,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tessera_core::txn_tiers::Tiers;
 
-use crate::TxnError;
-
 /// A process's communicators: its group (rank 0 there is the group's sub-coordinator) and, for
 /// sub-coordinators, the communicator of sub-coordinators (rank 0 there is the coordinator).
 pub struct TierComms {
@@ -19,7 +17,7 @@ pub struct TierComms {
     group: SimpleCommunicator,
     subs: Option<SimpleCommunicator>,
     /// The communicator the tiers were split from (kept for the library's lifetime).
-    _world: SimpleCommunicator,
+    world: SimpleCommunicator,
 }
 
 impl TierComms {
@@ -45,67 +43,85 @@ impl TierComms {
             rank,
             group,
             subs,
-            _world: world,
+            world,
         }
     }
 
     /// Every process contributes `mine`; every process returns the sorted union of all
-    /// contributions. Collective over the tiers.
-    pub fn unique<T>(&self, mine: Vec<T>) -> Result<Vec<T>, TxnError>
+    /// contributions. Collective over the tiers. A message that cannot be encoded or read, or
+    /// is too large for MPI's counts, ends the job with a message: a process that returned
+    /// early would leave the others waiting in the collective for good.
+    pub fn unique<T>(&self, mine: Vec<T>) -> Vec<T>
     where
         T: Serialize + DeserializeOwned + Ord,
     {
-        let at_sub = gather_unique(&self.group, mine)?;
+        let at_sub = gather_unique(&self.group, mine, &self.world);
         let mut result = Vec::new();
         if let Some(subs) = &self.subs {
             // Only sub-coordinators hold a group's items; the coordinator unites them.
-            let all = gather_unique(subs, at_sub.unwrap_or_default())?;
-            let mut bytes = all.map(|v| encode(&v)).transpose()?.unwrap_or_default();
+            let all = gather_unique(subs, at_sub.unwrap_or_default(), &self.world);
+            let mut bytes = all.map(|v| encode(&v, &self.world)).unwrap_or_default();
             broadcast_bytes(subs, &mut bytes);
             result = bytes;
         }
         broadcast_bytes(&self.group, &mut result);
-        decode(&result)
+        decode(&result, &self.world)
     }
+}
+
+/// Ends the whole job with `what`: nothing else keeps the other processes from waiting.
+fn fatal(world: &SimpleCommunicator, what: &str) -> ! {
+    eprintln!(
+        "tessera-txn rank {}: {what}; ending the job (the others would wait for this process forever)",
+        world.rank()
+    );
+    world.abort(3)
 }
 
 /// Gathers every member's items to rank 0 of `comm`, which returns their sorted union; other
 /// members return `None`.
-fn gather_unique<T>(comm: &SimpleCommunicator, mine: Vec<T>) -> Result<Option<Vec<T>>, TxnError>
+fn gather_unique<T>(
+    comm: &SimpleCommunicator,
+    mine: Vec<T>,
+    world: &SimpleCommunicator,
+) -> Option<Vec<T>>
 where
     T: Serialize + DeserializeOwned + Ord,
 {
-    let bytes = encode(&mine)?;
+    let bytes = encode(&mine, world);
     let root = comm.process_at_rank(0);
-    let len = bytes.len() as i32;
+    let len = i32::try_from(bytes.len())
+        .unwrap_or_else(|_| fatal(world, "a transaction message is larger than 2 GiB"));
     if comm.rank() != 0 {
         root.gather_into(&len);
         root.gather_varcount_into(&bytes[..]);
-        return Ok(None);
+        return None;
     }
     let mut lens = vec![0i32; comm.size() as usize];
     root.gather_into_root(&len, &mut lens[..]);
-    let displs: Vec<i32> = lens
-        .iter()
-        .scan(0i32, |at, l| {
-            let d = *at;
-            *at += l;
-            Some(d)
-        })
-        .collect();
-    let total: usize = lens.iter().map(|l| *l as usize).sum();
-    let mut buf = vec![0u8; total];
+    let mut displs = Vec::with_capacity(lens.len());
+    let mut at: i32 = 0;
+    for l in &lens {
+        displs.push(at);
+        at = at
+            .checked_add(*l)
+            .unwrap_or_else(|| fatal(world, "the transaction messages of a group exceed 2 GiB"));
+    }
+    let mut buf = vec![0u8; at as usize];
     {
         let mut part = PartitionMut::new(&mut buf[..], &lens[..], &displs[..]);
         root.gather_varcount_into_root(&bytes[..], &mut part);
     }
     let mut all = Vec::new();
     for (d, l) in displs.iter().zip(&lens) {
-        all.extend(decode::<Vec<T>>(&buf[*d as usize..(*d + *l) as usize])?);
+        all.extend(decode::<Vec<T>>(
+            &buf[*d as usize..(*d + *l) as usize],
+            world,
+        ));
     }
     all.sort();
     all.dedup();
-    Ok(Some(all))
+    Some(all)
 }
 
 /// Rank 0's `bytes` to every member of `comm` (length first).
@@ -117,10 +133,12 @@ fn broadcast_bytes(comm: &SimpleCommunicator, bytes: &mut Vec<u8>) {
     root.broadcast_into(&mut bytes[..]);
 }
 
-fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, TxnError> {
-    postcard::to_stdvec(v).map_err(|e| TxnError::Message(e.to_string()))
+fn encode<T: Serialize>(v: &T, world: &SimpleCommunicator) -> Vec<u8> {
+    postcard::to_stdvec(v)
+        .unwrap_or_else(|e| fatal(world, &format!("encoding a transaction message: {e}")))
 }
 
-fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, TxnError> {
-    postcard::from_bytes(b).map_err(|e| TxnError::Message(e.to_string()))
+fn decode<T: DeserializeOwned>(b: &[u8], world: &SimpleCommunicator) -> T {
+    postcard::from_bytes(b)
+        .unwrap_or_else(|e| fatal(world, &format!("reading a transaction message: {e}")))
 }

@@ -37,7 +37,7 @@ fn mpirun(np: u32, fan_in: u32, scenario: &str) -> String {
 #[test]
 fn every_scenario_at_one_two_and_three_tiers() {
     for (np, fan_in, groups) in [(1, 256, 1), (2, 256, 2), (7, 2, 4), (5, 256, 2)] {
-        for scenario in ["commit", "vote-abort", "uncommitted"] {
+        for scenario in ["commit", "vote-abort", "uncommitted", "mixed"] {
             let text = mpirun(np, fan_in, scenario);
             assert!(
                 text.contains(&format!(
@@ -57,8 +57,9 @@ fn processes_that_name_a_global_sub_transaction_differently_all_learn_it() {
 
 #[test]
 fn a_bad_fan_in_is_named() {
+    // Rank 0's value holds for all: every process fails with it, none waits.
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", "1", "-x", "TESSERA_TXN_FAN_IN=1"])
+        .args(["--oversubscribe", "-np", "3", "-x", "TESSERA_TXN_FAN_IN=1"])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg(CHECK)
@@ -68,7 +69,7 @@ fn a_bad_fan_in_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("TESSERA_TXN_FAN_IN=\"1\"") && err.contains("at least 2"),
+        err.contains("TESSERA_TXN_FAN_IN on rank 0 is \"1\"") && err.contains("at least 2"),
         "{err}"
     );
 }

@@ -58,7 +58,15 @@ int main(int argc, char **argv) {
            "a NULL name", "name is NULL");
     CHECK(tessera_txn_create_sub_transaction_all(txn, "read", &read));
     CHECK(tessera_txn_begin_transaction(txn));
+    /* One process passes a NULL name to a collective call: every process fails it alike
+     * (none waits for it), and the transaction carries on. */
+    tessera_txn_sub unused;
+    expect(tessera_txn_create_sub_transaction_all(txn, rank == size - 1 ? NULL : "x", &unused),
+           TESSERA_TXN_EINVAL, "a NULL name on one process", "name is NULL");
     CHECK(tessera_txn_create_sub_transaction_all(txn, "write", &write));
+    tessera_txn_sub bogus = {-2, 0};
+    expect(tessera_txn_commit_sub_transaction(txn, bogus), TESSERA_TXN_EINVAL,
+           "an owner below -1", "neither a rank nor -1");
     if (tessera_txn_sub_transactions(txn) != size + 2) {
         fprintf(stderr, "txn_c rank %d: knows %d sub-transactions, not %d\n", rank,
                 tessera_txn_sub_transactions(txn), size + 2);

@@ -2,7 +2,7 @@
 //! rank, what the protocol must give (the integration tests run it under mpirun with several
 //! sizes and fan-ins). Exits 1 with the rank and what differed on a mismatch.
 //!
-//!   tessera-txn-check commit | vote-abort | uncommitted | disagree
+//!   tessera-txn-check commit | vote-abort | uncommitted | disagree | mixed
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -67,6 +67,29 @@ fn main() {
         .unwrap_or_else(|e| fail(e.to_string()));
     let last = size - 1;
     match (scenario.as_str(), &decision) {
+        ("mixed", Decision::Commit) => {
+            // The last rank aborts while the others commit: every process learns the mismatch
+            // (none commits alone), and then all commit.
+            let r = if rank == last && size > 1 {
+                t.abort_transaction()
+            } else {
+                t.commit_transaction()
+            };
+            match r {
+                Err(TxnError::Disagree { seen, .. })
+                    if seen.contains("commit_transaction")
+                        && seen.contains("abort_transaction") => {}
+                other if size == 1 && other.is_ok() => {}
+                other => fail(format!("commit beside abort gave {other:?}")),
+            }
+            if size > 1 {
+                t.commit_transaction()
+                    .unwrap_or_else(|e| fail(e.to_string()));
+            }
+            if t.finalize() != Phase::Committed {
+                fail("not committed after commit_transaction".into());
+            }
+        }
         ("commit", Decision::Commit) => {
             t.commit_transaction()
                 .unwrap_or_else(|e| fail(e.to_string()));
