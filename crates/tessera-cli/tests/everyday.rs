@@ -288,3 +288,34 @@ print('ok')
         "files appeared in the caller's directory: {left:?}"
     );
 }
+
+/// Paths go where they name: relative to a kernel directory descriptor into the prefix (rsync
+/// opens "/" and works relative to it), and through the prefix back to a real place
+/// (`/tessera/..` is `/`; `..` from a Tessera working directory climbs out of it).
+#[test]
+fn paths_through_kernel_directories_and_dotdot_go_where_they_name() {
+    let inst = Inst::start(3);
+    let script = r#"
+import os, stat
+root = os.open('/', os.O_PATH)
+assert stat.S_ISDIR(os.stat('tessera', dir_fd=root).st_mode)
+os.mkdir('tessera/made', dir_fd=root)
+assert os.path.isdir('/tessera/made')
+usr = os.open('/usr', os.O_RDONLY | os.O_DIRECTORY)
+assert stat.S_ISDIR(os.stat('../tessera/made', dir_fd=usr).st_mode)
+real = open('/etc/hostname').read()
+assert open('/tessera/../etc/hostname').read() == real
+assert 'etc' in os.listdir('/tessera/..')
+os.chdir('/tessera/made')
+assert open('../../etc/hostname').read() == real
+made = os.open('/tessera/made', os.O_RDONLY | os.O_DIRECTORY)
+assert open('../../etc/hostname', opener=lambda p, f: os.open(p, f, dir_fd=made)).read() == real
+print('ok')
+"#;
+    assert_eq!(
+        stdout(&ok(&inst, 1, "python3", &["-c", script])).trim(),
+        "ok"
+    );
+    let out = ok(&inst, 2, "ls", &["/tessera/.."]);
+    assert!(stdout(&out).lines().any(|l| l == "etc"), "{}", stdout(&out));
+}

@@ -84,8 +84,13 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
                     std::ptr::null_mut()
                 })
             }
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
-            None => unsafe { real::opendir(path) },
+            None => {
+                // SAFETY: NUL-terminated or NULL by the caller's contract.
+                let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+                // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+                // it named a real place through Tessera).
+                unsafe { real::opendir(crate::at(&k, path)) }
+            }
         }
     })
 }

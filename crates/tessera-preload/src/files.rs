@@ -84,8 +84,13 @@ pub unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c
             let p = p?;
             open_path(&p, flags, mode)
         }),
-        // SAFETY: libc's openat with the caller's arguments.
-        None => unsafe { real::openat(dirfd, path, flags, mode) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::openat(dirfd, crate::at(&k, path), flags, mode) }
+        }
     }
 }
 

@@ -232,8 +232,13 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult
         if busy() {
             return None;
         }
-        let d = state::lookup(dirfd)?;
-        state::lock_desc(&d).path.clone()
+        match state::lookup(dirfd) {
+            Some(d) => state::lock_desc(&d).path.clone(),
+            // A kernel directory from which the path may lead into the prefix (rsync opens
+            // "/" and stats "tessera" relative to it).
+            // SAFETY: NUL-terminated by the caller's contract.
+            None => unsafe { kernel_dir_into_prefix(dirfd, path) }?,
+        }
     };
     // SAFETY: NUL-terminated by the caller's contract.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
@@ -242,9 +247,79 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult
         Err(_) => (String::from_utf8_lossy(bytes), false),
     };
     let n = lexical_normalize(&join_user(&base, &s));
-    // A descriptor's directory is Tessera's; the virtual cwd may be left by "..".
-    let ours = dirfd != libc::AT_FDCWD || under_prefix(&n, prefix());
-    ours.then(|| if utf8 { Ok(n) } else { Err(not_utf8(&n)) })
+    // Tessera's when it lands under the prefix: ".." may leave a virtual working directory or
+    // a Tessera directory descriptor (then `kernel_at` gives the kernel the real place), and
+    // a kernel directory's path may enter the prefix.
+    under_prefix(&n, prefix()).then(|| if utf8 { Ok(n) } else { Err(not_utf8(&n)) })
+}
+
+/// The directory of kernel descriptor `dirfd`, when `path` (relative to it) may lead into the
+/// prefix: it names the prefix's first component or climbs with "..". Most relative paths of
+/// *at calls do neither and cost one substring scan.
+///
+/// # Safety
+/// `path` is NUL-terminated.
+unsafe fn kernel_dir_into_prefix(dirfd: c_int, path: *const c_char) -> Option<String> {
+    let first = prefix().trim_start_matches('/').split('/').next()?;
+    let first = std::ffi::CString::new(first).ok()?;
+    // SAFETY: both strings are NUL-terminated.
+    let may = unsafe {
+        !libc::strstr(path, first.as_ptr()).is_null()
+            || !libc::strstr(path, c"..".as_ptr()).is_null()
+    };
+    if !may {
+        return None;
+    }
+    std::fs::read_link(format!("/proc/self/fd/{dirfd}"))
+        .ok()?
+        .to_str()
+        .filter(|d| d.starts_with('/'))
+        .map(str::to_string)
+}
+
+/// The path the kernel must get for a call [`tessera_path`] left to it, when the caller's
+/// names a real place through Tessera's virtual directories: an absolute path that passes
+/// through the prefix (`/tessera/..`), or a relative one against a virtual working directory
+/// or a Tessera directory descriptor that leaves the prefix (`cd /tessera; ls ..`). `None`:
+/// the caller's own path.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+pub unsafe fn kernel_at(dirfd: c_int, path: *const c_char) -> Option<std::ffi::CString> {
+    if path.is_null() {
+        return None;
+    }
+    // The cheap tests first (no thread-local access, no copy): this runs for every path call
+    // that is not Tessera's.
+    // SAFETY: NUL-terminated by the caller's contract.
+    let base = if unsafe { *path } == b'/' as c_char {
+        let pre = state::prefix_for_check()?;
+        // SAFETY: both NUL-terminated; strncmp reads at most `pre.len()` bytes of the prefix.
+        if unsafe { libc::strncmp(path, pre.as_ptr().cast(), pre.len()) } != 0 {
+            return None;
+        }
+        String::new()
+    } else if dirfd == libc::AT_FDCWD {
+        state::cwd()?
+    } else {
+        let d = state::lookup(dirfd)?;
+        state::lock_desc(&d).path.clone()
+    };
+    if busy() {
+        return None;
+    }
+    // SAFETY: NUL-terminated by the caller's contract.
+    let text = unsafe { CStr::from_ptr(path) }.to_str().ok()?;
+    if base.is_empty() && !text.contains("/..") {
+        return None;
+    }
+    let n = lexical_normalize(&join_user(&base, text));
+    std::ffi::CString::new(n).ok()
+}
+
+/// The path to hand the kernel: the rewritten one if there is one, else the caller's.
+pub fn at(rewritten: &Option<std::ffi::CString>, caller: *const c_char) -> *const c_char {
+    rewritten.as_ref().map_or(caller, |c| c.as_ptr())
 }
 
 /// The error for a Tessera name that is not UTF-8 (shown with replacement characters).

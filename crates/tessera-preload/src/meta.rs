@@ -196,8 +196,13 @@ pub unsafe extern "C" fn fstatat64(
             // SAFETY: `buf` is the caller's struct stat (fstatat's contract).
             unsafe { fill_stat(&a, buf) }
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::fstatat64(dirfd, path, buf, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::fstatat64(dirfd, crate::at(&k, path), buf, flags) }
+        }
     }
 }
 // The glibc < 2.33 names, still bound by older binaries.
@@ -305,8 +310,13 @@ pub unsafe extern "C" fn statx(
             // SAFETY: `buf` is the caller's struct statx (statx's contract).
             unsafe { fill_statx(&a, buf) }
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::statx(dirfd, path, flags, mask, buf) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::statx(dirfd, crate::at(&k, path), flags, mask, buf) }
+        }
     }
 }
 
@@ -348,8 +358,13 @@ pub unsafe extern "C" fn faccessat(
             let p = p?;
             access_check(&p, mode)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::faccessat(dirfd, path, mode, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::faccessat(dirfd, crate::at(&k, path), mode, flags) }
+        }
     }
 }
 /// # Safety
@@ -391,8 +406,13 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
             }
             Ok(0)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::unlinkat(dirfd, path, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::unlinkat(dirfd, crate::at(&k, path), flags) }
+        }
     }
 }
 /// # Safety
@@ -413,8 +433,13 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
             let mode = mode & 0o7777 & !crate::files::umask();
             client()?.mkdir(&p, mode).map(|()| 0)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::mkdirat(dirfd, path, mode) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::mkdirat(dirfd, crate::at(&k, path), mode) }
+        }
     }
 }
 
@@ -498,8 +523,13 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
                 .map_err(|_| FsError::new(Errno::Inval, format!("truncate to {len}")))?;
             client()?.truncate(&p, len).map(|()| 0)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::truncate64(path, len) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::truncate64(crate::at(&k, path), len) }
+        }
     }
 }
 alias!(truncate64 => truncate(path: *const c_char, len: off_t) -> c_int);
@@ -586,8 +616,13 @@ pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -
             // SAFETY: `buf` is the caller's struct statfs (statfs's contract).
             unsafe { fill_statfs(buf) }
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::statfs64(path, buf) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::statfs64(crate::at(&k, path), buf) }
+        }
     }
 }
 alias!(statfs64 => statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int);
@@ -615,8 +650,13 @@ pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64)
             // SAFETY: `buf` is the caller's struct statvfs (statvfs's contract).
             unsafe { fill_statvfs(buf) }
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::statvfs64(path, buf) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::statvfs64(crate::at(&k, path), buf) }
+        }
     }
 }
 alias!(statvfs64 => statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int);
@@ -686,8 +726,13 @@ pub unsafe extern "C" fn fchmodat(
             let p = p?;
             chmod_path(&p, mode)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::fchmodat(dirfd, path, mode, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::fchmodat(dirfd, crate::at(&k, path), mode, flags) }
+        }
     }
 }
 /// # Safety
@@ -730,8 +775,13 @@ pub unsafe extern "C" fn fchownat(
             let p = p?;
             same_or_refuse(&client()?.stat(&p)?, (uid, gid), &format!("chown {p}"))
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::fchownat(dirfd, path, uid, gid, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::fchownat(dirfd, crate::at(&k, path), uid, gid, flags) }
+        }
     }
 }
 /// # Safety
@@ -817,8 +867,13 @@ pub unsafe extern "C" fn utimensat(
             // SAFETY: `times` is NULL or two timespecs (utimensat's contract).
             unsafe { set_times(&p, times) }
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::utimensat(dirfd, path, times, flags) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::utimensat(dirfd, crate::at(&k, path), times, flags) }
+        }
     }
 }
 /// # Safety
@@ -855,8 +910,13 @@ pub unsafe extern "C" fn getxattr(
             let p = p?;
             Err(no_xattr(&p))
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::getxattr(path, name, v, n) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::getxattr(crate::at(&k, path), name, v, n) }
+        }
     }
 }
 /// # Safety
@@ -874,8 +934,13 @@ pub unsafe extern "C" fn lgetxattr(
             let p = p?;
             Err(no_xattr(&p))
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::lgetxattr(path, name, v, n) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::lgetxattr(crate::at(&k, path), name, v, n) }
+        }
     }
 }
 /// # Safety
@@ -905,8 +970,13 @@ pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: si
             let p = p?;
             client()?.stat(&p).map(|_| 0)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::listxattr(path, list, n) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::listxattr(crate::at(&k, path), list, n) }
+        }
     }
 }
 /// # Safety
@@ -919,8 +989,13 @@ pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: s
             let p = p?;
             client()?.stat(&p).map(|_| 0)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::llistxattr(path, list, n) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::llistxattr(crate::at(&k, path), list, n) }
+        }
     }
 }
 /// # Safety
@@ -969,8 +1044,13 @@ pub unsafe extern "C" fn readlinkat(
             unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), buf.cast::<u8>(), len) };
             Ok(len as ssize_t)
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        None => unsafe { real::readlinkat(dirfd, path, buf, n) },
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::readlinkat(dirfd, crate::at(&k, path), buf, n) }
+        }
     }
 }
 

@@ -106,8 +106,13 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
                     }
                 }
             }
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
-            None => unsafe { real::fopen64(path, mode) },
+            None => {
+                // SAFETY: NUL-terminated or NULL by the caller's contract.
+                let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+                // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+                // it named a real place through Tessera).
+                unsafe { real::fopen64(crate::at(&k, path), mode) }
+            }
         }
     })
 }
