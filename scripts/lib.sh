@@ -70,6 +70,9 @@ ensure_test_deps() {
     # MPICH beside Open MPI (its own mpicc.mpich and mpirun.mpich): Open MPI stays the
     # default mpicc/mpirun, as its higher alternatives priority keeps it.
     ensure_debian_packages mpich libmpich-dev
+    # Everyday programs the interposer tests run (coreutils, tar, make, python3 are already
+    # on the image).
+    ensure_debian_packages rsync
 }
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
