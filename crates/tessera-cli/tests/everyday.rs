@@ -360,3 +360,34 @@ fn rsync_into_tessera_and_back_keeps_contents_modes_and_times() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.mtime(), 1046649600);
 }
+
+/// Shell redirections into Tessera work for the shells' builtins, which print with stdio
+/// (bash) or write(2) (dash), on stdout and stderr, appending and in groups.
+#[test]
+fn shell_builtins_redirect_into_tessera() {
+    let inst = Inst::start(3);
+    for (node, shell) in [(0, "bash"), (1, "dash")] {
+        let dir = format!("/tessera/{shell}");
+        let script = format!(
+            "mkdir {dir} && echo hi > {dir}/x && printf '%s\\n' two >> {dir}/x && \
+             echo err 2> {dir}/e >&2 && {{ echo a; echo b; }} > {dir}/g && echo done"
+        );
+        let out = ok(&inst, node, shell, &["-c", &script]);
+        assert_eq!(
+            stdout(&out),
+            "done\n",
+            "{shell}: the terminal got the redirected output"
+        );
+        let read = ok(
+            &inst,
+            2,
+            "cat",
+            &[
+                &format!("{dir}/x"),
+                &format!("{dir}/e"),
+                &format!("{dir}/g"),
+            ],
+        );
+        assert_eq!(stdout(&read), "hi\ntwo\nerr\na\nb\n", "{shell}");
+    }
+}

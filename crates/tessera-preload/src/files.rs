@@ -683,6 +683,9 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
         };
     }
     let _b = Busy::enter();
+    if old != new {
+        crate::std_streams::before_change(new);
+    }
     if old == new {
         return if dup2 {
             new
@@ -703,10 +706,13 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
     {
         fail(&e);
     }
-    match from {
+    let tessera = from.is_some();
+    let r = match from {
         Some(d) => dup_into(new, d),
         None => new,
-    }
+    };
+    crate::std_streams::after_change(new, tessera);
+    r
 }
 
 /// # Safety

@@ -71,6 +71,7 @@ pub mod mpi_types;
 pub mod mpiio;
 pub mod real;
 pub mod state;
+mod std_streams;
 pub mod stdio;
 
 use libc::{c_char, c_int};

@@ -55,7 +55,10 @@ unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
 }
 
 /// Wraps Tessera descriptor `fd` in a stream.
-unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+///
+/// # Safety
+/// `mode` is a NUL-terminated stdio mode.
+pub(crate) unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     let io = CookieIo {
         read: ck_read,
         write: ck_write,
