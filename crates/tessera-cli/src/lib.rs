@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod demo;
+pub mod doctor;
 pub mod emulated;
 pub mod inspect;
 pub mod instance;

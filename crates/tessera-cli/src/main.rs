@@ -14,7 +14,7 @@
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use tessera_cli::{demo, inspect, instance, launch, script};
+use tessera_cli::{demo, doctor, inspect, instance, launch, script};
 use tessera_client::{Client, Model};
 use tessera_proto::InstanceLayout;
 
@@ -113,6 +113,9 @@ enum Cmd {
     },
     /// Show a file's attributes.
     Stat { path: String },
+    /// Say whether the interposer can serve PROGRAM (dynamically linked against glibc, not
+    /// setuid, not Go), and what to use if not.
+    Doctor { program: String },
     /// Show which node holds which range of a file.
     Where { path: String },
     /// Write a file to the PFS directory (atomically).
@@ -275,6 +278,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Ls { path, long } => inspect::ls(&Client::connect(layout, None)?, &path, long)?,
         Cmd::Stat { path } => inspect::stat(&Client::connect(layout, None)?, &path)?,
+        Cmd::Doctor { program } => doctor::run(&program)?,
         Cmd::Where { path } => inspect::where_(&Client::connect(layout, None)?, &path)?,
         Cmd::Flush { path } => inspect::flush(&Client::connect(layout, None)?, &path)?,
         Cmd::Demo(a) => demo::run(a)?,

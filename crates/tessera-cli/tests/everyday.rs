@@ -391,3 +391,67 @@ fn shell_builtins_redirect_into_tessera() {
         assert_eq!(stdout(&read), "hi\ntwo\nerr\na\nb\n", "{shell}");
     }
 }
+
+/// `tessera doctor` tells a program the interposer serves from one it cannot: statically
+/// linked, Go, setuid; a script is judged by its interpreter.
+#[test]
+fn doctor_tells_which_programs_can_be_interposed() {
+    let doctor = |prog: &str| {
+        std::process::Command::new(TESSERA)
+            .args(["doctor", prog])
+            .output()
+            .unwrap()
+    };
+    let out = doctor("cat");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("can be interposed: dynamically linked against glibc"));
+    let dir = common::scratch("doctor");
+    let cc = |name: &str, src: &str, flags: &[&str]| {
+        let c = dir.join(format!("{name}.c"));
+        std::fs::write(&c, src).unwrap();
+        let exe = dir.join(name);
+        let built = std::process::Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&c)
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "{}", stderr(&built));
+        exe.display().to_string()
+    };
+    let stat = cc("static", "int main(void) { return 0; }", &["-static"]);
+    let out = doctor(&stat);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("statically linked"),
+        "{}",
+        stderr(&out)
+    );
+    // Go's toolchain marks its programs with this note (the doctor looks for it).
+    let go = cc(
+        "golike",
+        "__attribute__((section(\".note.go.buildid\"), used)) static const char id[] = \"x\";\n\
+         int main(void) { return 0; }",
+        &[],
+    );
+    let out = doctor(&go);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("a Go program"), "{}", stderr(&out));
+    let script = dir.join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let out = doctor(script.to_str().unwrap());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("a script run by /bin/sh"),
+        "{}",
+        stdout(&out)
+    );
+    let setuid = dir.join("setuid");
+    std::fs::copy("/bin/true", &setuid).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&setuid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = doctor(setuid.to_str().unwrap());
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("setuid"), "{}", stderr(&out));
+}
