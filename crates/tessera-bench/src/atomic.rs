@@ -264,27 +264,18 @@ fn run_once(
     let result = (|| {
         let file = format!("/tessera/{}", o.pattern.name());
         let mut cmd = Command::new("mpirun");
-        cmd.args([
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-            "-np",
-            &ranks.to_string(),
-        ])
-        .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
-        .args(["--mca", "io", &o.io])
-        .arg("-x")
-        .arg(format!("LD_PRELOAD={}", preload.display()))
-        .arg("-x")
-        .arg(format!("TESSERA_INSTANCE={}", layout.dir.display()))
-        .arg("-x")
-        .arg(format!("TESSERA_ATOMIC_LOCKS={strategy}"))
-        .arg("-x")
-        .arg(format!("TESSERA_ATOMIC_TRACE={}", traces.display()))
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env_remove("TESSERA_NODE")
-        .arg(exe);
+        crate::front::mpirun_args(&mut cmd, ranks)
+            .args(["--mca", "io", &o.io])
+            .arg("-x")
+            .arg(format!("LD_PRELOAD={}", preload.display()))
+            .arg("-x")
+            .arg(format!("TESSERA_INSTANCE={}", layout.dir.display()))
+            .arg("-x")
+            .arg(format!("TESSERA_ATOMIC_LOCKS={strategy}"))
+            .arg("-x")
+            .arg(format!("TESSERA_ATOMIC_TRACE={}", traces.display()))
+            .env_remove("TESSERA_NODE")
+            .arg(exe);
         // atomic_bench takes the pattern first; flash_bench is a program of its own.
         match o.pattern {
             AtomicPattern::Block3d => cmd.args(["block3d", &file, &o.edge.to_string()]),

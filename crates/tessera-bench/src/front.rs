@@ -262,29 +262,18 @@ fn launch(
             .args(["--map-by", "node"])
             .env_remove("TESSERA_NODE");
     }
-    cmd.args([
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-        "-np",
-        &params.ranks.to_string(),
-    ])
-    // Shared-memory transport without cross-process memory attach (refused in many
-    // containers); ranks here live on one machine.
-    .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
-    .arg(&exe)
-    .arg("rank")
-    .arg(workload.name())
-    .args(param_args(params))
-    .arg("--instance")
-    .arg(&layout.dir)
-    .arg("--direct")
-    .arg(root.join("direct"))
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    mpirun_args(&mut cmd, params.ranks)
+        .arg(&exe)
+        .arg("rank")
+        .arg(workload.name())
+        .args(param_args(params))
+        .arg("--instance")
+        .arg(&layout.dir)
+        .arg("--direct")
+        .arg(root.join("direct"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd
         .spawn()
         .context("starting mpirun (install Open MPI: apt-get install openmpi-bin)")?;
@@ -301,4 +290,15 @@ fn launch(
         bail!("the ranks failed ({status}); their messages are above");
     }
     reps.ok_or_else(|| anyhow::anyhow!("the ranks finished without results"))
+}
+
+/// `mpirun`'s options for `ranks` ranks of the benchmark on this machine: oversubscribed, not
+/// bound to cores, shared memory without cross-process memory attach (refused in many
+/// containers), allowed as root.
+pub fn mpirun_args(cmd: &mut Command, ranks: u32) -> &mut Command {
+    cmd.args(["--oversubscribe", "--bind-to", "none", "-np"])
+        .arg(ranks.to_string())
+        .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 }

@@ -60,17 +60,7 @@ pub fn run(o: TxnOpts) -> Result<()> {
     let mut records = Vec::new();
     let mut first = None;
     for &p in &o.ranks {
-        let out = Command::new("mpirun")
-            .args([
-                "--oversubscribe",
-                "--bind-to",
-                "none",
-                "-np",
-                &p.to_string(),
-            ])
-            .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        let out = crate::front::mpirun_args(&mut Command::new("mpirun"), p)
             .arg(&exe)
             .args(["txn-rank", "--reps", &o.reps.to_string()])
             .output()
