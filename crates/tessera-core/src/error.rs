@@ -72,6 +72,8 @@ pub enum Errno {
     Fault,
     /// A lock (or a write made under it) whose lease ran out: it was revoked.
     Stale,
+    /// A transaction that was asked to commit was aborted.
+    Canceled,
 }
 
 impl Errno {
@@ -109,6 +111,7 @@ impl Errno {
             Errno::AddrNotAvail => libc::EADDRNOTAVAIL,
             Errno::Fault => libc::EFAULT,
             Errno::Stale => libc::ESTALE,
+            Errno::Canceled => libc::ECANCELED,
         }
     }
 
@@ -146,6 +149,7 @@ impl Errno {
             Errno::AddrNotAvail => "EADDRNOTAVAIL",
             Errno::Fault => "EFAULT",
             Errno::Stale => "ESTALE",
+            Errno::Canceled => "ECANCELED",
         }
     }
 

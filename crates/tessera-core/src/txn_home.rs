@@ -108,6 +108,11 @@ impl HomeTxn {
         }
     }
 
+    /// Why it aborts or aborted (empty for a commit).
+    pub fn reasons(&self) -> &[String] {
+        &self.reasons
+    }
+
     /// A member process joined.
     pub fn joined(&mut self) {
         self.members += 1;

@@ -1,5 +1,6 @@
 //! Ownership held back by transactions: what an ownership shard keeps for the attaches a
-//! transaction made, before the transaction's decision makes them everyone's (seed 000).
+//! transaction made, before the transaction's decision makes them everyone's (seed 000). The
+//! file sizes its attaches extend are held back the same way, on the inode's shard.
 //!
 //! Each transaction has its own overlay per (file, stripe): a [`RunMap`] of the owners its
 //! members attached, last attach winning as in the shard's own map. A query sees the shard's
@@ -76,6 +77,8 @@ pub enum PendingChange {
         stripe: u64,
         start: u64,
     },
+    /// The transaction extends `ino` to at least `end`.
+    Size { txn: TxnId, ino: u64, end: u64 },
     /// The transaction is prepared on this shard (no row: active).
     Prepared { txn: TxnId },
     /// Every row and the state of the transaction go.
@@ -86,6 +89,8 @@ pub enum PendingChange {
 struct Overlay {
     state: Option<ShardTxn>,
     maps: HashMap<(u64, u64), RunMap<Owner>>,
+    /// The sizes it extends files of this shard to.
+    sizes: BTreeMap<u64, u64>,
 }
 
 impl Overlay {
@@ -122,9 +127,17 @@ fn rows(txn: TxnId, ino: u64, stripe: u64, changes: Vec<RunChange<Owner>>) -> Ve
 }
 
 impl PendingOwnership {
-    /// The shard's pending table as persisted: overlay rows and the prepared transactions.
-    pub fn load(rows: &[(TxnId, u64, u64, Run, Owner)], prepared: &[TxnId]) -> Self {
+    /// The shard's pending table as persisted: overlay rows, sizes, and the prepared
+    /// transactions.
+    pub fn load(
+        rows: &[(TxnId, u64, u64, Run, Owner)],
+        sizes: &[(TxnId, u64, u64)],
+        prepared: &[TxnId],
+    ) -> Self {
         let mut p = PendingOwnership::default();
+        for (txn, ino, end) in sizes {
+            p.txns.entry(*txn).or_default().sizes.insert(*ino, *end);
+        }
         for (txn, ino, stripe, run, owner) in rows {
             p.txns
                 .entry(*txn)
@@ -201,6 +214,76 @@ impl PendingOwnership {
             changes.extend(map.insert(*r, owner));
         }
         Ok(rows(txn, ino, stripe, changes))
+    }
+
+    /// `txn` extends `ino` to at least `end` (an attach of its members reached there).
+    pub fn extend(&mut self, txn: TxnId, ino: u64, end: u64) -> FsResult<Vec<PendingChange>> {
+        let o = self.txns.entry(txn).or_default();
+        if o.state() == ShardTxn::Prepared {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} is committing: it takes no more writes (write before its vote)"
+                ),
+            ));
+        }
+        let size = o.sizes.entry(ino).or_insert(0);
+        if *size >= end {
+            return Ok(Vec::new());
+        }
+        *size = end;
+        Ok(vec![PendingChange::Size { txn, ino, end }])
+    }
+
+    /// The sizes `txn` extends files to, to apply when it commits (before [`Self::commit`]).
+    pub fn sizes_of(&self, txn: TxnId) -> Vec<(u64, u64)> {
+        self.txns
+            .get(&txn)
+            .map(|o| o.sizes.iter().map(|(i, e)| (*i, *e)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The size `ino` has for `viewer` beyond `size` (the committed one): the largest
+    /// extension among its own transaction and those `committed` says were decided, and the
+    /// transactions with an extension of it that were left out.
+    pub fn size_as(
+        &self,
+        ino: u64,
+        size: u64,
+        viewer: Option<TxnId>,
+        committed: &dyn Fn(TxnId) -> bool,
+    ) -> (u64, Vec<TxnId>) {
+        let mut out = size;
+        let mut excluded = Vec::new();
+        for (t, o) in &self.txns {
+            let Some(end) = o.sizes.get(&ino) else {
+                continue;
+            };
+            if Some(*t) == viewer || (o.state() == ShardTxn::Prepared && committed(*t)) {
+                out = out.max(*end);
+            } else {
+                excluded.push(*t);
+            }
+        }
+        (out, excluded)
+    }
+
+    /// Whether any transaction holds bytes of this stripe (a copy of its map may not be
+    /// cached elsewhere: it would hide them without saying so).
+    pub fn touches_stripe(&self, ino: u64, stripe: u64) -> bool {
+        self.txns
+            .values()
+            .any(|o| o.maps.contains_key(&(ino, stripe)))
+    }
+
+    /// The stripes of `ino` some transaction holds bytes of.
+    pub fn stripes_of(&self, ino: u64) -> std::collections::BTreeSet<u64> {
+        self.txns
+            .values()
+            .flat_map(|o| o.maps.keys())
+            .filter(|(i, _)| *i == ino)
+            .map(|(_, s)| *s)
+            .collect()
     }
 
     /// Prepares `txn`: its overlay is closed to further attaches. Idempotent; a transaction
@@ -405,6 +488,31 @@ mod tests {
     }
 
     #[test]
+    fn sizes_grow_for_members_and_for_others_at_the_decision() {
+        let mut p = PendingOwnership::default();
+        let never = |_| false;
+        assert_eq!(
+            p.extend(7, 1, 100).unwrap(),
+            vec![PendingChange::Size {
+                txn: 7,
+                ino: 1,
+                end: 100
+            }]
+        );
+        assert!(p.extend(7, 1, 50).unwrap().is_empty(), "never shrinks");
+        assert_eq!(p.size_as(1, 10, Some(7), &never), (100, vec![]));
+        assert_eq!(p.size_as(1, 10, None, &never), (10, vec![7]));
+        assert_eq!(p.size_as(2, 10, None, &never), (10, vec![]));
+        p.prepare(7);
+        assert_eq!(p.size_as(1, 10, None, &|t| t == 7), (100, vec![]));
+        assert!(p.extend(7, 1, 200).is_err(), "closed once prepared");
+        assert_eq!(p.sizes_of(7), vec![(1, 100)]);
+        let reloaded = PendingOwnership::load(&[], &[(7, 1, 100)], &[7]);
+        assert_eq!(reloaded.size_as(1, 10, Some(7), &never), (100, vec![]));
+        assert_eq!(reloaded.sizes_of(7), vec![(1, 100)]);
+    }
+
+    #[test]
     fn two_transactions_cannot_hold_the_same_bytes() {
         let mut p = PendingOwnership::default();
         // Interleaved strided runs of two transactions share no byte: both fine.
@@ -505,6 +613,7 @@ mod tests {
                         PendingChange::Put { txn, run, owner, .. } => { rows.insert((txn, run.start), (run, owner)); }
                         PendingChange::Del { txn, start, .. } => { rows.remove(&(txn, start)); }
                         PendingChange::Prepared { txn } => prepared_rows.push(txn),
+                        PendingChange::Size { .. } => {}
                         PendingChange::Forget { txn } => {
                             rows.retain(|(t, _), _| *t != txn);
                             prepared_rows.retain(|t| *t != txn);
@@ -563,7 +672,7 @@ mod tests {
             }
             // The persisted rows rebuild the same pending state.
             let table: Vec<(TxnId, u64, u64, Run, Owner)> = rows.iter().map(|((t, _), (r, o))| (*t, 1, 0, *r, *o)).collect();
-            let reloaded = PendingOwnership::load(&table, &prepared_rows);
+            let reloaded = PendingOwnership::load(&table, &[], &prepared_rows);
             for t in 0..3u64 {
                 let never = |_| false;
                 prop_assert_eq!(bytes(&reloaded, &own, N, Some(10 + t), &never), bytes(&p, &own, N, Some(10 + t), &never));
