@@ -72,6 +72,18 @@ pub enum Cmd {
     },
     /// The process's client statistics; the answer's data is their JSON, hex-encoded.
     Stats,
+    /// Opens a transaction at this rank's daemon; the answer's data is its id in decimal,
+    /// hex-encoded.
+    TxnOpen,
+    /// Joins transaction `txn` (`None`: leaves).
+    TxnJoin {
+        txn: Option<u64>,
+    },
+    /// Commits (`commit`) or aborts transaction `txn`.
+    TxnDecide {
+        txn: u64,
+        commit: bool,
+    },
     Close,
     Exit,
 }
@@ -196,6 +208,9 @@ fn run_cmd(
             let json = serde_json::to_vec(&client.stats()).expect("statistics are plain data");
             return Ok(Some(json));
         }
+        Cmd::TxnOpen => return Ok(Some(client.txn_open()?.to_string().into_bytes())),
+        Cmd::TxnJoin { txn } => client.txn_join(txn)?,
+        Cmd::TxnDecide { txn, commit } => client.txn_decide(txn, commit, Vec::new())?,
         Cmd::Close => file.take().ok_or_else(no_file)?.close()?,
         Cmd::Exit => {}
     }

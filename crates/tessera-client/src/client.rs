@@ -12,7 +12,7 @@ use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
     Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Mkdir,
     NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
-    Stat, Status, Truncate, Unlink, Writing,
+    Stat, Status, Truncate, TxnDecide, TxnJoin, TxnOpen, Unlink, Writing,
 };
 
 use serde::{Deserialize, Serialize};
@@ -94,6 +94,11 @@ pub(crate) struct Inner {
     /// The PFS directory, opened at the first read of a PFS copy.
     pfs_root: Option<rustix::fd::OwnedFd>,
     reconnect_for: Duration,
+    /// The transaction this process is a member of and the log id it writes under meanwhile:
+    /// joined again on every new connection (after a daemon restart).
+    txn: Option<(u64, u64)>,
+    /// A forked child's transaction, joined under a log of its own at its first connection.
+    join_after_fork: Option<u64>,
 }
 
 /// A connection to a Tessera instance. Cheap to clone; all clones share one connection.
@@ -173,6 +178,8 @@ impl Client {
                 stats: Stats::default(),
                 pfs_root: None,
                 reconnect_for,
+                txn: None,
+                join_after_fork: None,
             })),
         })
     }
@@ -351,6 +358,62 @@ impl Client {
     pub fn shutdown_daemon(&self) -> FsResult<()> {
         self.lock().call(Shutdown)
     }
+
+    // ----- transactions (seed 000) -----
+
+    /// Opens a transaction whose home is this process's daemon; returns its id, which the
+    /// other processes join.
+    pub fn txn_open(&self) -> FsResult<u64> {
+        self.lock().call(TxnOpen {})
+    }
+
+    /// Makes this process a member of `txn` (`None`: of none). While a member, what it
+    /// publishes (attaches at close, sync, commit) is pending under the transaction: visible
+    /// to its members, to everyone else only once the transaction commits. Writes must be
+    /// published before the vote to be part of it.
+    ///
+    /// A member writes to logs of its own, so every write must be published (closed, synced
+    /// or committed) before joining or leaving: otherwise `EBUSY`.
+    pub fn txn_join(&self, txn: Option<u64>) -> FsResult<()> {
+        let mut g = self.lock();
+        if g.txn.map(|(t, _)| t) == txn {
+            return Ok(());
+        }
+        if let Some((ino, _)) = g.files.iter().find(|(_, fs)| !fs.dirty.is_empty()) {
+            return Err(FsError::new(
+                Errno::Busy,
+                format!(
+                    "inode {ino:#x} has writes this process has not published: close, sync or commit the file before {} a transaction",
+                    if txn.is_some() { "joining" } else { "leaving" }
+                ),
+            ));
+        }
+        let log = g.call(TxnJoin { txn, log: None })?;
+        // New writes go to the new log id's logs; the old ones stay readable through
+        // ownership like any other process's.
+        for fs in g.files.values_mut() {
+            fs.writer = None;
+            fs.local = RangeMap::default();
+            fs.attached = RangeSet::default();
+        }
+        g.txn = txn.map(|t| (t, log));
+        Ok(())
+    }
+
+    /// The transaction this process is a member of.
+    pub fn txn_member(&self) -> Option<u64> {
+        self.lock().txn.map(|(t, _)| t)
+    }
+
+    /// Asks `txn`'s home to commit (`commit`) or abort it; returns once the decision is
+    /// durable. A commit that ends in an abort fails with `ECANCELED` and the reasons.
+    pub fn txn_decide(&self, txn: u64, commit: bool, reasons: Vec<String>) -> FsResult<()> {
+        self.lock().call(TxnDecide {
+            txn,
+            commit,
+            reasons,
+        })
+    }
 }
 
 impl Inner {
@@ -368,6 +431,7 @@ impl Inner {
         self.grant = 0;
         self.files.clear();
         self.foreign.clear();
+        self.join_after_fork = self.txn.take().map(|(t, _)| t);
     }
 
     pub fn resolve(&self, user_path: &str) -> FsResult<String> {
@@ -400,6 +464,18 @@ impl Inner {
                 resume,
             ) {
                 Ok((mut conn, id, _)) => {
+                    if let Some((txn, log)) = self.txn {
+                        conn.call(TxnJoin {
+                            txn: Some(txn),
+                            log: Some(log),
+                        })?;
+                    } else if let Some(txn) = self.join_after_fork.take() {
+                        let log = conn.call(TxnJoin {
+                            txn: Some(txn),
+                            log: None,
+                        })?;
+                        self.txn = Some((txn, log));
+                    }
                     if resume == Some(id) {
                         // A restarted daemon learns again which files this process writes.
                         for (ino, fs) in &self.files {
@@ -503,7 +579,8 @@ impl Inner {
     /// The writer of this process's logs for `ino`, created on first use (after telling the
     /// daemon, which publishes what the process leaves unpublished if it dies).
     pub fn writer(&mut self, ino: u64) -> FsResult<&mut LogWriter> {
-        let client = self.client_id()?;
+        self.client_id()?;
+        let client = self.log_id();
         if self.files.get(&ino).is_none_or(|fs| fs.writer.is_none()) {
             self.call(Writing { ino })?;
         }
@@ -514,6 +591,11 @@ impl Inner {
             fs.writer = Some(LogWriter::open(&d, &i, IndexHeader { ino, client, node })?);
         }
         Ok(fs.writer.as_mut().expect("created above"))
+    }
+
+    /// The id of the logs this process writes now: its client id, or its transaction's log.
+    pub fn log_id(&self) -> u64 {
+        self.txn.map_or(self.client_id, |(_, log)| log)
     }
 
     /// Cuts this process's view of `ino` at `size` after a truncate, and records it in the

@@ -549,7 +549,7 @@ impl File {
         }
         let me = Owner {
             node: g.node,
-            client: g.client_id,
+            client: g.log_id(),
         };
         let fs = g
             .files
@@ -631,7 +631,7 @@ impl File {
         })?;
         let me = Owner {
             node: g.node,
-            client: g.client_id,
+            client: g.log_id(),
         };
         let fs = g.files.get_mut(&self.ino).expect("checked above");
         fs.attached.remove(offset, end);
@@ -653,7 +653,7 @@ impl File {
         g.call(DetachFile { ino: self.ino })?;
         let me = Owner {
             node: g.node,
-            client: g.client_id,
+            client: g.log_id(),
         };
         if let Some(fs) = g.files.get_mut(&self.ino) {
             let attached: Vec<(u64, u64)> = fs.attached.ranges().collect();

@@ -162,7 +162,7 @@ pub(crate) fn fill(
     let end = offset + out.len() as u64;
     let me = Owner {
         node: g.node,
-        client: g.client_id,
+        client: g.log_id(),
     };
     let mut todo = RangeSet::new();
     todo.add(offset, end);

@@ -82,7 +82,7 @@ impl Node {
                 continue;
             }
             let bytes: u64 = l.runs.iter().map(Run::bytes).sum();
-            match self.attach(l.ino, owner, l.runs, &[]).await {
+            match self.attach(l.ino, owner, l.runs, &[], None).await {
                 Ok(()) => tracing::info!(
                     client,
                     ino = format_args!("{:#x}", l.ino),

@@ -38,6 +38,8 @@ pub struct Node {
     pub clients: state::clients::Clients,
     /// The PFS directory, reached only without following links.
     pub pfs: Arc<pfs::Pfs>,
+    /// Transactions: pending state, the ones this node is home of, members.
+    pub txns: crate::services::txn::Txns,
 }
 
 impl Node {

@@ -41,6 +41,9 @@ impl Node {
             Request::Writing(r) => self.client_answer(client, r).await,
             Request::Status(r) => self.client_answer(client, r).await,
             Request::Shutdown(r) => self.client_answer(client, r).await,
+            Request::TxnOpen(r) => self.client_answer(client, r).await,
+            Request::TxnJoin(r) => self.client_answer(client, r).await,
+            Request::TxnDecide(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -79,6 +82,12 @@ impl Node {
             PeerRequest::Fence(r) => self.peer_answer(r).await,
             PeerRequest::Status(r) => self.peer_answer(r).await,
             PeerRequest::Shutdown(r) => self.peer_answer(r).await,
+            PeerRequest::TxnMember(r) => self.peer_answer(r).await,
+            PeerRequest::TxnHomeDecide(r) => self.peer_answer(r).await,
+            PeerRequest::TxnPrepare(r) => self.peer_answer(r).await,
+            PeerRequest::TxnComplete(r) => self.peer_answer(r).await,
+            PeerRequest::TxnStatus(r) => self.peer_answer(r).await,
+            PeerRequest::InodeGetAs(r) => self.peer_answer(r).await,
         }
     }
 

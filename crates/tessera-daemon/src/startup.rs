@@ -119,7 +119,16 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         pfs: Arc::new(pfs),
         callbacks: Mutex::new(state::cache::Callbacks::new(restarted)),
         stripe_cache: Mutex::new(state::cache::StripeCache::default()),
+        txns: crate::services::txn::Txns::new(
+            tessera_core::txn_pending::PendingOwnership::load(
+                &loaded.pending_runs,
+                &loaded.pending_sizes,
+                &loaded.prepared,
+            ),
+            loaded.next_txn,
+        ),
     });
+    let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;
     remove_flush_temps(&node, &loaded.flush_temps).await?;
     node.clients.expect_back(&loaded.clients);
@@ -148,6 +157,12 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(server::serve(node.clone(), unix));
     tokio::spawn(node.clone().watch_absent_clients());
     tokio::spawn(node.clone().keep_leases());
+    tokio::spawn(node.clone().keep_homes());
+    tokio::spawn(node.clone().resolve_pending());
+    for (txn, actions) in home_work {
+        let home = node.clone();
+        tokio::spawn(async move { home.drive(txn, actions).await });
+    }
     // Registered last: a node in the host table serves both its clients and its peers.
     let host = tessera_proto::hosts::this_host();
     // 63 bits: TOML integers are signed.

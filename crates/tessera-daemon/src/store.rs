@@ -52,6 +52,17 @@ const CLIENTS: TableDefinition<u64, (u32, u64)> = TableDefinition::new("clients"
 /// (client, ino) -> data-log position below which the client published every write: where
 /// what the daemon publishes for it, if it ends without publishing, starts.
 const PUBLISHED: TableDefinition<(u64, u64), u64> = TableDefinition::new("published");
+/// (txn, ino, stripe, run start) -> owner row: the attaches transactions hold back on this
+/// ownership shard until their decision (schema 3).
+const PENDING_RUNS: TableDefinition<(u64, u64, u64, u64), OwnerRow> =
+    TableDefinition::new("pending_runs");
+/// (txn, ino) -> the size the transaction extends the inode to (schema 3).
+const PENDING_SIZES: TableDefinition<(u64, u64), u64> = TableDefinition::new("pending_sizes");
+/// Transactions prepared on this node (schema 3).
+const PREPARED: TableDefinition<u64, ()> = TableDefinition::new("prepared");
+/// Transactions whose home is this node -> 0 open, 1 decided to commit, 2 decided to abort:
+/// the decision record (schema 3).
+const HOME_TXNS: TableDefinition<u64, u8> = TableDefinition::new("home_txns");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -67,7 +78,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// database from before the version was recorded has the layout of version 1.
 ///
 /// 2: ownership rows are runs (`owner_runs`), not extents.
-pub const STATE_SCHEMA_VERSION: u64 = 2;
+/// 3: transactions' pending state and decision records (`pending_runs`, `pending_sizes`,
+///    `prepared`, `home_txns`); a version 2 database is upgraded by adding them empty.
+pub const STATE_SCHEMA_VERSION: u64 = 3;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -77,6 +90,8 @@ pub enum MetaKey {
     NextIno,
     /// Counter from which client ids are handed out.
     NextClient,
+    /// Counter from which the transactions opened here are numbered.
+    NextTxn,
 }
 
 impl MetaKey {
@@ -84,6 +99,7 @@ impl MetaKey {
         match self {
             MetaKey::NextIno => "next_ino",
             MetaKey::NextClient => "next_client",
+            MetaKey::NextTxn => "next_txn",
         }
     }
 }
@@ -134,6 +150,70 @@ pub enum DbOp {
         ino: u64,
         pos: u64,
     },
+    /// A transaction's pending attach (see `tessera_core::txn_pending`).
+    PutPendingRun {
+        txn: u64,
+        ino: u64,
+        stripe: u64,
+        run: Run,
+        owner: Owner,
+    },
+    DelPendingRun {
+        txn: u64,
+        ino: u64,
+        stripe: u64,
+        start: u64,
+    },
+    PutPendingSize {
+        txn: u64,
+        ino: u64,
+        end: u64,
+    },
+    PutPrepared(u64),
+    /// Every pending row of the transaction on this node goes.
+    ForgetPending(u64),
+    /// The home's record of a transaction: 0 open, 1 commit, 2 abort.
+    PutHomeTxn {
+        txn: u64,
+        state: u8,
+    },
+    DelHomeTxn(u64),
+}
+
+/// A pending table's change, as the row it writes or deletes.
+impl From<tessera_core::txn_pending::PendingChange> for DbOp {
+    fn from(c: tessera_core::txn_pending::PendingChange) -> Self {
+        use tessera_core::txn_pending::PendingChange as P;
+        match c {
+            P::Put {
+                txn,
+                ino,
+                stripe,
+                run,
+                owner,
+            } => DbOp::PutPendingRun {
+                txn,
+                ino,
+                stripe,
+                run,
+                owner,
+            },
+            P::Del {
+                txn,
+                ino,
+                stripe,
+                start,
+            } => DbOp::DelPendingRun {
+                txn,
+                ino,
+                stripe,
+                start,
+            },
+            P::Size { txn, ino, end } => DbOp::PutPendingSize { txn, ino, end },
+            P::Prepared { txn } => DbOp::PutPrepared(txn),
+            P::Forget { txn } => DbOp::ForgetPending(txn),
+        }
+    }
 }
 
 /// An ownership shard's change, as the row it writes or deletes.
@@ -193,6 +273,15 @@ pub struct Loaded {
     pub published: Vec<(u64, u64, u64)>,
     /// Torn or corrupt log records found (and ignored) at startup.
     pub wal_problems: Vec<String>,
+    /// Transactions' pending attaches: (txn, ino, stripe, run, owner).
+    pub pending_runs: Vec<(u64, u64, u64, Run, Owner)>,
+    /// Transactions' pending sizes: (txn, ino, end).
+    pub pending_sizes: Vec<(u64, u64, u64)>,
+    pub prepared: Vec<u64>,
+    /// The transactions this node is the home of, with their record (0 open, 1 commit,
+    /// 2 abort).
+    pub home_txns: Vec<(u64, u8)>,
+    pub next_txn: u64,
 }
 
 struct Batch {
@@ -271,7 +360,8 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    STATE_SCHEMA_VERSION => {
+                    // Version 2 lacks only the transaction tables, created below.
+                    2 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                     }
@@ -292,6 +382,14 @@ impl Store {
             txn.open_table(CLIENTS).map_err(|e| db_err("clients", e))?;
             txn.open_table(PUBLISHED)
                 .map_err(|e| db_err("published", e))?;
+            txn.open_table(PENDING_RUNS)
+                .map_err(|e| db_err("pending runs", e))?;
+            txn.open_table(PENDING_SIZES)
+                .map_err(|e| db_err("pending sizes", e))?;
+            txn.open_table(PREPARED)
+                .map_err(|e| db_err("prepared", e))?;
+            txn.open_table(HOME_TXNS)
+                .map_err(|e| db_err("home transactions", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint, then empty it.
@@ -412,6 +510,7 @@ fn load(db: &Database) -> FsResult<Loaded> {
     };
     out.next_ino = get(MetaKey::NextIno)?;
     out.next_client = get(MetaKey::NextClient)?;
+    out.next_txn = get(MetaKey::NextTxn)?;
     each_row(&txn, FLUSH_TEMPS, "flush temporaries", |k, _| {
         out.flush_temps.push(k.value().to_string());
         Ok(())
@@ -424,6 +523,40 @@ fn load(db: &Database) -> FsResult<Loaded> {
     each_row(&txn, PUBLISHED, "published", |k, v| {
         let (client, ino) = k.value();
         out.published.push((client, ino, v.value()));
+        Ok(())
+    })?;
+    each_row(&txn, PENDING_RUNS, "pending runs", |k, v| {
+        let (t, ino, stripe, start) = k.value();
+        let (len, stride, count, node, client) = v.value();
+        let run = Run {
+            start,
+            len,
+            stride,
+            count,
+        };
+        if !run.is_valid() {
+            return Err(FsError::new(
+                Errno::Io,
+                format!(
+                    "pending row ({t:#x}, {ino:#x}, {stripe}, {start}) holds an invalid run {run:?}"
+                ),
+            ));
+        }
+        out.pending_runs
+            .push((t, ino, stripe, run, Owner { node, client }));
+        Ok(())
+    })?;
+    each_row(&txn, PENDING_SIZES, "pending sizes", |k, v| {
+        let (t, ino) = k.value();
+        out.pending_sizes.push((t, ino, v.value()));
+        Ok(())
+    })?;
+    each_row(&txn, PREPARED, "prepared transactions", |k, _| {
+        out.prepared.push(k.value());
+        Ok(())
+    })?;
+    each_row(&txn, HOME_TXNS, "home transactions", |k, v| {
+        out.home_txns.push((k.value(), v.value()));
         Ok(())
     })?;
     Ok(out)
@@ -513,6 +646,10 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut temps = txn.open_table(FLUSH_TEMPS).map_err(|x| e(x.into()))?;
         let mut clients = txn.open_table(CLIENTS).map_err(|x| e(x.into()))?;
         let mut published = txn.open_table(PUBLISHED).map_err(|x| e(x.into()))?;
+        let mut pending_runs = txn.open_table(PENDING_RUNS).map_err(|x| e(x.into()))?;
+        let mut pending_sizes = txn.open_table(PENDING_SIZES).map_err(|x| e(x.into()))?;
+        let mut prepared = txn.open_table(PREPARED).map_err(|x| e(x.into()))?;
+        let mut home_txns = txn.open_table(HOME_TXNS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -557,6 +694,37 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutPublished { client, ino, pos } => {
                     published.insert((*client, *ino), *pos).map(drop)
                 }
+                DbOp::PutPendingRun {
+                    txn,
+                    ino,
+                    stripe,
+                    run,
+                    owner,
+                } => pending_runs
+                    .insert(
+                        (*txn, *ino, *stripe, run.start),
+                        (run.len, run.stride, run.count, owner.node, owner.client),
+                    )
+                    .map(drop),
+                DbOp::DelPendingRun {
+                    txn,
+                    ino,
+                    stripe,
+                    start,
+                } => pending_runs.remove((*txn, *ino, *stripe, *start)).map(drop),
+                DbOp::PutPendingSize { txn, ino, end } => {
+                    pending_sizes.insert((*txn, *ino), *end).map(drop)
+                }
+                DbOp::PutPrepared(t) => prepared.insert(*t, ()).map(drop),
+                DbOp::ForgetPending(t) => pending_runs
+                    .retain_in(
+                        (*t, 0, 0, 0)..=(*t, u64::MAX, u64::MAX, u64::MAX),
+                        |_, _| false,
+                    )
+                    .and_then(|()| pending_sizes.retain_in((*t, 0)..=(*t, u64::MAX), |_, _| false))
+                    .and_then(|()| prepared.remove(*t).map(drop)),
+                DbOp::PutHomeTxn { txn, state } => home_txns.insert(*txn, *state).map(drop),
+                DbOp::DelHomeTxn(t) => home_txns.remove(*t).map(drop),
             };
             r.map_err(|x| e(x.into()))?;
         }
@@ -729,6 +897,13 @@ mod tests {
             DbOp::PutClient { .. } => "PutClient",
             DbOp::DelClient(_) => "DelClient",
             DbOp::PutPublished { .. } => "PutPublished",
+            DbOp::PutPendingRun { .. } => "PutPendingRun",
+            DbOp::DelPendingRun { .. } => "DelPendingRun",
+            DbOp::PutPendingSize { .. } => "PutPendingSize",
+            DbOp::PutPrepared(_) => "PutPrepared",
+            DbOp::ForgetPending(_) => "ForgetPending",
+            DbOp::PutHomeTxn { .. } => "PutHomeTxn",
+            DbOp::DelHomeTxn(_) => "DelHomeTxn",
         }
     }
 
@@ -788,6 +963,31 @@ mod tests {
                 ino: 5,
                 pos: 4096,
             },
+            DbOp::PutPendingRun {
+                txn: 1 << 48 | 7,
+                ino: 5,
+                stripe: 0,
+                run: Run::single(0, 10),
+                owner,
+            },
+            DbOp::DelPendingRun {
+                txn: 1 << 48 | 7,
+                ino: 5,
+                stripe: 0,
+                start: 0,
+            },
+            DbOp::PutPendingSize {
+                txn: 1 << 48 | 7,
+                ino: 5,
+                end: 4096,
+            },
+            DbOp::PutPrepared(1 << 48 | 7),
+            DbOp::ForgetPending(1 << 48 | 7),
+            DbOp::PutHomeTxn {
+                txn: 1 << 48 | 7,
+                state: 1,
+            },
+            DbOp::DelHomeTxn(1 << 48 | 7),
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -796,7 +996,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 12, "one sample per operation kind");
+        assert_eq!(seen.len(), 19, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

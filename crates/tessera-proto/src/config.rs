@@ -86,9 +86,17 @@ pub struct InstanceConfig {
     /// was last heard. Shorter frees the bytes sooner; longer rides out longer stalls.
     #[serde(default = "default_lock_lease_ms")]
     pub lock_lease_ms: u64,
+    /// Milliseconds an open transaction outlives the last of its processes: one none of whose
+    /// processes can still vote aborts this long after the last one ended (seed 000).
+    #[serde(default = "default_txn_timeout_ms")]
+    pub txn_timeout_ms: u64,
 }
 
 fn default_lock_lease_ms() -> u64 {
+    10_000
+}
+
+fn default_txn_timeout_ms() -> u64 {
     10_000
 }
 
@@ -135,6 +143,7 @@ impl InstanceConfig {
             peer_timeout_ms: default_peer_timeout_ms(),
             peer_max_handshakes: default_max_handshakes(),
             lock_lease_ms: default_lock_lease_ms(),
+            txn_timeout_ms: default_txn_timeout_ms(),
         }
     }
 

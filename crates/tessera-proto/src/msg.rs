@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -98,4 +98,8 @@ pub struct NodeStatus {
     pub list_lock_runs: u64,
     /// The most owners that held locks of one file at once on this node since it started.
     pub lock_peak_holders: u64,
+    /// Transactions this node is the home of that are not finished (open, or completing).
+    pub txns_at_home: u64,
+    /// Transactions holding pending state on this node.
+    pub txns_pending: u64,
 }

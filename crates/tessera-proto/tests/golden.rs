@@ -16,6 +16,17 @@ use tessera_core::{Errno, FsError, Owner, Run};
 use tessera_proto::peer_auth::{self, Challenge, Welcome};
 use tessera_proto::*;
 
+fn txn() -> u64 {
+    txn_id(1, 42)
+}
+
+fn view() -> TxnView {
+    TxnView {
+        viewer: Some(txn()),
+        committed: vec![txn_id(0, 7)],
+    }
+}
+
 fn owner() -> Owner {
     Owner {
         node: 2,
@@ -122,6 +133,8 @@ fn status() -> NodeStatus {
         list_locks_granted: 12,
         list_lock_runs: 13,
         lock_peak_holders: 14,
+        txns_at_home: 2,
+        txns_pending: 3,
     }
 }
 
@@ -350,6 +363,22 @@ fn client_samples(s: &mut Samples) {
     s.client(Writing { ino: 5 }, ());
     s.client(Status, status());
     s.client(Shutdown, ());
+    s.client(TxnOpen {}, txn());
+    s.client(
+        TxnJoin {
+            txn: Some(txn()),
+            log: Some(78),
+        },
+        78,
+    );
+    s.client(
+        TxnDecide {
+            txn: txn(),
+            commit: false,
+            reasons: vec!["rank 3 voted to abort: out of memory".into()],
+        },
+        (),
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -402,6 +431,7 @@ fn peer_samples(s: &mut Samples) {
         InodeSetSize {
             ino: 5,
             change: SizeChange::Extend(9000),
+            txn: Some(txn()),
         },
         attr(),
     );
@@ -420,6 +450,7 @@ fn peer_samples(s: &mut Samples) {
             owner: owner(),
             runs: vec![run()],
             fences: vec![1_700_000_000_000_000_001],
+            txn: Some(txn()),
         },
         (),
     );
@@ -438,11 +469,13 @@ fn peer_samples(s: &mut Samples) {
             ino: 5,
             stripe: 1,
             from: 0,
+            view: view(),
         },
         Stripe {
             runs: vec![owned_run()],
             version: 12,
             cached: true,
+            excluded: vec![txn()],
         },
     );
     s.peer(
@@ -459,10 +492,12 @@ fn peer_samples(s: &mut Samples) {
             only: Some(owner()),
             from: 4096,
             max: 1000,
+            view: view(),
         },
         OwnedPage {
             runs: vec![owned_run()],
             resume: Some(1 << 30),
+            excluded: vec![txn()],
         },
     );
     s.peer(
@@ -555,6 +590,42 @@ fn peer_samples(s: &mut Samples) {
     );
     s.peer(Status, status());
     s.peer(Shutdown, ());
+    s.peer(
+        TxnMember {
+            txn: txn(),
+            node: 1,
+            client: 77,
+            joined: true,
+        },
+        (),
+    );
+    s.peer(
+        TxnHomeDecide {
+            txn: txn(),
+            commit: true,
+            reasons: Vec::new(),
+        },
+        (),
+    );
+    s.peer(TxnPrepare { txn: txn() }, ());
+    s.peer(
+        TxnComplete {
+            txn: txn(),
+            commit: true,
+        },
+        (),
+    );
+    s.peer(TxnStatus { txn: txn() }, TxnVerdict::Committed);
+    s.peer(
+        InodeGetAs {
+            ino: 5,
+            view: view(),
+        },
+        AttrAs {
+            attr: attr(),
+            excluded: vec![txn()],
+        },
+    );
 }
 
 fn samples() -> Samples {

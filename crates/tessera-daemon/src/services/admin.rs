@@ -71,6 +71,8 @@ impl Node {
             list_locks_granted: grants.granted,
             list_lock_runs: grants.runs,
             lock_peak_holders: peak as u64,
+            txns_at_home: self.txns.homes.lock().expect("homes").len() as u64,
+            txns_pending: self.txns.pending().transactions().count() as u64,
         }
     }
 }

@@ -10,9 +10,11 @@
 //! * [`locks`]: byte-range (fcntl) locks and list locks;
 //! * [`leases`]: lock leases, their renewal and expiry, and the fences of revoked list locks;
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
+//! * [`txn`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000): joining one, its
+//!   two-phase commit at its home, and the state every node holds back until the decision;
 //! * [`admin`]: liveness, status, shutdown.
 //!
-//! Transactions, the catalogue and locality answers join as further modules here, each with
+//! The catalogue and locality answers join as further modules here, each with
 //! its requests in `tessera_proto::calls` and one routing line per request in
 //! [`crate::router`].
 
@@ -26,3 +28,6 @@ pub mod ownership;
 pub mod ownership_shard;
 pub mod read;
 pub mod space;
+pub mod txn;
+pub mod txn_home;
+pub mod txn_shard;

@@ -19,7 +19,7 @@ use tessera_proto::{
 };
 
 impl ServeClient<Open> for Node {
-    async fn serve_client(&self, _: u64, r: Open) -> FsResult<Opened> {
+    async fn serve_client(&self, client: u64, r: Open) -> FsResult<Opened> {
         let Open {
             path,
             flags,
@@ -63,8 +63,13 @@ impl ServeClient<Open> for Node {
         if flags.truncate && attr.size > 0 {
             attr = self.truncate_ino(&p, dentry.ino, 0).await?;
         }
+        let view = self.view_of(client);
+        if view.viewer.is_some() {
+            // A member sees the size its transaction extended the file to.
+            attr = self.inode_get_as(&view, dentry.ino).await?.attr;
+        }
         let owners = if want_owners {
-            Some(self.query_file(dentry.ino, 0).await?)
+            Some(self.query_file_as(&view, dentry.ino, 0).await?)
         } else {
             None
         };
@@ -77,9 +82,15 @@ impl ServeClient<Open> for Node {
 }
 
 impl ServeClient<Stat> for Node {
-    async fn serve_client(&self, _: u64, r: Stat) -> FsResult<Attr> {
+    async fn serve_client(&self, client: u64, r: Stat) -> FsResult<Attr> {
         let p = path::normalize(&r.path)?;
-        Ok(self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?.1)
+        let (d, attr) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let view = self.view_of(client);
+        if view.viewer.is_some() && d.kind == FileKind::File {
+            // A member sees the size its transaction extended the file to.
+            return Ok(self.inode_get_as(&view, d.ino).await?.attr);
+        }
+        Ok(attr)
     }
 }
 
@@ -455,6 +466,7 @@ impl Node {
         let set = InodeSetSize {
             ino,
             change: SizeChange::Set(size),
+            txn: None,
         };
         let attr = self.call(ino_shard(ino), set).await?;
         self.call_all(self.every_node(|| OwnTruncate { ino, size }))

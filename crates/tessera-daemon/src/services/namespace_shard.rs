@@ -9,11 +9,11 @@ use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, Found,
-    HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
+    HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren, SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
@@ -103,6 +103,11 @@ impl ServePeer<InodeGet> for Node {
 
 impl ServePeer<InodeSetSize> for Node {
     async fn serve_peer(&self, r: InodeSetSize) -> FsResult<Attr> {
+        if let (Some(txn), SizeChange::Extend(end)) = (r.txn, r.change) {
+            self.check_txn_id(txn)?;
+            self.extend_pending(txn, r.ino, end).await?;
+            return self.inode(r.ino);
+        }
         self.change_namespace(|ns| ns.set_size(r.ino, r.change, now_ns()))
             .await
     }
@@ -127,7 +132,7 @@ impl Node {
     /// change is queued to the store under the namespace lock, so the store sees changes in
     /// the order they were made. A refused change is answered once the changes before it are
     /// durable too: an entry it found in the way is never one a crash could still take back.
-    async fn change_namespace<T>(
+    pub(crate) async fn change_namespace<T>(
         &self,
         change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<NamespaceChange>)>,
     ) -> FsResult<T> {

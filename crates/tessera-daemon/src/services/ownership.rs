@@ -7,11 +7,13 @@
 
 use crate::Node;
 use crate::rpc::ServeClient;
+use std::sync::Mutex;
 use tessera_core::placement::{ino_shard, runs_by_stripe, split_by_stripe, stripe_shard};
+use tessera_core::txn_pending::Span;
 use tessera_core::{Errno, FsError, FsResult, OwnedRun, Owner, Run, RunMap};
 use tessera_proto::{
-    Attach, Detach, DetachFile, InodeSetSize, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe,
-    OwnQueryFile, Owners, Query, QueryFile, SizeChange,
+    Attach, Detach, DetachFile, InodeGetAs, InodeSetSize, OwnAttach, OwnDetach, OwnDetachFile,
+    OwnFetchStripe, OwnQueryFile, Owners, Query, QueryFile, SizeChange, TxnView,
 };
 
 /// A query or detach spanning more stripes than this is answered by asking every daemon
@@ -22,9 +24,11 @@ impl ServeClient<Attach> for Node {
     async fn serve_client(&self, client: u64, r: Attach) -> FsResult<()> {
         self.check_ino(r.ino)?;
         self.check_fences(r.ino, &r.fences, true)?;
-        self.attach(r.ino, self.owner(client), r.runs, &r.fences)
+        let txn = self.txns.member(client);
+        self.attach(r.ino, self.writing_owner(client), r.runs, &r.fences, txn)
             .await?;
-        if let Some(pos) = r.upto {
+        // A member's positions are in its transaction's log, which is never published for it.
+        if let (Some(pos), None) = (r.upto, txn) {
             // Kept in the state too: after a restart of this daemon, what it publishes for the
             // client if it dies must still start there. Not waited for: it reaches the state
             // log with the next group, in microseconds, and until then the journal's own
@@ -60,17 +64,19 @@ impl ServeClient<DetachFile> for Node {
 }
 
 impl ServeClient<Query> for Node {
-    async fn serve_client(&self, _: u64, r: Query) -> FsResult<Owners> {
+    async fn serve_client(&self, client: u64, r: Query) -> FsResult<Owners> {
         self.check_ino(r.ino)?;
         check_order(r.start, r.end, "query")?;
-        self.query(r.ino, r.start, r.end).await
+        self.query_as(&self.view_of(client), r.ino, r.start, r.end)
+            .await
     }
 }
 
 impl ServeClient<QueryFile> for Node {
-    async fn serve_client(&self, _: u64, r: QueryFile) -> FsResult<Owners> {
+    async fn serve_client(&self, client: u64, r: QueryFile) -> FsResult<Owners> {
         self.check_ino(r.ino)?;
-        self.query_file(r.ino, r.from).await
+        self.query_file_as(&self.view_of(client), r.ino, r.from)
+            .await
     }
 }
 
@@ -83,15 +89,22 @@ impl Node {
         }
     }
 
+    /// The owner a client's attaches install: its transaction's log while it is a member.
+    fn writing_owner(&self, client: u64) -> Owner {
+        self.owner(self.txns.log_of(client))
+    }
+
     /// Makes `owner` the owner of `runs` of `ino`, then extends the file's size over them.
     /// Installs `owner` as the holder of `runs`; `fences`: the tokens of the list locks the
-    /// writes were made under (see [`Node::check_fences`]).
+    /// writes were made under (see [`Node::check_fences`]); `txn`: the transaction they are
+    /// pending under, if any.
     pub(crate) async fn attach(
         &self,
         ino: u64,
         owner: Owner,
         runs: Vec<Run>,
         fences: &[u64],
+        txn: Option<u64>,
     ) -> FsResult<()> {
         let per_stripe = runs_by_stripe(&runs, self.cfg.stripe_size)?;
         // Ownership sends every reader of these bytes to this log: it must hold them.
@@ -109,6 +122,7 @@ impl Node {
                     owner,
                     runs: runs.clone(),
                     fences: fences.to_vec(),
+                    txn,
                 };
                 (stripe_shard(ino, *stripe, n), req)
             })
@@ -119,8 +133,14 @@ impl Node {
         let extend = InodeSetSize {
             ino,
             change: SizeChange::Extend(end),
+            txn,
         };
-        if let Err(e) = self.call(ino_shard(ino), extend).await {
+        let extended = self.call(ino_shard(ino), extend).await;
+        if txn.is_some() {
+            // Pending ownership is dropped with its transaction, which fails to commit.
+            return extended.map(drop);
+        }
+        if let Err(e) = extended {
             // The file is gone (unlinked while we wrote): take back what this attach installed
             // so no ownership outlives the inode.
             let undo = per_stripe
@@ -173,7 +193,8 @@ impl Node {
         let stripes = (end - 1) / ss - start / ss + 1;
         let reqs: Vec<_> = if stripes > MAX_STRIPES_PER_REQUEST * u64::from(self.cfg.nodes) {
             // Detach only where the owner actually holds bytes.
-            let mine = self.query_file_only(ino, Some(owner)).await?;
+            let probe = Probe::new(TxnView::default());
+            let mine = self.query_file_only(&probe, ino, Some(owner)).await?;
             mine.into_iter()
                 .flat_map(|r| r.run.clip(start, end))
                 .flat_map(|r| split_by_stripe(r.start, r.end(), ss))
@@ -188,18 +209,76 @@ impl Node {
         Ok(())
     }
 
-    /// Who holds `[start, end)`, and the size if any byte of the range is unowned.
+    /// Who holds `[start, end)`, as the committed state says (the view of no transaction).
+    pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
+        self.query_as(&TxnView::default(), ino, start, end).await
+    }
+
+    /// Who holds `[start, end)` as `view` sees it, and the size if any byte of the range is
+    /// unowned.
+    ///
+    /// All or nothing of each transaction: the parts of the answer (stripes, size) are given
+    /// at different moments, so one may be given before a transaction's decision and another
+    /// after its completion. Every part names the transactions with state there that it left
+    /// out; those decided by now are included and the query asked again (see
+    /// [`Node::decided_since`]). A part answered from a leased copy names none, so the copy
+    /// must still be held, unchanged, once the answer is whole (a transaction's first write
+    /// to a stripe drops the copies, before its decision can be taken); otherwise the query
+    /// is asked again without copies.
+    pub async fn query_as(
+        &self,
+        view: &TxnView,
+        ino: u64,
+        start: u64,
+        end: u64,
+    ) -> FsResult<Owners> {
+        let mut probe = Probe::new(view.clone());
+        loop {
+            let owners = self.query_once(&probe, ino, start, end).await?;
+            if self.settle(&mut probe).await {
+                return Ok(owners);
+            }
+        }
+    }
+
+    /// Whether an answer gathered by `probe` is whole; if not, `probe` is set up to ask again.
+    async fn settle(&self, probe: &mut Probe) -> bool {
+        probe.rounds += 1;
+        let copies = std::mem::take(&mut *probe.copies.lock().expect("probe"));
+        let excluded = std::mem::take(&mut *probe.excluded.lock().expect("probe"));
+        let copies_held = {
+            let cache = self.stripe_cache.lock().expect("stripe cache");
+            copies.iter().all(|(k, v)| cache.still_holds(*k, *v))
+        };
+        if !copies_held {
+            probe.use_cache = false;
+        }
+        match self.decided_since(&probe.view, &excluded).await {
+            Some(newly) => {
+                probe.view.committed.extend(&newly);
+                copies_held && newly.is_empty()
+            }
+            // An orphan's state lasts until its node's resolver drops it.
+            None if probe.rounds > super::txn_shard::MAX_ROUNDS => copies_held,
+            None => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                false
+            }
+        }
+    }
+
+    /// One round of [`Node::query_as`].
     ///
     /// The size is read before the runs it is returned with. Attach installs ownership before
     /// it extends the size, so every byte below a size we return that an attach had published
     /// by then is owned in the answer: a reader never mistakes an appended, committed range
     /// for a hole. Runs asked for before the size are asked for again if they left a gap below
     /// it.
-    pub async fn query(&self, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
+    async fn query_once(&self, probe: &Probe, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
         let ss = self.cfg.stripe_size;
         if start >= end {
             return Ok(Owners {
-                size: Some(self.inode_get(ino).await?.size),
+                size: Some(self.size_as(probe, ino).await?),
                 runs: Vec::new(),
                 next: None,
             });
@@ -208,15 +287,17 @@ impl Node {
         if stripes > MAX_STRIPES_PER_REQUEST {
             // From the whole file's pages: runs are cut at stripes, so none that starts before
             // the range's first stripe reaches into it. `next` continues with QueryFile.
-            let size = self.inode_get(ino).await?.size;
-            let (runs, next) = self.query_file_page(ino, None, start - start % ss).await?;
+            let size = self.size_as(probe, ino).await?;
+            let (runs, next) = self
+                .query_file_page(probe, ino, None, start - start % ss)
+                .await?;
             return Ok(Owners {
                 size: Some(size),
                 runs: clip_runs(&runs, start, end),
                 next: next.filter(|n| *n < end),
             });
         }
-        let runs = self.range_owners(ino, start, end).await?;
+        let runs = self.range_owners(probe, ino, start, end).await?;
         // Only a range with unowned bytes needs the size (zeros below it, end of file above).
         let owned: u64 = runs.iter().map(|r| r.run.bytes()).sum();
         if owned == end - start {
@@ -226,11 +307,11 @@ impl Node {
                 next: None,
             });
         }
-        let size = self.inode_get(ino).await?.size;
+        let size = self.size_as(probe, ino).await?;
         let below = end.min(size);
         let runs = if below > start && owned_below(&runs, below) < below - start {
             // A gap below the size: ask again, after the size.
-            self.range_owners(ino, start, end).await?
+            self.range_owners(probe, ino, start, end).await?
         } else {
             runs
         };
@@ -241,10 +322,32 @@ impl Node {
         })
     }
 
+    /// The size of `ino` as the probe's view sees it.
+    async fn size_as(&self, probe: &Probe, ino: u64) -> FsResult<u64> {
+        let shard = ino_shard(ino);
+        let got = self
+            .call(
+                shard,
+                InodeGetAs {
+                    ino,
+                    view: probe.view.clone(),
+                },
+            )
+            .await?;
+        probe.left_out(got.excluded);
+        Ok(got.attr.size)
+    }
+
     /// The owners of `[start, end)`, stripe by stripe, ascending by start within each.
-    async fn range_owners(&self, ino: u64, start: u64, end: u64) -> FsResult<Vec<OwnedRun>> {
+    async fn range_owners(
+        &self,
+        probe: &Probe,
+        ino: u64,
+        start: u64,
+        end: u64,
+    ) -> FsResult<Vec<OwnedRun>> {
         let per_stripe = split_by_stripe(start, end, self.cfg.stripe_size)
-            .map(|(stripe, s, t)| self.stripe_owners(ino, stripe, s, t));
+            .map(|(stripe, s, t)| self.stripe_owners(probe, ino, stripe, s, t));
         Ok(futures::future::try_join_all(per_stripe)
             .await?
             .into_iter()
@@ -256,6 +359,7 @@ impl Node {
     /// a remote stripe, or by fetching (and caching) the remote stripe.
     async fn stripe_owners(
         &self,
+        probe: &Probe,
         ino: u64,
         stripe: u64,
         s: u64,
@@ -263,27 +367,45 @@ impl Node {
     ) -> FsResult<Vec<OwnedRun>> {
         let shard = stripe_shard(ino, stripe, self.cfg.nodes);
         if shard == self.id {
-            return Ok(self.own.lock().expect("own").query(ino, stripe, s, t));
+            let own = self.own.lock().expect("own");
+            let pending = self.txns.pending();
+            let span = Span {
+                ino,
+                stripe,
+                start: s,
+                end: t,
+            };
+            let (runs, excluded) =
+                super::ownership_shard::view_query(&pending, &own, span, &probe.view);
+            probe.left_out(excluded);
+            return Ok(runs);
         }
-        if let Some(map) = self
-            .stripe_cache
-            .lock()
-            .expect("stripe cache")
-            .get((ino, stripe))
-        {
-            return Ok(map
-                .overlapping(s, t)
-                .into_iter()
-                .map(OwnedRun::from)
-                .collect());
+        let plain = probe.view == TxnView::default();
+        if plain && probe.use_cache {
+            let mut cache = self.stripe_cache.lock().expect("stripe cache");
+            if let Some((map, version)) = cache.get_versioned((ino, stripe)) {
+                let runs = map
+                    .overlapping(s, t)
+                    .into_iter()
+                    .map(OwnedRun::from)
+                    .collect();
+                probe
+                    .copies
+                    .lock()
+                    .expect("probe")
+                    .push(((ino, stripe), version));
+                return Ok(runs);
+            }
         }
         let asked = std::time::Instant::now();
         let fetch = OwnFetchStripe {
             ino,
             stripe,
             from: self.id,
+            view: probe.view.clone(),
         };
         let got = self.call(shard, fetch).await?;
+        probe.left_out(got.excluded);
         if got.cached {
             let mut map = RunMap::new();
             for r in &got.runs {
@@ -301,33 +423,51 @@ impl Node {
 
     /// Who holds the bytes of the file from the runs that start at `from` on, as many as fit in
     /// one answer (`next`: where the rest begins), and its size (read first: see
-    /// [`Node::query`]).
-    pub async fn query_file(&self, ino: u64, from: u64) -> FsResult<Owners> {
-        let size = self.inode_get(ino).await?.size;
-        let (runs, next) = self.query_file_page(ino, None, from).await?;
-        Ok(Owners {
-            size: Some(size),
-            runs,
-            next,
-        })
+    /// [`Node::query_once`]), as `view` sees them (all or nothing of each transaction, as
+    /// [`Node::query_as`]).
+    pub async fn query_file_as(&self, view: &TxnView, ino: u64, from: u64) -> FsResult<Owners> {
+        let mut probe = Probe::new(view.clone());
+        loop {
+            let size = self.size_as(&probe, ino).await?;
+            let (runs, next) = self.query_file_page(&probe, ino, None, from).await?;
+            if self.settle(&mut probe).await {
+                return Ok(Owners {
+                    size: Some(size),
+                    runs,
+                    next,
+                });
+            }
+        }
     }
 
-    /// Who holds every byte of the file (for this daemon's own use: not bounded by a frame).
+    /// Who holds every byte of the file as committed (for this daemon's own use: not bounded
+    /// by a frame).
     pub async fn query_file_whole(&self, ino: u64) -> FsResult<Owners> {
-        let size = self.inode_get(ino).await?.size;
-        Ok(Owners {
-            size: Some(size),
-            runs: self.query_file_only(ino, None).await?,
-            next: None,
-        })
+        let mut probe = Probe::new(TxnView::default());
+        loop {
+            let size = self.size_as(&probe, ino).await?;
+            let runs = self.query_file_only(&probe, ino, None).await?;
+            if self.settle(&mut probe).await {
+                return Ok(Owners {
+                    size: Some(size),
+                    runs,
+                    next: None,
+                });
+            }
+        }
     }
 
     /// Every run of `ino`, or only `only`'s, ascending by start, page after page.
-    async fn query_file_only(&self, ino: u64, only: Option<Owner>) -> FsResult<Vec<OwnedRun>> {
+    async fn query_file_only(
+        &self,
+        probe: &Probe,
+        ino: u64,
+        only: Option<Owner>,
+    ) -> FsResult<Vec<OwnedRun>> {
         let mut out = Vec::new();
         let mut from = Some(0);
         while let Some(at) = from {
-            let (runs, next) = self.query_file_page(ino, only, at).await?;
+            let (runs, next) = self.query_file_page(probe, ino, only, at).await?;
             out.extend(runs);
             from = next;
         }
@@ -340,6 +480,7 @@ impl Node {
     /// missing.
     async fn query_file_page(
         &self,
+        probe: &Probe,
         ino: u64,
         only: Option<Owner>,
         from: u64,
@@ -352,20 +493,53 @@ impl Node {
                 only,
                 from,
                 max,
+                view: probe.view.clone(),
             }))
             .await?;
         let mut cut = pages.iter().filter_map(|p| p.resume).min();
-        let mut runs: Vec<OwnedRun> = pages
-            .into_iter()
-            .flat_map(|p| p.runs)
-            .filter(|r| cut.is_none_or(|c| r.run.start < c))
-            .collect();
+        let mut runs: Vec<OwnedRun> = Vec::new();
+        for p in pages {
+            probe.left_out(p.excluded);
+            runs.extend(
+                p.runs
+                    .into_iter()
+                    .filter(|r| cut.is_none_or(|c| r.run.start < c)),
+            );
+        }
         runs.sort_by_key(|r| r.run.start);
         if runs.len() > max as usize {
             cut = Some(runs[max as usize].run.start);
             runs.truncate(max as usize);
         }
         Ok((runs, cut))
+    }
+}
+
+/// What one query gathers beside its answer: the view it asks with, the transactions its
+/// parts left out, and the leased copies it read.
+struct Probe {
+    view: TxnView,
+    excluded: Mutex<Vec<u64>>,
+    copies: Mutex<Vec<((u64, u64), u64)>>,
+    use_cache: bool,
+    rounds: u32,
+}
+
+impl Probe {
+    fn new(view: TxnView) -> Probe {
+        Probe {
+            view,
+            excluded: Mutex::new(Vec::new()),
+            copies: Mutex::new(Vec::new()),
+            use_cache: true,
+            rounds: 0,
+        }
+    }
+
+    fn left_out(&self, txns: Vec<u64>) {
+        if !txns.is_empty() {
+            self.excluded.lock().expect("probe").extend(txns);
+        }
     }
 }
 

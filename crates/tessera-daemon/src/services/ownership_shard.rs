@@ -7,10 +7,11 @@ use crate::rpc::ServePeer;
 use crate::state::cache::Change;
 use crate::store::DbOp;
 use tessera_core::ownership::{OwnerChange, Ownership};
-use tessera_core::{Errno, FsError, FsResult, Run};
+use tessera_core::txn_pending::{PendingOwnership, Seen, Span};
+use tessera_core::{Errno, FsError, FsResult, OwnedRun, Run};
 use tessera_proto::{
     DropFile, Invalidate, OwnAttach, OwnDetach, OwnDetachFile, OwnFetchStripe, OwnQueryFile,
-    OwnTruncate, OwnedPage, Stripe,
+    OwnTruncate, OwnedPage, Stripe, TxnView,
 };
 
 /// Which cached copies a change makes stale.
@@ -23,6 +24,12 @@ impl ServePeer<OwnAttach> for Node {
     async fn serve_peer(&self, r: OwnAttach) -> FsResult<()> {
         check_runs(&r.runs, r.stripe, self.cfg.stripe_size)?;
         self.check_fences(r.ino, &r.fences, r.owner.node == self.id)?;
+        if let Some(txn) = r.txn {
+            self.check_txn_id(txn)?;
+            return self
+                .attach_pending(txn, r.ino, r.stripe, r.owner, &r.runs)
+                .await;
+        }
         let stale = Stale::Stripe(r.ino, r.stripe);
         self.change_ownership(stale, |own| {
             ((), own.attach(r.ino, r.stripe, r.owner, &r.runs))
@@ -68,8 +75,28 @@ impl ServePeer<DropFile> for Node {
 impl ServePeer<OwnFetchStripe> for Node {
     async fn serve_peer(&self, r: OwnFetchStripe) -> FsResult<Stripe> {
         let own = self.own.lock().expect("own");
-        let runs = own.query_stripe(r.ino, r.stripe);
-        let cached = r.from != self.id && runs.len() <= crate::state::cache::MAX_CACHED_RUNS;
+        let pending = self.txns.pending();
+        let (runs, excluded) = if pending.touches_stripe(r.ino, r.stripe) {
+            let ss = self.cfg.stripe_size;
+            let lo = r.stripe.saturating_mul(ss);
+            let span = Span {
+                ino: r.ino,
+                stripe: r.stripe,
+                start: lo,
+                end: lo.saturating_add(ss),
+            };
+            view_query(&pending, &own, span, &r.view)
+        } else {
+            (own.query_stripe(r.ino, r.stripe), Vec::new())
+        };
+        // A copy never hides pending bytes without saying so: none is granted of a stripe a
+        // transaction writes to (its first pending attach there dropped the copies), nor to
+        // a member, whose view includes its own.
+        let cached = r.from != self.id
+            && r.view == TxnView::default()
+            && !pending.touches_stripe(r.ino, r.stripe)
+            && runs.len() <= crate::state::cache::MAX_CACHED_RUNS;
+        drop(pending);
         // Granted under the ownership lock: no change can slip between map and lease.
         let version = if cached {
             self.callbacks
@@ -83,6 +110,7 @@ impl ServePeer<OwnFetchStripe> for Node {
             runs,
             version,
             cached,
+            excluded,
         })
     }
 }
@@ -100,9 +128,71 @@ impl ServePeer<Invalidate> for Node {
 impl ServePeer<OwnQueryFile> for Node {
     async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<OwnedPage> {
         let own = self.own.lock().expect("own");
-        let (runs, resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
-        Ok(OwnedPage { runs, resume })
+        let (mut runs, mut resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
+        let pending = self.txns.pending();
+        let stripes = pending.stripes_of(r.ino);
+        if stripes.is_empty() {
+            return Ok(OwnedPage {
+                runs,
+                resume,
+                excluded: Vec::new(),
+            });
+        }
+        // Stripes some transaction writes to are answered from the view instead (runs are
+        // cut at stripes, so each run lies in one).
+        let ss = self.cfg.stripe_size;
+        let limit = resume.unwrap_or(u64::MAX);
+        runs.retain(|x| !stripes.contains(&(x.run.start / ss)));
+        let mut excluded = Vec::new();
+        for stripe in stripes {
+            let lo = stripe.saturating_mul(ss);
+            let hi = lo.saturating_add(ss);
+            if hi <= r.from || lo >= limit {
+                continue;
+            }
+            let span = Span {
+                ino: r.ino,
+                stripe,
+                start: lo,
+                end: hi,
+            };
+            let (seen, left_out) = view_query(&pending, &own, span, &r.view);
+            excluded.extend(left_out);
+            runs.extend(seen.into_iter().filter(|x| {
+                x.run.start >= r.from && x.run.start < limit && r.only.is_none_or(|o| x.owner == o)
+            }));
+        }
+        runs.sort_by_key(|x| x.run.start);
+        if runs.len() > r.max as usize {
+            resume = Some(runs[r.max as usize].run.start);
+            runs.truncate(r.max as usize);
+        }
+        excluded.sort_unstable();
+        excluded.dedup();
+        Ok(OwnedPage {
+            runs,
+            resume,
+            excluded,
+        })
     }
+}
+
+/// The owners of `span` as `view` sees them, and the transactions with bytes there it left
+/// out.
+pub(crate) fn view_query(
+    pending: &PendingOwnership,
+    own: &Ownership,
+    span: Span,
+    view: &TxnView,
+) -> (Vec<OwnedRun>, Vec<u64>) {
+    let committed = |t| view.committed.contains(&t);
+    let (runs, seen) = pending.query(own, span, view.viewer, &committed);
+    let excluded = seen
+        .into_iter()
+        .filter(|(_, s)| *s == Seen::Excluded)
+        .map(|(t, _)| t)
+        .collect();
+    (runs, excluded)
 }
 
 impl Node {
@@ -135,7 +225,7 @@ impl Node {
     /// Tells the holders of changed stripes to drop their copies before the change is
     /// acknowledged; a holder that cannot be reached is waited out until its lease ends. After
     /// a restart, changes first wait until every lease granted before it has ended.
-    async fn tell_holders(&self, change: Change) {
+    pub(crate) async fn tell_holders(&self, change: Change) {
         let quiet = self.callbacks.lock().expect("callbacks").quiet_for();
         if !quiet.is_zero() {
             tokio::time::sleep(quiet).await;

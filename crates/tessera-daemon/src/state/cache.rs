@@ -155,16 +155,29 @@ pub struct StripeCache {
 impl StripeCache {
     /// The copy of `key`, if it is still within its lease (counted as a hit or a miss).
     pub fn get(&mut self, key: Key) -> Option<&RunMap<Owner>> {
+        self.get_versioned(key).map(|(map, _)| map)
+    }
+
+    /// The copy of `key` and its version, as [`StripeCache::get`].
+    pub fn get_versioned(&mut self, key: Key) -> Option<(&RunMap<Owner>, u64)> {
         match self.copies.get(&key) {
-            Some((map, _, expires)) if *expires > Instant::now() => {
+            Some((map, version, expires)) if *expires > Instant::now() => {
                 self.hits += 1;
-                Some(map)
+                Some((map, *version))
             }
             _ => {
                 self.misses += 1;
                 None
             }
         }
+    }
+
+    /// Whether the copy of `key` at `version` is still held and within its lease: no change
+    /// of the stripe was acknowledged since it was read.
+    pub fn still_holds(&self, key: Key, version: u64) -> bool {
+        self.copies
+            .get(&key)
+            .is_some_and(|(_, v, expires)| *v == version && *expires > Instant::now())
     }
 
     /// Lookups answered by a copy, and lookups that found none, since start.

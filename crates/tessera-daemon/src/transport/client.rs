@@ -71,7 +71,10 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 /// forget it; if the process goes on (its connection was dropped), keep its id and watch it.
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     let ended = process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
-    if ended {
+    // A member of a transaction leaves it; what it did not publish before its vote is not
+    // part of it, and not published outside it either.
+    let outside_txn = node.txn_client_gone(c).await;
+    if ended && outside_txn {
         node.publish_leftovers(c).await;
     }
     node.client_gone(c).await;

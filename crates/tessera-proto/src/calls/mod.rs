@@ -17,6 +17,7 @@ pub mod namespace;
 pub mod ownership;
 pub mod read;
 pub mod space;
+pub mod txn;
 
 use crate::frame;
 use serde::{Serialize, de::DeserializeOwned};
@@ -30,6 +31,7 @@ pub use namespace::*;
 pub use ownership::*;
 pub use read::*;
 pub use space::*;
+pub use txn::*;
 
 /// What a daemon sends back for a request: its reply, or why it failed.
 pub type Answer<T> = Result<T, FsError>;
@@ -127,6 +129,11 @@ protocol! {
         Writing = "writing" -> (),
         Status = "status" -> crate::NodeStatus,
         Shutdown = "shutdown" -> (),
+        /// The new transaction's id.
+        TxnOpen = "txn_open" -> u64,
+        /// The log id to write under.
+        TxnJoin = "txn_join" -> u64,
+        TxnDecide = "txn_decide" -> (),
     }
 }
 
@@ -173,6 +180,12 @@ protocol! {
         Fence = "fence" -> (),
         Status = "status" -> crate::NodeStatus,
         Shutdown = "shutdown" -> (),
+        TxnMember = "txn_member" -> (),
+        TxnHomeDecide = "txn_home_decide" -> (),
+        TxnPrepare = "txn_prepare" -> (),
+        TxnComplete = "txn_complete" -> (),
+        TxnStatus = "txn_status" -> TxnVerdict,
+        InodeGetAs = "inode_get_as" -> AttrAs,
     }
 }
 
@@ -195,6 +208,8 @@ impl Request {
             // A second unlock of a token fails (ESTALE) where the first succeeded.
             Request::ListUnlock(_) => false,
             Request::Shutdown(_) => false,
+            // A second copy opens a second transaction.
+            Request::TxnOpen(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)
@@ -211,7 +226,10 @@ impl Request {
             | Request::Flush(_)
             | Request::GetLock(_)
             | Request::Writing(_)
-            | Request::Status(_) => true,
+            | Request::Status(_)
+            // Membership is a set at the home; a decision, once taken, is answered again.
+            | Request::TxnJoin(_)
+            | Request::TxnDecide(_) => true,
         }
     }
 }
@@ -255,7 +273,15 @@ impl PeerRequest {
             | PeerRequest::TableListLock(_)
             | PeerRequest::RenewLease(_)
             | PeerRequest::Fence(_)
-            | PeerRequest::Status(_) => true,
+            | PeerRequest::Status(_)
+            // Membership is a set; a home answers a repeated decision with the one taken;
+            // prepare and completion find their work done the second time.
+            | PeerRequest::TxnMember(_)
+            | PeerRequest::TxnHomeDecide(_)
+            | PeerRequest::TxnPrepare(_)
+            | PeerRequest::TxnComplete(_)
+            | PeerRequest::TxnStatus(_)
+            | PeerRequest::InodeGetAs(_) => true,
             PeerRequest::TableListUnlock(_) => false,
         }
     }

@@ -137,6 +137,8 @@ pub struct InodeGet {
 pub struct InodeSetSize {
     pub ino: u64,
     pub change: SizeChange,
+    /// The transaction an extension is made under: pending until its decision.
+    pub txn: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

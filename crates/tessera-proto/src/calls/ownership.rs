@@ -55,6 +55,8 @@ pub struct OwnAttach {
     pub runs: Vec<Run>,
     /// As [`Attach::fences`]: checked by the stripe's shard against the fences it received.
     pub fences: Vec<u64>,
+    /// The transaction the attach is made under: pending until its decision.
+    pub txn: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,6 +75,9 @@ pub struct OwnFetchStripe {
     pub ino: u64,
     pub stripe: u64,
     pub from: u32,
+    /// Whose pending state to lay over the map; a copy is cached only of a stripe no prepared
+    /// transaction touches, and only for a view without a transaction of its own.
+    pub view: crate::TxnView,
 }
 
 /// Answer to [`OwnFetchStripe`]: a stripe's whole map; `cached` says whether a lease was
@@ -82,6 +87,8 @@ pub struct Stripe {
     pub runs: Vec<OwnedRun>,
     pub version: u64,
     pub cached: bool,
+    /// Prepared transactions with bytes here that the view left out.
+    pub excluded: Vec<u64>,
 }
 
 /// The shard changed a stripe this node holds a copy of: drop it.
@@ -100,6 +107,7 @@ pub struct OwnQueryFile {
     pub only: Option<Owner>,
     pub from: u64,
     pub max: u32,
+    pub view: crate::TxnView,
 }
 
 /// Answer to [`OwnQueryFile`]: the runs, and the start of the first run left out (`None`: no
@@ -108,6 +116,8 @@ pub struct OwnQueryFile {
 pub struct OwnedPage {
     pub runs: Vec<OwnedRun>,
     pub resume: Option<u64>,
+    /// Prepared transactions with bytes of the file here that the view left out.
+    pub excluded: Vec<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

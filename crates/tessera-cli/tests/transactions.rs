@@ -1,0 +1,344 @@
+//! Transactions across daemons (seed 000): what members publish is pending, seen by them at
+//! once and by everyone else only when the transaction commits, all of it at once; an abort,
+//! or the end of every member process, leaves nothing; a reader racing commits never sees a
+//! data set half old and half new, while the same checker does see a mix when the writers
+//! publish without a transaction.
+
+mod common;
+
+use common::Inst;
+use std::time::{Duration, Instant};
+use tessera_cli::script::{Cmd, pattern_byte};
+use tessera_client::{Client, Errno, Model, OpenOptions};
+
+/// Four stripes per node in a 32 KiB file: a data set spread over both daemons' shards.
+const STRIPE: u64 = 4096;
+
+fn start(extra: &[&str]) -> Inst {
+    let mut args = vec!["--set", "stripe_size=4096"];
+    args.extend_from_slice(extra);
+    Inst::start_with(2, &args)
+}
+
+fn pattern(id: u32, off: u64, len: u64) -> Vec<u8> {
+    (off..off + len).map(|o| pattern_byte(id, o)).collect()
+}
+
+/// Writes pattern `id` over `[off, off + len)` of `path` and publishes it (close).
+fn write(c: &Client, path: &str, id: u32, off: u64, len: u64) {
+    let mut f = c
+        .open(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&pattern(id, off, len), off).unwrap();
+    f.close().unwrap();
+}
+
+/// The whole file as `c` sees it (a POSIX read: asked of the daemons each time).
+fn read_all(c: &Client, path: &str) -> Vec<u8> {
+    read_upto(c, path, 64 << 10)
+}
+
+/// The file's first `most` bytes as `c` sees them. A read of more than 64 stripes is answered
+/// from every daemon's whole-file pages, a smaller one stripe by stripe.
+fn read_upto(c: &Client, path: &str, most: usize) -> Vec<u8> {
+    let mut f = c
+        .open(path, OpenOptions::new().read(true).model(Model::Posix))
+        .unwrap();
+    let mut out = vec![0u8; most];
+    let n = f.read_at(&mut out, 0).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// Which pattern each `STRIPE`-sized block holds (`None`: neither of `ids`).
+fn versions(bytes: &[u8], ids: &[u32]) -> Vec<Option<u32>> {
+    bytes
+        .chunks(STRIPE as usize)
+        .enumerate()
+        .map(|(i, block)| {
+            let off = i as u64 * STRIPE;
+            ids.iter()
+                .copied()
+                .find(|id| block == pattern(*id, off, block.len() as u64).as_slice())
+        })
+        .collect()
+}
+
+#[test]
+fn members_see_their_writes_at_once_and_others_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
+    let path = "/tessera/ds";
+    write(&reader, path, 1, 0, 8 * STRIPE);
+    let txn = a.txn_open().unwrap();
+    a.txn_join(Some(txn)).unwrap();
+    b.txn_join(Some(txn)).unwrap();
+    // Rank a overwrites the first half; rank b the second half and beyond (the file grows).
+    write(&a, path, 2, 0, 4 * STRIPE);
+    write(&b, path, 2, 4 * STRIPE, 8 * STRIPE);
+    let old = read_all(&reader, path);
+    assert_eq!(
+        old.len() as u64,
+        8 * STRIPE,
+        "the size grew before the commit"
+    );
+    assert!(
+        versions(&old, &[1, 2]).iter().all(|v| *v == Some(1)),
+        "an outsider saw pending bytes: {:?}",
+        versions(&old, &[1, 2])
+    );
+    assert_eq!(reader.stat(path).unwrap().size, 8 * STRIPE);
+    // Members see the whole transaction: their own writes and each other's.
+    for member in [&a, &b] {
+        let seen = read_all(member, path);
+        assert_eq!(seen.len() as u64, 12 * STRIPE);
+        assert!(versions(&seen, &[1, 2]).iter().all(|v| *v == Some(2)));
+        assert_eq!(member.stat(path).unwrap().size, 12 * STRIPE);
+    }
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    let new = read_all(&reader, path);
+    assert_eq!(new.len() as u64, 12 * STRIPE);
+    assert!(
+        versions(&new, &[1, 2]).iter().all(|v| *v == Some(2)),
+        "{:?}",
+        versions(&new, &[1, 2])
+    );
+    // Decided: a commit asked again answers the same; the transaction takes no new members
+    // and no more writes.
+    b.txn_decide(txn, true, Vec::new()).unwrap();
+    let e = inst.client(0).txn_join(Some(txn)).unwrap_err();
+    assert_eq!(e.errno, Errno::Inval, "{e}");
+    a.txn_join(None).unwrap();
+    write(&a, path, 3, 0, STRIPE);
+    assert_eq!(versions(&read_all(&reader, path), &[3])[0], Some(3));
+    let e = write_err(&b, path);
+    assert!(e.message.contains("already decided"), "{e}");
+    let e = b.txn_join(None).unwrap_err();
+    assert_eq!(e.errno, Errno::Busy, "{e}");
+}
+
+/// A write under a decided transaction: its publication is refused.
+fn write_err(c: &Client, path: &str) -> tessera_client::FsError {
+    let mut f = c
+        .open(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(b"late", 0).unwrap();
+    f.close().unwrap_err()
+}
+
+#[test]
+fn an_abort_leaves_nothing_and_names_why() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
+    let path = "/tessera/aborted";
+    write(&reader, path, 1, 0, 4 * STRIPE);
+    let txn = b.txn_open().unwrap();
+    a.txn_join(Some(txn)).unwrap();
+    b.txn_join(Some(txn)).unwrap();
+    write(&a, path, 2, 0, 2 * STRIPE);
+    write(&b, path, 2, 2 * STRIPE, 6 * STRIPE);
+    a.txn_decide(
+        txn,
+        false,
+        vec!["rank 1 voted to abort: out of memory".into()],
+    )
+    .unwrap();
+    let e = b.txn_decide(txn, true, Vec::new()).unwrap_err();
+    assert_eq!(e.errno, Errno::Canceled, "{e}");
+    assert!(e.message.contains("rank 1 voted to abort"), "{e}");
+    // Members leave: their own view of what they wrote goes with the transaction.
+    a.txn_join(None).unwrap();
+    b.txn_join(None).unwrap();
+    for c in [&reader, &a, &b] {
+        let seen = read_all(c, path);
+        assert_eq!(seen.len() as u64, 4 * STRIPE);
+        assert!(versions(&seen, &[1, 2]).iter().all(|v| *v == Some(1)));
+    }
+}
+
+#[test]
+fn two_transactions_cannot_write_the_same_bytes_at_once() {
+    let inst = start(&[]);
+    let (a, b) = (inst.client(0), inst.client(1));
+    let path = "/tessera/contended";
+    write(&a, path, 1, 0, STRIPE);
+    let (t1, t2) = (a.txn_open().unwrap(), b.txn_open().unwrap());
+    a.txn_join(Some(t1)).unwrap();
+    b.txn_join(Some(t2)).unwrap();
+    write(&a, path, 2, 0, STRIPE);
+    let mut f = b
+        .open(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&pattern(3, 100, 10), 100).unwrap();
+    let e = f.close().unwrap_err();
+    assert_eq!(e.errno, Errno::Busy, "{e}");
+    assert!(e.message.contains(&format!("{t1:016x}")), "{e}");
+}
+
+#[test]
+fn a_transaction_whose_processes_all_end_aborts_after_the_timeout() {
+    let timeout_ms = 500;
+    let inst = start(&["--set", &format!("txn_timeout_ms={timeout_ms}")]);
+    let reader = inst.client(0);
+    let path = "/tessera/orphaned";
+    write(&reader, path, 1, 0, 4 * STRIPE);
+    let mut writers = [inst.rank(0), inst.rank(1)];
+    let txn: u64 = {
+        let r = writers[0].ok(&Cmd::TxnOpen);
+        String::from_utf8(common::decode_hex(r.data.as_deref().unwrap()))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for (i, w) in writers.iter_mut().enumerate() {
+        w.ok(&Cmd::TxnJoin { txn: Some(txn) });
+        w.open(path, Model::Commit, true);
+        w.ok(&Cmd::Write {
+            off: i as u64 * 2 * STRIPE,
+            len: 2 * STRIPE,
+            id: 2,
+        });
+        w.ok(&Cmd::Close);
+    }
+    let ended = Instant::now();
+    for w in &mut writers {
+        w.kill9();
+    }
+    // Aborted, and its pending state gone from both nodes.
+    let deadline = ended + Duration::from_secs(30);
+    let (home, other) = (inst.client(0), inst.client(1));
+    loop {
+        let (h, o) = (home.status().unwrap(), other.status().unwrap());
+        if h.txns_at_home == 0 && h.txns_pending == 0 && o.txns_pending == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still there 30 s after its processes ended: {} at home, {} + {} pending",
+            h.txns_at_home,
+            h.txns_pending,
+            o.txns_pending
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        ended.elapsed() >= Duration::from_millis(timeout_ms),
+        "aborted before the timeout"
+    );
+    let e = other.txn_join(Some(txn)).unwrap_err();
+    assert!(e.message.contains("it was aborted"), "{e}");
+    let seen = read_all(&reader, path);
+    assert_eq!(seen.len() as u64, 4 * STRIPE);
+    assert!(versions(&seen, &[1, 2]).iter().all(|v| *v == Some(1)));
+}
+
+/// Two writers on two daemons each rewrite half of a data set with a new version, round
+/// after round, while a reader reads it whole over and over, until the reader has read it
+/// `reads` times: how many of its reads saw two versions at once, of how many, over how many
+/// rounds.
+fn race(inst: &Inst, reads: u64, in_txn: bool) -> (u64, u64, u32) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+    let path = if in_txn {
+        "/tessera/race-txn"
+    } else {
+        "/tessera/race-plain"
+    };
+    let half = 4 * STRIPE;
+    let (a, b) = (inst.client(0), inst.client(1));
+    write(&a, path, 1, 0, 2 * half);
+    let stop = Arc::new(AtomicBool::new(false));
+    let latest = Arc::new(AtomicU32::new(1));
+    let done = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (stop, latest, done) = (stop.clone(), latest.clone(), done.clone());
+        let c = inst.client(1);
+        let path = path.to_string();
+        std::thread::spawn(move || {
+            let mut mixed = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = done.load(Ordering::Relaxed);
+                let most = if n % 2 == 0 { 64 << 10 } else { 1 << 20 };
+                // From the version before the one being written when the read starts, to the
+                // one after the one being written when it ends.
+                let first = latest.load(Ordering::Relaxed).saturating_sub(1).max(1);
+                let bytes = read_upto(&c, &path, most);
+                let ids: Vec<u32> = (first..=latest.load(Ordering::Relaxed) + 1).collect();
+                let v = versions(&bytes, &ids);
+                assert!(v.iter().all(Option::is_some), "a torn block: {v:?}");
+                if v.windows(2).any(|w| w[0] != w[1]) {
+                    mixed += 1;
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            mixed
+        })
+    };
+    let mut rounds = 0u32;
+    while done.load(Ordering::Relaxed) < reads {
+        assert!(rounds < 100_000, "the reader is stuck");
+        let id = rounds + 2;
+        latest.store(id, Ordering::Relaxed);
+        let txn = if in_txn {
+            let t = a.txn_open().unwrap();
+            a.txn_join(Some(t)).unwrap();
+            b.txn_join(Some(t)).unwrap();
+            Some(t)
+        } else {
+            None
+        };
+        write(&a, path, id, 0, half);
+        write(&b, path, id, half, half);
+        if let Some(t) = txn {
+            a.txn_decide(t, true, Vec::new()).unwrap();
+            a.txn_join(None).unwrap();
+            b.txn_join(None).unwrap();
+        }
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mixed = reader.join().unwrap();
+    (mixed, done.load(Ordering::Relaxed), rounds)
+}
+
+#[test]
+fn a_reader_racing_commits_never_sees_a_mixed_data_set() {
+    let reads = if std::env::var_os("TESSERA_FULL").is_some() {
+        400
+    } else {
+        60
+    };
+    let inst = start(&[]);
+    let (mixed, reads, rounds) = race(&inst, reads, true);
+    eprintln!("with transactions: {mixed} mixed of {reads} reads over {rounds} commits");
+    assert_eq!(
+        mixed, 0,
+        "{mixed} of {reads} reads saw two versions at once"
+    );
+    // The same checker sees the mix when each writer publishes on its own.
+    let (mixed, reads, rounds) = race(&inst, reads, false);
+    eprintln!("without: {mixed} mixed of {reads} reads over {rounds} rounds");
+    assert!(
+        mixed > 0,
+        "no mix seen in {reads} reads: the checker cannot tell"
+    );
+}

@@ -1,0 +1,263 @@
+//! The transaction service, client side (seed 000): a process opens a transaction (this
+//! daemon becomes its home), joins one (its connection's attaches and size changes are then
+//! pending under it, and its queries see them), and asks for the decision.
+//!
+//! The home's part (membership, the two-phase commit, status) is in [`super::txn_home`]; what
+//! every node keeps pending, and completes, in [`super::txn_shard`].
+
+use crate::Node;
+use crate::rpc::ServeClient;
+use crate::store::{DbOp, MetaKey};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use tessera_core::txn_home::{HomeTxn, Outcome};
+use tessera_core::txn_pending::PendingOwnership;
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::{TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnOpen, txn_home, txn_id};
+use tokio::sync::oneshot;
+
+/// A transaction at its home: the state machine, its member processes, and the processes
+/// waiting for its decision.
+pub struct Home {
+    pub machine: HomeTxn,
+    pub members: HashSet<(u32, u64)>,
+    pub waiters: Vec<oneshot::Sender<Result<(), Vec<String>>>>,
+    /// When the decision became durable (ms): completions still missing a second later are
+    /// sent again.
+    pub decided_at: Option<u64>,
+}
+
+/// The outcomes of recently finished transactions, the oldest dropped beyond
+/// [`Finished::KEPT`].
+#[derive(Default)]
+pub struct Finished {
+    outcomes: HashMap<u64, (Outcome, Vec<String>)>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Finished {
+    const KEPT: usize = 65_536;
+
+    /// Records `txn`'s outcome, with the reasons of an abort.
+    pub fn insert(&mut self, txn: u64, outcome: Outcome, reasons: Vec<String>) {
+        if self.outcomes.insert(txn, (outcome, reasons)).is_none() {
+            self.order.push_back(txn);
+        }
+        while self.order.len() > Self::KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.outcomes.remove(&old);
+            }
+        }
+    }
+
+    pub fn get(&self, txn: u64) -> Option<Outcome> {
+        self.outcomes.get(&txn).map(|(o, _)| *o)
+    }
+
+    /// Why `txn` aborted, as its processes were told.
+    pub fn reasons(&self, txn: u64) -> Vec<String> {
+        self.outcomes
+            .get(&txn)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Everything a daemon keeps of transactions.
+pub struct Txns {
+    /// What transactions hold back on this node's shards. Lock order: `own` (or `ns`), then
+    /// this.
+    pub pending: Mutex<PendingOwnership>,
+    /// The transactions this node is the home of.
+    pub homes: Mutex<HashMap<u64, Home>>,
+    /// Client -> the transaction its connection is a member of, and the log id it writes
+    /// under meanwhile.
+    pub members: Mutex<HashMap<u64, (u64, u64)>>,
+    /// Transactions completed here since start: a late attach under one is refused.
+    pub done: Mutex<HashSet<u64>>,
+    /// The outcomes of the transactions this home finished most recently (forgotten once
+    /// complete everywhere): a decision asked again, or a query that saw one before its
+    /// completion, still learns it.
+    pub finished: Mutex<Finished>,
+    next: Mutex<u64>,
+    epoch: std::time::Instant,
+}
+
+impl Txns {
+    pub fn new(pending: PendingOwnership, next: u64) -> Txns {
+        Txns {
+            pending: Mutex::new(pending),
+            homes: Mutex::new(HashMap::new()),
+            members: Mutex::new(HashMap::new()),
+            done: Mutex::new(HashSet::new()),
+            finished: Mutex::new(Finished::default()),
+            next: Mutex::new(next.max(1)),
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    /// Milliseconds since start, the clock of the homes' timeouts.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The transaction client `client`'s connection is a member of.
+    pub fn member(&self, client: u64) -> Option<u64> {
+        self.members
+            .lock()
+            .expect("members")
+            .get(&client)
+            .map(|(t, _)| *t)
+    }
+
+    /// The log id client `client` writes under: its own, or the one of its transaction.
+    pub fn log_of(&self, client: u64) -> u64 {
+        self.members
+            .lock()
+            .expect("members")
+            .get(&client)
+            .map_or(client, |(_, log)| *log)
+    }
+
+    pub fn pending(&self) -> std::sync::MutexGuard<'_, PendingOwnership> {
+        self.pending.lock().expect("pending")
+    }
+}
+
+impl ServeClient<TxnOpen> for Node {
+    async fn serve_client(&self, _: u64, _: TxnOpen) -> FsResult<u64> {
+        let (txn, durable) = {
+            let mut next = self.txns.next.lock().expect("txn counter");
+            let n = *next;
+            *next += 1;
+            let txn = txn_id(self.id, n);
+            self.txns.homes.lock().expect("homes").insert(
+                txn,
+                Home {
+                    machine: HomeTxn::open(txn, self.cfg.nodes),
+                    members: HashSet::new(),
+                    waiters: Vec::new(),
+                    decided_at: None,
+                },
+            );
+            let ops = vec![
+                DbOp::SetMeta(MetaKey::NextTxn, n + 1),
+                DbOp::PutHomeTxn { txn, state: 0 },
+            ];
+            (txn, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(txn)
+    }
+}
+
+impl ServeClient<TxnJoin> for Node {
+    async fn serve_client(&self, client: u64, r: TxnJoin) -> FsResult<u64> {
+        let before = self
+            .txns
+            .members
+            .lock()
+            .expect("members")
+            .get(&client)
+            .copied();
+        if let (Some((txn, log)), Some(want)) = (before, r.txn)
+            && txn == want
+        {
+            return Ok(log);
+        }
+        let Some(txn) = r.txn else {
+            self.txns.members.lock().expect("members").remove(&client);
+            if let Some((old, _)) = before {
+                self.leave_txn(old, client).await;
+            }
+            return Ok(client);
+        };
+        self.check_txn_id(txn)?;
+        let log = match r.log {
+            Some(log) if self.issued_client_id(log) && !self.clients.is_live(log) => log,
+            Some(log) => {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!(
+                        "log id {log} was not handed out by node {} to a transaction",
+                        self.id
+                    ),
+                ));
+            }
+            None => self.new_client_id().await?,
+        };
+        let join = TxnMember {
+            txn,
+            node: self.id,
+            client,
+            joined: true,
+        };
+        self.call(txn_home(txn), join).await?;
+        self.txns
+            .members
+            .lock()
+            .expect("members")
+            .insert(client, (txn, log));
+        if let Some((old, _)) = before {
+            self.leave_txn(old, client).await;
+        }
+        Ok(log)
+    }
+}
+
+impl ServeClient<TxnDecide> for Node {
+    async fn serve_client(&self, _: u64, r: TxnDecide) -> FsResult<()> {
+        self.check_txn_id(r.txn)?;
+        let decide = TxnHomeDecide {
+            txn: r.txn,
+            commit: r.commit,
+            reasons: r.reasons,
+        };
+        self.call(txn_home(r.txn), decide).await
+    }
+}
+
+impl Node {
+    /// A transaction id from the wire must name a home in this instance.
+    pub(crate) fn check_txn_id(&self, txn: u64) -> FsResult<()> {
+        if txn_home(txn) >= self.cfg.nodes {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} names home node {}, but this instance has {} nodes",
+                    txn_home(txn),
+                    self.cfg.nodes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Tells `txn`'s home that `client` is no longer a member (best effort: a home that
+    /// cannot be reached times the transaction out on its own).
+    async fn leave_txn(&self, txn: u64, client: u64) {
+        let leave = TxnMember {
+            txn,
+            node: self.id,
+            client,
+            joined: false,
+        };
+        if let Err(e) = self.call(txn_home(txn), leave).await {
+            tracing::debug!("telling the home of {txn:016x} that client {client} left: {e}");
+        }
+    }
+
+    /// The client's connection ended: it leaves its transaction. Whether what it left
+    /// unpublished may be published: not for a member (its writes count only if published
+    /// before its vote).
+    pub async fn txn_client_gone(&self, client: u64) -> bool {
+        let txn = self.txns.members.lock().expect("members").remove(&client);
+        match txn {
+            Some((txn, _)) => {
+                self.leave_txn(txn, client).await;
+                false
+            }
+            None => true,
+        }
+    }
+}

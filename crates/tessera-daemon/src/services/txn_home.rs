@@ -1,0 +1,309 @@
+//! The transaction service, home side (seed 000): the daemon that opened a transaction counts
+//! its member processes, runs its two-phase commit (prepare on every node, one durable
+//! decision record, completion everywhere), answers where it stands, and aborts one whose
+//! processes all ended. The state machine is `tessera_core::txn_home`; this module carries
+//! out its actions.
+//!
+//! Failpoints (`TESSERA_FAILPOINT`, for the crash tests): `home-before-decision` and
+//! `home-after-decision` end this daemon at once around the decision record.
+
+use super::txn::Home;
+use crate::Node;
+use crate::rpc::ServePeer;
+use crate::store::DbOp;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_core::txn_home::{Action, HomeState, HomeTxn, Outcome};
+use tessera_core::{Errno, FsError, FsResult};
+use tessera_proto::{TxnComplete, TxnHomeDecide, TxnMember, TxnPrepare, TxnStatus, TxnVerdict};
+
+/// How often homes check their transactions' timeouts and retry unfinished completions.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The decision record's value for an outcome (see `store::HOME_TXNS`).
+fn record(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Commit => 1,
+        Outcome::Abort => 2,
+    }
+}
+
+/// Ends the daemon at once if the failpoint `name` is set (crash tests).
+pub fn failpoint(name: &str) {
+    if std::env::var("TESSERA_FAILPOINT").is_ok_and(|f| f == name) {
+        tracing::error!("failpoint {name}: ending the daemon");
+        std::process::exit(86);
+    }
+}
+
+impl ServePeer<TxnMember> for Node {
+    async fn serve_peer(&self, r: TxnMember) -> FsResult<()> {
+        let now = self.txns.now_ms();
+        let mut homes = self.txns.homes.lock().expect("homes");
+        let Some(h) = homes.get_mut(&r.txn) else {
+            if !r.joined {
+                return Ok(());
+            }
+            let why = match self.txns.finished.lock().expect("finished").get(r.txn) {
+                Some(Outcome::Commit) => "it was committed",
+                Some(Outcome::Abort) => "it was aborted",
+                None => "it was never opened, or finished long ago",
+            };
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {:016x} is not open ({why}); open a new one",
+                    r.txn
+                ),
+            ));
+        };
+        let who = (r.node, r.client);
+        if r.joined {
+            if *h.machine.state() != HomeState::Open {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    format!(
+                        "transaction {:016x} is committing or decided: it takes no new members",
+                        r.txn
+                    ),
+                ));
+            }
+            if h.members.insert(who) {
+                h.machine.joined();
+            }
+        } else if h.members.remove(&who) {
+            h.machine.left(now);
+        }
+        Ok(())
+    }
+}
+
+impl ServePeer<TxnHomeDecide> for Node {
+    async fn serve_peer(&self, r: TxnHomeDecide) -> FsResult<()> {
+        let (rx, actions) = {
+            let mut homes = self.txns.homes.lock().expect("homes");
+            let Some(h) = homes.get_mut(&r.txn) else {
+                // Finished: the decision asked again is answered as it was taken.
+                let (outcome, reasons) = {
+                    let finished = self.txns.finished.lock().expect("finished");
+                    (finished.get(r.txn), finished.reasons(r.txn))
+                };
+                return match outcome {
+                    Some(Outcome::Commit) if r.commit => Ok(()),
+                    Some(Outcome::Abort) if !r.commit => Ok(()),
+                    Some(Outcome::Commit) => Err(FsError::new(
+                        Errno::Inval,
+                        format!("transaction {:016x} is already committed", r.txn),
+                    )),
+                    Some(Outcome::Abort) => Err(FsError::new(
+                        Errno::Canceled,
+                        if reasons.is_empty() {
+                            format!("transaction {:016x} was aborted", r.txn)
+                        } else {
+                            reasons.join("; ")
+                        },
+                    )),
+                    None => Err(FsError::new(
+                        Errno::Inval,
+                        format!(
+                            "transaction {:016x} is unknown at its home: it was never opened, or it finished long ago",
+                            r.txn
+                        ),
+                    )),
+                };
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            h.waiters.push(tx);
+            let actions = if r.commit {
+                h.machine.commit()
+            } else {
+                h.machine.abort(r.reasons)
+            };
+            (rx, actions)
+        };
+        self.drive(r.txn, actions).await;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reasons)) => Err(FsError::new(Errno::Canceled, reasons.join("; "))),
+            Err(_) => Err(FsError::new(
+                Errno::Io,
+                format!("the home of transaction {:016x} stopped deciding", r.txn),
+            )),
+        }
+    }
+}
+
+impl ServePeer<TxnStatus> for Node {
+    async fn serve_peer(&self, r: TxnStatus) -> FsResult<TxnVerdict> {
+        let homes = self.txns.homes.lock().expect("homes");
+        let finished = || self.txns.finished.lock().expect("finished").get(r.txn);
+        Ok(match homes.get(&r.txn).map(|h| h.machine.decided()) {
+            None => match finished() {
+                Some(Outcome::Commit) => TxnVerdict::Committed,
+                Some(Outcome::Abort) => TxnVerdict::Aborted,
+                None => TxnVerdict::Unknown,
+            },
+            Some(None) => TxnVerdict::Undecided,
+            Some(Some(Outcome::Commit)) => TxnVerdict::Committed,
+            Some(Some(Outcome::Abort)) => TxnVerdict::Aborted,
+        })
+    }
+}
+
+impl Node {
+    /// Feeds an event to a home transaction's state machine.
+    fn home_event(&self, txn: u64, event: impl FnOnce(&mut HomeTxn) -> Vec<Action>) -> Vec<Action> {
+        let mut homes = self.txns.homes.lock().expect("homes");
+        homes
+            .get_mut(&txn)
+            .map_or_else(Vec::new, |h| event(&mut h.machine))
+    }
+
+    /// Carries out a home's actions, and the actions they lead to, until none is left.
+    /// Completions that fail are retried by [`Node::keep_homes`].
+    pub async fn drive(&self, txn: u64, mut actions: Vec<Action>) {
+        while !actions.is_empty() {
+            let mut next = Vec::new();
+            let mut prepare = Vec::new();
+            let mut complete = Vec::new();
+            for a in actions {
+                match a {
+                    Action::Prepare { node } => prepare.push(node),
+                    Action::Complete { node, outcome } => complete.push((node, outcome)),
+                    Action::WriteDecision(outcome) => {
+                        failpoint("home-before-decision");
+                        let put = DbOp::PutHomeTxn {
+                            txn,
+                            state: record(outcome),
+                        };
+                        // A failed state write stops the daemon (the store's rule); the
+                        // decision is then taken again from the record, or as an abort.
+                        let _ = self.store.submit(vec![put]).durable().await;
+                        failpoint("home-after-decision");
+                        let now = self.txns.now_ms();
+                        if let Some(h) = self.txns.homes.lock().expect("homes").get_mut(&txn) {
+                            h.decided_at = Some(now);
+                        }
+                        next.extend(self.home_event(txn, |h| h.decision_durable()));
+                    }
+                    Action::Answer(answer) => {
+                        let waiters = self
+                            .txns
+                            .homes
+                            .lock()
+                            .expect("homes")
+                            .get_mut(&txn)
+                            .map(|h| std::mem::take(&mut h.waiters))
+                            .unwrap_or_default();
+                        for w in waiters {
+                            let _ = w.send(answer.clone());
+                        }
+                    }
+                    Action::Forget => {
+                        let gone = self.txns.homes.lock().expect("homes").remove(&txn);
+                        if let Some(h) = gone
+                            && let Some(outcome) = h.machine.decided()
+                        {
+                            let reasons = h.machine.reasons().to_vec();
+                            self.txns
+                                .finished
+                                .lock()
+                                .expect("finished")
+                                .insert(txn, outcome, reasons);
+                        }
+                        drop(self.store.submit(vec![DbOp::DelHomeTxn(txn)]));
+                    }
+                }
+            }
+            let prepared = prepare.iter().map(|n| self.call(*n, TxnPrepare { txn }));
+            let prepared = futures::future::join_all(prepared).await;
+            for (node, r) in prepare.into_iter().zip(prepared) {
+                let answer = r.map_err(|e| e.to_string());
+                next.extend(self.home_event(txn, |h| h.prepared(node, answer)));
+            }
+            let completed = complete.iter().map(|(n, o)| {
+                let commit = *o == Outcome::Commit;
+                self.call(*n, TxnComplete { txn, commit })
+            });
+            let completed = futures::future::join_all(completed).await;
+            for ((node, _), r) in complete.into_iter().zip(completed) {
+                match r {
+                    Ok(()) => next.extend(self.home_event(txn, |h| h.completed(node))),
+                    Err(e) => tracing::warn!(
+                        "node {node} did not complete transaction {txn:016x}: {e}; retrying"
+                    ),
+                }
+            }
+            actions = next;
+        }
+    }
+
+    /// Recovers the transactions this node was the home of when it stopped: a decision record
+    /// is completed everywhere again; an open one (no decision was taken) aborts.
+    pub fn recover_homes(&self, records: &[(u64, u8)]) -> Vec<(u64, Vec<Action>)> {
+        let mut homes = self.txns.homes.lock().expect("homes");
+        records
+            .iter()
+            .map(|(txn, state)| {
+                let outcome = match state {
+                    1 => Some(Outcome::Commit),
+                    2 => Some(Outcome::Abort),
+                    _ => None,
+                };
+                let (machine, actions) = HomeTxn::recover(*txn, self.cfg.nodes, outcome);
+                homes.insert(
+                    *txn,
+                    Home {
+                        machine,
+                        members: HashSet::new(),
+                        waiters: Vec::new(),
+                        decided_at: None,
+                    },
+                );
+                (*txn, actions)
+            })
+            .collect()
+    }
+
+    /// Until shutdown: aborts the open transactions whose processes all ended
+    /// `txn_timeout_ms` ago, and retries completions that did not reach a node.
+    pub async fn keep_homes(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(TICK).await;
+            let now = self.txns.now_ms();
+            let work: Vec<(u64, Vec<Action>)> = {
+                let mut homes = self.txns.homes.lock().expect("homes");
+                homes
+                    .iter_mut()
+                    .map(|(txn, h)| {
+                        let mut actions = h.machine.tick(now, self.cfg.txn_timeout_ms);
+                        let late = h.decided_at.is_none_or(|at| now >= at + 1000);
+                        if let (true, HomeState::Completing { outcome, waiting }) =
+                            (late, h.machine.state())
+                        {
+                            h.decided_at = Some(now);
+                            actions.extend(waiting.iter().map(|node| Action::Complete {
+                                node: *node,
+                                outcome: *outcome,
+                            }));
+                        }
+                        (*txn, actions)
+                    })
+                    .filter(|(_, a)| !a.is_empty())
+                    .collect()
+            };
+            for (txn, actions) in work {
+                if actions
+                    .iter()
+                    .any(|a| matches!(a, Action::WriteDecision(_)))
+                {
+                    tracing::warn!(
+                        "transaction {txn:016x}: every process ended before it committed; aborting"
+                    );
+                }
+                self.drive(txn, actions).await;
+            }
+        }
+    }
+}

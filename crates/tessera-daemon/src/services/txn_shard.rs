@@ -1,0 +1,251 @@
+//! The transaction service, shard side (seed 000): what every node holds back for the
+//! transactions that wrote to its shards (attaches on ownership shards, size extensions on
+//! inode shards), its prepare and completion, and how a node resolves transactions it holds
+//! state of by asking their homes (after a restart, or when a home's completion did not
+//! arrive). The overlay rules are `tessera_core::txn_pending`.
+//!
+//! Failpoints (`TESSERA_FAILPOINT`): `shard-after-prepare` ends the daemon once it has
+//! prepared (between prepare and decision); `shard-before-complete` ends it when the decision
+//! arrives (between decision and completion).
+
+use super::txn_home::failpoint;
+use crate::Node;
+use crate::rpc::ServePeer;
+use crate::store::DbOp;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_core::meta::SizeChange;
+use tessera_core::ownership::OwnerChange;
+use tessera_core::{Errno, FsError, FsResult, Owner, Run};
+use tessera_proto::{
+    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnVerdict, TxnView, txn_home,
+};
+
+/// How often a query is asked again because a transaction it left out is unknown to its
+/// home, before the answer is given as it is (such state is an orphan, which the resolver of
+/// its node drops within [`RESOLVE_EVERY`]).
+pub(crate) const MAX_ROUNDS: u32 = 100;
+
+/// How often a node asks the homes of the transactions it holds state of where they stand.
+const RESOLVE_EVERY: Duration = Duration::from_millis(500);
+
+impl ServePeer<TxnPrepare> for Node {
+    async fn serve_peer(&self, r: TxnPrepare) -> FsResult<()> {
+        let ops = self.txns.pending().prepare(r.txn);
+        let ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
+        self.store.submit(ops).durable().await?;
+        failpoint("shard-after-prepare");
+        Ok(())
+    }
+}
+
+impl ServePeer<TxnComplete> for Node {
+    async fn serve_peer(&self, r: TxnComplete) -> FsResult<()> {
+        failpoint("shard-before-complete");
+        self.complete_here(r.txn, r.commit).await
+    }
+}
+
+impl ServePeer<InodeGetAs> for Node {
+    async fn serve_peer(&self, r: InodeGetAs) -> FsResult<AttrAs> {
+        let mut attr = self.inode(r.ino)?;
+        let committed = |t| r.view.committed.contains(&t);
+        let (size, excluded) =
+            self.txns
+                .pending()
+                .size_as(r.ino, attr.size, r.view.viewer, &committed);
+        attr.size = size;
+        Ok(AttrAs { attr, excluded })
+    }
+}
+
+impl Node {
+    /// `owner` attaches `runs` of one stripe under `txn`: pending, visible to its members.
+    /// Copies of the stripe cached elsewhere are dropped first (they would hide the pending
+    /// bytes from the answers that must name them), and none is granted until it completes.
+    pub(crate) async fn attach_pending(
+        &self,
+        txn: u64,
+        ino: u64,
+        stripe: u64,
+        owner: Owner,
+        runs: &[Run],
+    ) -> FsResult<()> {
+        self.check_not_done(txn)?;
+        let (durable, tell) = {
+            let _own = self.own.lock().expect("own");
+            let ops = self.txns.pending().attach(txn, ino, stripe, owner, runs)?;
+            let tell = self
+                .callbacks
+                .lock()
+                .expect("callbacks")
+                .change([(ino, stripe)]);
+            let ops = ops.into_iter().map(DbOp::from).collect();
+            (self.store.submit(ops), tell)
+        };
+        durable.durable().await?;
+        self.tell_holders(tell).await;
+        Ok(())
+    }
+
+    /// `txn` extends `ino` (of this node) to `end`: pending, visible to its members.
+    pub(crate) async fn extend_pending(&self, txn: u64, ino: u64, end: u64) -> FsResult<()> {
+        self.check_not_done(txn)?;
+        self.inode(ino)?;
+        let ops = self.txns.pending().extend(txn, ino, end)?;
+        let ops = ops.into_iter().map(DbOp::from).collect();
+        self.store.submit(ops).durable().await
+    }
+
+    fn check_not_done(&self, txn: u64) -> FsResult<()> {
+        if self.txns.done.lock().expect("done").contains(&txn) {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} was already decided: a write under it can no longer be part of it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lays `txn`'s pending state into this node's maps (`commit`) or drops it. Idempotent.
+    ///
+    /// Sizes first, then ownership and the end of the pending rows in one batch: until the
+    /// second step the overlay is still pending here, so a query that reads the new size
+    /// finds the transaction named in the owners' answer and asks for its decision; a restart
+    /// in between completes it again.
+    pub(crate) async fn complete_here(&self, txn: u64, commit: bool) -> FsResult<()> {
+        self.txns.done.lock().expect("done").insert(txn);
+        if !commit {
+            let ops = self.txns.pending().abort(txn);
+            let ops = ops.into_iter().map(DbOp::from).collect();
+            return self.store.submit(ops).durable().await;
+        }
+        let sizes = self.txns.pending().sizes_of(txn);
+        for (ino, end) in sizes {
+            let change = SizeChange::Extend(end);
+            let extended = self
+                .change_namespace(|ns| ns.set_size(ino, change, super::namespace_shard::now_ns()))
+                .await;
+            if let Err(e) = extended {
+                // Unlinked meanwhile: nothing to extend.
+                tracing::debug!("extending {ino:#x} for {txn:016x}: {e}");
+            }
+        }
+        let (durable, tell) = {
+            let mut own = self.own.lock().expect("own");
+            let mut pending = self.txns.pending();
+            let (changes, forget) = pending.commit(txn, &mut own);
+            let mut keys: Vec<(u64, u64)> = changes
+                .iter()
+                .map(|c| match c {
+                    OwnerChange::Put { ino, stripe, .. } | OwnerChange::Del { ino, stripe, .. } => {
+                        (*ino, *stripe)
+                    }
+                })
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let tell = self.callbacks.lock().expect("callbacks").change(keys);
+            let ops = changes
+                .into_iter()
+                .map(DbOp::from)
+                .chain(forget.into_iter().map(DbOp::from))
+                .collect();
+            (self.store.submit(ops), tell)
+        };
+        durable.durable().await?;
+        self.tell_holders(tell).await;
+        Ok(())
+    }
+
+    /// The view a client's queries use: its connection's transaction.
+    pub(crate) fn view_of(&self, client: u64) -> TxnView {
+        TxnView {
+            viewer: self.txns.member(client),
+            committed: Vec::new(),
+        }
+    }
+
+    /// Of the transactions a query left out, those decided to commit by now (their homes
+    /// say so): the query is asked again with them included. One left out that is still
+    /// undecided now was undecided when every part of the answer was given, so no part can
+    /// have included it. `None`: a home no longer knows one (finished long ago): ask again
+    /// as it was, its state is gone from every shard by then.
+    pub(crate) async fn decided_since(&self, view: &TxnView, excluded: &[u64]) -> Option<Vec<u64>> {
+        let mut asked: Vec<u64> = excluded
+            .iter()
+            .copied()
+            .filter(|t| !view.committed.contains(t) && Some(*t) != view.viewer)
+            .collect();
+        asked.sort_unstable();
+        asked.dedup();
+        let answers = asked
+            .iter()
+            .map(|t| self.call(txn_home(*t), TxnStatus { txn: *t }));
+        let answers = futures::future::join_all(answers).await;
+        if answers.iter().any(|a| matches!(a, Ok(TxnVerdict::Unknown))) {
+            return None;
+        }
+        Some(
+            asked
+                .into_iter()
+                .zip(answers)
+                .filter(|(_, a)| matches!(a, Ok(TxnVerdict::Committed)))
+                .map(|(t, _)| t)
+                .collect(),
+        )
+    }
+
+    /// An inode's attributes as `viewer` sees them, the decision of any transaction that
+    /// extended it taken into account.
+    pub(crate) async fn inode_get_as(&self, view: &TxnView, ino: u64) -> FsResult<AttrAs> {
+        let shard = tessera_core::placement::ino_shard(ino);
+        let mut view = view.clone();
+        for round in 0.. {
+            let got = self
+                .call(
+                    shard,
+                    InodeGetAs {
+                        ino,
+                        view: view.clone(),
+                    },
+                )
+                .await?;
+            match self.decided_since(&view, &got.excluded).await {
+                Some(newly) if newly.is_empty() => return Ok(got),
+                Some(newly) => view.committed.extend(newly),
+                // An orphan's state lasts until this node's resolver drops it.
+                None if round >= MAX_ROUNDS => return Ok(got),
+                None => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Until shutdown: resolves the transactions this node holds state of by their homes'
+    /// word. One decided is completed here (a completion that did not arrive, or a restart
+    /// between prepare and completion); one its home does not know was aborted and
+    /// forgotten, or never opened (presumed abort).
+    pub async fn resolve_pending(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(RESOLVE_EVERY).await;
+            let txns: Vec<u64> = self.txns.pending().transactions().map(|(t, _)| t).collect();
+            for txn in txns {
+                let verdict = match self.call(txn_home(txn), TxnStatus { txn }).await {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                };
+                let commit = match verdict {
+                    TxnVerdict::Undecided => continue,
+                    TxnVerdict::Committed => true,
+                    TxnVerdict::Aborted | TxnVerdict::Unknown => false,
+                };
+                if let Err(e) = self.complete_here(txn, commit).await {
+                    tracing::warn!("completing transaction {txn:016x}: {e}");
+                }
+            }
+        }
+    }
+}

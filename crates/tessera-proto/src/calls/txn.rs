@@ -1,0 +1,118 @@
+//! Requests of the transaction service (seed 000): a transaction's home daemon (the daemon of
+//! the process that opened it) runs its two-phase commit; every daemon keeps the writes made
+//! under it pending until the decision, visible only to its members.
+//!
+//! A transaction id carries its home: the node is the top 16 bits ([`txn_home`]).
+
+use crate::Attr;
+use serde::{Deserialize, Serialize};
+
+/// The home node of a transaction id.
+pub fn txn_home(txn: u64) -> u32 {
+    (txn >> 48) as u32
+}
+
+/// The id of the `n`-th transaction opened at `node` (`n` < 2^48).
+pub fn txn_id(node: u32, n: u64) -> u64 {
+    (u64::from(node) << 48) | (n & ((1 << 48) - 1))
+}
+
+/// Open a transaction at this daemon (its home); the answer is its id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnOpen {}
+
+/// From now on this connection is a member of `txn` (`None`: of none): its attaches and size
+/// changes are pending under it, and its queries see them. Refused unless the transaction is
+/// open at its home. The answer is the log id the process writes under while a member (its
+/// client id when it leaves): a transaction's writes go to logs of their own, so that a
+/// reader sent to the process's older logs by committed ownership never finds pending bytes
+/// there. `log` resumes the id handed out before (after a daemon restart).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnJoin {
+    pub txn: Option<u64>,
+    pub log: Option<u64>,
+}
+
+/// Commit (`commit`) or abort `txn`: answered once the decision is durable at its home. A
+/// commit that ends in an abort fails with the reasons.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnDecide {
+    pub txn: u64,
+    pub commit: bool,
+    /// Why it aborts (the processes' votes), for the error members see.
+    pub reasons: Vec<String>,
+}
+
+/// At the home: a process (client `client` of node `node`) joined or left `txn`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnMember {
+    pub txn: u64,
+    pub node: u32,
+    pub client: u64,
+    pub joined: bool,
+}
+
+/// At the home: as [`TxnDecide`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnHomeDecide {
+    pub txn: u64,
+    pub commit: bool,
+    pub reasons: Vec<String>,
+}
+
+/// Make `txn`'s pending state on this node durable and close it to further writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnPrepare {
+    pub txn: u64,
+}
+
+/// `txn` was decided: lay its pending state into the maps (`commit`) or drop it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnComplete {
+    pub txn: u64,
+    pub commit: bool,
+}
+
+/// At the home: where `txn` stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnStatus {
+    pub txn: u64,
+}
+
+/// Answer to [`TxnStatus`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnVerdict {
+    /// Members may still write, or the commit is under way: not decided.
+    Undecided,
+    Committed,
+    Aborted,
+    /// The home has no state of it: never opened, or completed everywhere and forgotten. A
+    /// node holding pending state of it treats it as aborted (presumed abort).
+    Unknown,
+}
+
+/// Whose pending state a query sees: its own transaction's (`viewer`), and those the asker
+/// learned were decided to commit (`committed`) and whose completion may not have reached the
+/// shard yet. Every other transaction's pending state is left out, and named in the answer if
+/// it is prepared (in doubt) and touches what was asked.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TxnView {
+    pub viewer: Option<u64>,
+    pub committed: Vec<u64>,
+}
+
+/// An inode's attributes as `view` sees them (its size includes pending size changes of the
+/// transactions the view includes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeGetAs {
+    pub ino: u64,
+    pub view: TxnView,
+}
+
+/// Answer to [`InodeGetAs`]: the attributes, and the prepared transactions left out that
+/// would have changed them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttrAs {
+    pub attr: Attr,
+    pub excluded: Vec<u64>,
+}
