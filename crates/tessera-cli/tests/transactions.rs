@@ -342,3 +342,134 @@ fn a_reader_racing_commits_never_sees_a_mixed_data_set() {
         "no mix seen in {reads} reads: the checker cannot tell"
     );
 }
+
+/// Both nodes hold no pending state and node 0 (the home) no transaction: resolved.
+fn wait_resolved(inst: &Inst) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (h, o) = (inst.client(0).status(), inst.client(1).status());
+        if let (Ok(h), Ok(o)) = (&h, &o)
+            && h.txns_at_home == 0
+            && h.txns_pending == 0
+            && o.txns_pending == 0
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not resolved 30 s after the restart: {h:?} {o:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A transaction with one member on each node, each writing half of a grown data set of
+/// version 2 over version 1, published; returns it and its home client (node 0).
+fn pending_on_both(inst: &Inst, path: &str) -> (u64, Client) {
+    let (a, b) = (inst.client(0), inst.client(1));
+    write(&a, path, 1, 0, 4 * STRIPE);
+    let txn = a.txn_open().unwrap();
+    a.txn_join(Some(txn)).unwrap();
+    b.txn_join(Some(txn)).unwrap();
+    write(&a, path, 2, 0, 3 * STRIPE);
+    write(&b, path, 2, 3 * STRIPE, 3 * STRIPE);
+    (txn, a)
+}
+
+/// The data set as a fresh outsider on `node` sees it: all version `id` and its size.
+fn all_of(inst: &Inst, path: &str, node: u32, id: u32, size: u64) {
+    let seen = read_all(&inst.client(node), path);
+    assert_eq!(seen.len() as u64, size);
+    let v = versions(&seen, &[1, 2]);
+    assert!(v.iter().all(|x| *x == Some(id)), "{v:?}");
+}
+
+#[test]
+fn a_node_that_dies_between_prepare_and_decision_aborts_the_transaction_whole() {
+    let inst = start(&[]);
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-after-prepare")]);
+    let path = "/tessera/prepared";
+    let (txn, a) = pending_on_both(&inst, path);
+    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
+    assert_eq!(e.errno, Errno::Canceled, "{e}");
+    assert!(e.message.contains("node 1 could not prepare"), "{e}");
+    inst.restart(1);
+    wait_resolved(&inst);
+    for node in [0, 1] {
+        all_of(&inst, path, node, 1, 4 * STRIPE);
+    }
+}
+
+#[test]
+fn a_node_that_dies_between_decision_and_completion_completes_after_its_restart() {
+    let inst = start(&[]);
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let path = "/tessera/decided";
+    let (txn, a) = pending_on_both(&inst, path);
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    inst.restart(1);
+    wait_resolved(&inst);
+    for node in [0, 1] {
+        all_of(&inst, path, node, 2, 6 * STRIPE);
+    }
+}
+
+#[test]
+fn a_home_that_dies_before_deciding_aborts_after_its_restart() {
+    let inst = start(&[]);
+    inst.kill9(0);
+    inst.restart_with(0, &[("TESSERA_FAILPOINT", "home-before-decision")]);
+    let path = "/tessera/undecided";
+    let (txn, a) = pending_on_both(&inst, path);
+    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
+    assert_eq!(e.errno, Errno::HostDown, "{e}");
+    inst.restart(0);
+    wait_resolved(&inst);
+    for node in [0, 1] {
+        all_of(&inst, path, node, 1, 4 * STRIPE);
+    }
+}
+
+#[test]
+fn a_home_that_dies_after_deciding_completes_after_its_restart() {
+    let inst = start(&[]);
+    inst.kill9(0);
+    inst.restart_with(0, &[("TESSERA_FAILPOINT", "home-after-decision")]);
+    let path = "/tessera/recorded";
+    let (txn, a) = pending_on_both(&inst, path);
+    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
+    assert_eq!(e.errno, Errno::HostDown, "{e}");
+    inst.restart(0);
+    wait_resolved(&inst);
+    for node in [0, 1] {
+        all_of(&inst, path, node, 2, 6 * STRIPE);
+    }
+}
+
+#[test]
+fn a_member_that_dies_after_publishing_keeps_its_writes_in_the_transaction() {
+    let inst = start(&[]);
+    let path = "/tessera/survivor";
+    let a = inst.client(0);
+    write(&a, path, 1, 0, 4 * STRIPE);
+    let txn = a.txn_open().unwrap();
+    a.txn_join(Some(txn)).unwrap();
+    write(&a, path, 2, 0, 3 * STRIPE);
+    let mut b = inst.rank(1);
+    b.ok(&Cmd::TxnJoin { txn: Some(txn) });
+    b.open(path, Model::Commit, true);
+    b.ok(&Cmd::Write {
+        off: 3 * STRIPE,
+        len: 3 * STRIPE,
+        id: 2,
+    });
+    b.ok(&Cmd::Close);
+    b.kill9();
+    inst.wait_clients(1, 0);
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    for node in [0, 1] {
+        all_of(&inst, path, node, 2, 6 * STRIPE);
+    }
+}

@@ -255,8 +255,14 @@ impl Inst {
 
     /// Restarts daemon `node` (on its own host).
     pub fn restart(&self, node: u32) {
+        self.restart_with(node, &[]);
+    }
+
+    /// Restarts daemon `node` with extra environment (a failpoint).
+    pub fn restart_with(&self, node: u32, env: &[(&str, &str)]) {
         let out = self
             .command_on(node, TESSERA)
+            .envs(env.iter().copied())
             .arg("--instance")
             .arg(&self.layout.dir)
             .args(["start", "--node", &node.to_string()])
