@@ -476,6 +476,11 @@ impl File {
     }
 
     /// Attaches every write of this process not attached yet (no-op if there is none).
+    /// Whether the handle was opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
     pub fn attach_file(&mut self) -> FsResult<()> {
         self.check_open()?;
         let client = self.client.clone();

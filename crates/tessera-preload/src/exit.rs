@@ -79,6 +79,21 @@ fn publish_open_files() {
     }
 }
 
+/// Publishes the unattached writes of every open Tessera file of this process, waiting for
+/// each (not at exit: another thread may use them), and fails with the first error.
+pub fn publish_open_files_or_fail() -> tessera_client::FsResult<()> {
+    let descs: Vec<state::DescRef> = state::table().fds.values().cloned().collect();
+    for d in descs {
+        let mut desc = state::lock_desc(&d);
+        if let Object::File(f) = &mut desc.obj
+            && f.is_writable()
+        {
+            f.attach_file()?;
+        }
+    }
+    Ok(())
+}
+
 /// As `_exit(2)`, after publishing this process's open Tessera files.
 ///
 /// # Safety

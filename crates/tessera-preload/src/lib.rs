@@ -73,6 +73,7 @@ pub mod real;
 pub mod state;
 mod std_streams;
 pub mod stdio;
+pub mod txn;
 
 use libc::{c_char, c_int};
 use state::{Busy, busy, prefix};
