@@ -388,3 +388,85 @@ fn parallel_hdf5_chunked_and_contiguous_datasets() {
     );
     let _ = std::fs::remove_dir_all(&local);
 }
+
+/// `tessera-txn-data`, built beside the `tessera` binary (`scripts/test.sh` builds it).
+fn txn_data_exe() -> std::path::PathBuf {
+    let p = preload_lib().with_file_name("tessera-txn-data");
+    assert!(
+        p.exists(),
+        "{} is missing: build it with `cargo build -p tessera-txn --bins`",
+        p.display()
+    );
+    p
+}
+
+/// The bytes of a Tessera file as an outsider on daemon 0 reads them.
+fn tessera_bytes(inst: &Inst, path: &str) -> Vec<u8> {
+    let c = inst.client(0);
+    let mut f = c
+        .open(
+            path,
+            tessera_client::OpenOptions::new()
+                .read(true)
+                .model(tessera_client::Model::Posix),
+        )
+        .unwrap();
+    let mut out = vec![0u8; 1 << 20];
+    let n = f.read_at(&mut out, 0).unwrap();
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn an_mpi_job_writes_a_data_set_as_one_transaction() {
+    const BLOCK: usize = 10_000;
+    let exe = txn_data_exe();
+    let inst = Inst::start_with(
+        3,
+        &["--set", "stripe_size=4096", "--set", "txn_timeout_ms=500"],
+    );
+    let path = "/tessera/dataset";
+    let block = BLOCK.to_string();
+    let run = |version: &str, mode: &str| {
+        let mut c = mpirun_cmd(Some(&inst));
+        c.arg(&exe).args([path, version, block.as_str(), mode]);
+        c
+    };
+    let out = run_ranks(run("1", "commit"));
+    assert!(
+        printed(&out).contains("commit: committed (4 processes)"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
+    // A rank votes abort: nothing of version 2 appears.
+    let out = run_ranks(run("2", "abort"));
+    assert!(
+        printed(&out).contains("abort: aborted"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
+    // A rank dies before the vote and mpirun ends the job: nothing of version 3 appears,
+    // and the daemons drop what the job published once its processes are gone.
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("3", "die").output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the job with a dead rank succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (0..3).any(|n| {
+        let s = inst.client(n).status().unwrap();
+        s.txns_pending + s.txns_at_home > 0
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead job's transaction is still there after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The next job commits version 4 whole.
+    run_ranks(run("4", "commit"));
+    assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
+}

@@ -9,9 +9,15 @@
 //! than its group's and the sub-coordinators' messages. What each process contributes and how
 //! it reads the united result is the pure state machine `tessera_core::txn_state`.
 //!
+//! With Tessera beneath ([`fs`]), the transaction is the file system's too: the coordinator
+//! opens it at its daemon, every process joins it at begin, publishes before it votes, and
+//! the coordinator's commit (or abort) is the daemons' two-phase commit, so what the
+//! processes published appears to everyone else all at once, or never.
+//!
 //! MPI stays out of the file system crates: this crate is the only one of the file system's
 //! libraries that links MPI.
 
+pub mod fs;
 pub mod tiers;
 
 use mpi::topology::SimpleCommunicator;
@@ -121,6 +127,7 @@ fn collective(
 /// The transaction library of one communicator's processes.
 pub struct Transactions {
     comms: Rc<TierComms>,
+    fs: Option<Rc<dyn fs::FileSystem>>,
 }
 
 impl Transactions {
@@ -149,7 +156,21 @@ impl Transactions {
         }
         Ok(Transactions {
             comms: Rc::new(TierComms::split(comm, fan_in)),
+            fs: fs::Interposed::find().map(|i| Rc::new(i) as Rc<dyn fs::FileSystem>),
         })
+    }
+
+    /// Makes the transactions Tessera's through `fs` (by default, the interposer's connection
+    /// when the interposer is loaded; otherwise the protocol runs alone). Every process must
+    /// make the same choice.
+    pub fn with_file_system(mut self, fs: Option<Rc<dyn fs::FileSystem>>) -> Transactions {
+        self.fs = fs;
+        self
+    }
+
+    /// Whether transactions reach Tessera.
+    pub fn has_file_system(&self) -> bool {
+        self.fs.is_some()
     }
 
     /// The tiers this library moves its phases through.
@@ -161,14 +182,17 @@ impl Transactions {
         self.comms.rank
     }
 
-    /// Creates a transaction: the coordinator draws its id. Collective.
+    /// Creates a transaction: the coordinator draws its id (opens it at its daemon, with
+    /// Tessera beneath). Collective.
     pub fn create_transaction(&self) -> Result<Transaction, TxnError> {
-        let mine = if self.comms.rank == 0 {
-            vec![Item::Id(rand::random::<TxnId>())]
-        } else {
-            Vec::new()
+        let mine = match (&self.fs, self.comms.rank) {
+            (Some(fs), 0) => fs.open().map(|id| vec![Item::Id(id)]).map_err(|e| {
+                TxnError::Invalid(format!("opening the transaction in Tessera failed: {e}"))
+            }),
+            (None, 0) => Ok(vec![Item::Id(rand::random::<TxnId>())]),
+            _ => Ok(Vec::new()),
         };
-        let all = collective(&self.comms, Call::Create, Ok(mine))?;
+        let all = collective(&self.comms, Call::Create, mine)?;
         let id = all
             .iter()
             .find_map(|i| match i {
@@ -183,6 +207,8 @@ impl Transactions {
             comms: Rc::clone(&self.comms),
             state: TxnState::new(self.comms.rank, id),
             globals: 0,
+            fs: self.fs.clone(),
+            joined: false,
         })
     }
 
@@ -213,6 +239,9 @@ pub struct Transaction {
     state: TxnState,
     /// Global sub-transactions created so far (tags their calls).
     globals: u32,
+    fs: Option<Rc<dyn fs::FileSystem>>,
+    /// Whether this process is a member of the transaction in Tessera.
+    joined: bool,
 }
 
 fn strings(items: Vec<Item>, pick: fn(Item) -> Option<String>) -> Vec<String> {
@@ -281,15 +310,33 @@ impl Transaction {
         self.state.create_global(names)
     }
 
-    /// Begins: every process learns every singleton sub-transaction. Collective.
+    /// Begins: every process learns every singleton sub-transaction, and (with Tessera
+    /// beneath) joins the transaction: what it publishes from now on is pending under it.
+    /// Collective.
     pub fn begin_transaction(&mut self) -> Result<(), TxnError> {
         let call = self.call(CollectiveCall::Begin);
-        let items = self.state.begin_items().map(|v| {
+        let mut items = self.state.begin_items().map(|v| {
             v.into_iter()
                 .map(|(id, name)| Item::Singleton(id, name))
                 .collect()
         });
-        let all = collective(&self.comms, call, items)?;
+        if let (Ok(_), Some(fs)) = (&items, &self.fs) {
+            match fs.join(Some(self.id())) {
+                Ok(()) => self.joined = true,
+                Err(e) => {
+                    items = Err(TxnError::Invalid(format!(
+                        "joining the transaction in Tessera failed: {e}"
+                    )))
+                }
+            }
+        }
+        let all = match collective(&self.comms, call, items) {
+            Ok(all) => all,
+            Err(e) => {
+                self.leave();
+                return Err(e);
+            }
+        };
         let singletons = all
             .into_iter()
             .filter_map(|i| match i {
@@ -306,14 +353,21 @@ impl Transaction {
         self.state.commit_sub(sub)
     }
 
-    /// Votes (`ok` = false votes abort); returns the decision every process reaches.
+    /// Votes (`ok` = false votes abort); returns the decision every process reaches. With
+    /// Tessera beneath, a process publishes its writes first; one that cannot votes abort.
     /// Collective.
     pub fn vote_transaction(&mut self, ok: bool) -> Result<Decision, TxnError> {
         let call = self.call(CollectiveCall::Vote);
-        let items = self
-            .state
-            .vote_items(ok)
-            .map(|v| v.into_iter().map(Item::Reason).collect());
+        let published = match (&self.fs, ok) {
+            (Some(fs), true) => fs
+                .publish()
+                .map_err(|e| format!("rank {} could not publish its writes: {e}", self.comms.rank)),
+            _ => Ok(()),
+        };
+        let items = self.state.vote_items(ok).map(|mut v| {
+            v.extend(published.err());
+            v.into_iter().map(Item::Reason).collect()
+        });
         let all = collective(&self.comms, call, items)?;
         let reasons = strings(all, |i| match i {
             Item::Reason(r) => Some(r),
@@ -322,31 +376,54 @@ impl Transaction {
         Ok(self.state.vote(reasons))
     }
 
-    /// Commits a transaction voted to commit. Collective.
+    /// Commits a transaction voted to commit: with Tessera beneath, the coordinator asks
+    /// for the daemons' decision first, and every process leaves the transaction after.
+    /// Collective.
     pub fn commit_transaction(&mut self) -> Result<(), TxnError> {
         let call = self.call(CollectiveCall::Commit);
-        let all = collective(
-            &self.comms,
-            call,
-            self.state.check_commit().map(|()| Vec::new()),
-        )?;
+        let items = self
+            .state
+            .check_commit()
+            .map(|()| match (&self.fs, self.comms.rank) {
+                (Some(fs), 0) => match fs.decide(self.id(), true, &[]) {
+                    Ok(()) => Vec::new(),
+                    Err(e) => vec![Item::Reason(format!("Tessera did not commit it: {e}"))],
+                },
+                _ => Vec::new(),
+            });
+        let all = collective(&self.comms, call, items)?;
         let failures = strings(all, |i| match i {
             Item::Reason(r) => Some(r),
             _ => None,
         });
+        self.leave();
         self.state.commit(failures)
     }
 
-    /// Aborts (any time before commit). Collective.
+    /// Aborts (any time before commit): with Tessera beneath, what the processes published
+    /// under it is dropped. Collective.
     pub fn abort_transaction(&mut self) -> Result<(), TxnError> {
         let call = self.call(CollectiveCall::Abort);
-        collective(
-            &self.comms,
-            call,
-            self.state.check_abort().map(|()| Vec::new()),
-        )?;
+        let items = self.state.check_abort().map(|()| Vec::new());
+        if let (Ok(_), Some(fs), 0) = (&items, &self.fs, self.comms.rank) {
+            let why = ["the application aborted it".to_string()];
+            // Every process leaves and the transaction is dropped at its home anyway (its
+            // processes end, or time out): a failure here changes nothing it could act on.
+            let _ = fs.decide(self.id(), false, &why);
+        }
+        collective(&self.comms, call, items)?;
+        self.leave();
         self.state.abort();
         Ok(())
+    }
+
+    /// Leaves the transaction in Tessera, if this process joined it. A process that cannot
+    /// (its connection is gone) is no longer a member anyway.
+    fn leave(&mut self) {
+        if let (true, Some(fs)) = (self.joined, &self.fs) {
+            let _ = fs.join(None);
+            self.joined = false;
+        }
     }
 
     /// Ends this process's part: what the transaction came to. Local.
