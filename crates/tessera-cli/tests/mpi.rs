@@ -470,3 +470,75 @@ fn an_mpi_job_writes_a_data_set_as_one_transaction() {
     run_ranks(run("4", "commit"));
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
 }
+
+#[test]
+fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
+    const BLOCK: usize = 10_000;
+    let exe = build_c("mpicc", "txn_job");
+    let inst = Inst::start_with(
+        3,
+        &["--set", "stripe_size=4096", "--set", "txn_timeout_ms=500"],
+    );
+    let path = "/tessera/job";
+    let block = BLOCK.to_string();
+    let run = |version: &str, extra: &[&str]| {
+        let mut c = mpirun_cmd(Some(&inst));
+        c.args(["-x", "TESSERA_TXN=job"])
+            .arg(&exe)
+            .args([path, version, block.as_str()])
+            .args(extra);
+        c
+    };
+    let out = run_ranks(run("1", &[]));
+    assert!(
+        printed(&out).contains("txn_job: finalized"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
+    // Killed before MPI_Finalize: nothing of the run is visible, and its pending state goes.
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("2", &["crash"]).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (0..3).any(|n| {
+        let s = inst.client(n).status().unwrap();
+        s.txns_pending + s.txns_at_home > 0
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crashed job's transaction is still there after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    run_ranks(run("3", &[]));
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    // The same program built for MPICH: its handles are constants, not addresses.
+    let mpich = build_c("mpicc.mpich", "txn_job");
+    let env = [("TESSERA_TXN", "job")];
+    let out = mpirun_mpich(&inst, &env, &mpich, &[path, "4", block.as_str()]);
+    assert!(printed(&out).contains("txn_job: finalized"), "{}", printed(&out));
+    assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
+}
+
+#[test]
+fn parallel_hdf5_runs_as_one_transaction_with_txn_job() {
+    let exe = build_c("h5pcc", "h5par");
+    let local = scratch("h5-txn-local");
+    let reference = local.join("ref.h5").display().to_string();
+    mpirun(None, "ompio", &exe, &[&reference, "write"]);
+    let inst = Inst::start(3);
+    let file = "/tessera/job.h5";
+    let mut c = mpirun_cmd(Some(&inst));
+    c.args(["-x", "TESSERA_TXN=job", "--mca", "io", "ompio"])
+        .arg(&exe)
+        .args([file, "write"]);
+    run_ranks(c);
+    let r = mpirun(Some(&inst), "ompio", &exe, &[file, "read"]);
+    assert!(printed(&r).contains("h5par read: ok"), "{}", printed(&r));
+    ok_under(&inst, 1, "h5diff", &["-r", &reference, file]);
+    let _ = std::fs::remove_dir_all(&local);
+}

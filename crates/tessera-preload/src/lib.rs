@@ -74,6 +74,7 @@ pub mod state;
 mod std_streams;
 pub mod stdio;
 pub mod txn;
+pub mod txn_job;
 
 use libc::{c_char, c_int};
 use state::{Busy, busy, prefix};

@@ -1,0 +1,46 @@
+/* An unmodified MPI-IO program for TESSERA_TXN=job: every rank writes its block of FILE (every
+ * byte VERSION) with one collective write, and closes the file.
+ *
+ *   txn_job FILE VERSION BLOCK          then MPI_Finalize
+ *   txn_job FILE VERSION BLOCK crash    the last rank dies before MPI_Finalize
+ *
+ * Exit status 0 on success; a message on stderr and MPI_Abort otherwise. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    int rank, nranks;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (argc < 4) {
+        fprintf(stderr, "usage: txn_job FILE VERSION BLOCK [crash]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int version = atoi(argv[2]);
+    long block = atol(argv[3]);
+    char *buf = malloc(block);
+    memset(buf, version, block);
+    MPI_File fh;
+    if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+                      &fh) != MPI_SUCCESS) {
+        fprintf(stderr, "txn_job rank %d: open %s failed\n", rank, argv[1]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (MPI_File_write_at_all(fh, (MPI_Offset)rank * block, buf, (int)block, MPI_BYTE,
+                              MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        fprintf(stderr, "txn_job rank %d: write failed\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_File_close(&fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (argc > 4 && strcmp(argv[4], "crash") == 0 && rank == nranks - 1)
+        abort();
+    free(buf);
+    MPI_Finalize();
+    if (rank == 0)
+        printf("txn_job: finalized\n");
+    return 0;
+}
