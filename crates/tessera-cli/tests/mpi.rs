@@ -520,7 +520,11 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     let mpich = build_c("mpicc.mpich", "txn_job");
     let env = [("TESSERA_TXN", "job")];
     let out = mpirun_mpich(&inst, &env, &mpich, &[path, "4", block.as_str()]);
-    assert!(printed(&out).contains("txn_job: finalized"), "{}", printed(&out));
+    assert!(
+        printed(&out).contains("txn_job: finalized"),
+        "{}",
+        printed(&out)
+    );
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
 }
 

@@ -465,16 +465,35 @@ impl Inner {
             ) {
                 Ok((mut conn, id, _)) => {
                     if let Some((txn, log)) = self.txn {
-                        conn.call(TxnJoin {
+                        let again = TxnJoin {
                             txn: Some(txn),
                             log: Some(log),
-                        })?;
+                        };
+                        if let Err(e) = conn.call(again) {
+                            // No longer a member (the transaction ended meanwhile): the call
+                            // that reconnected fails with why; the process is outside it now.
+                            self.txn = None;
+                            self.conn = Some(conn);
+                            self.client_id = id;
+                            return Err(e);
+                        }
                     } else if let Some(txn) = self.join_after_fork.take() {
-                        let log = conn.call(TxnJoin {
+                        let join = TxnJoin {
                             txn: Some(txn),
                             log: None,
-                        })?;
-                        self.txn = Some((txn, log));
+                        };
+                        match conn.call(join) {
+                            Ok(log) => self.txn = Some((txn, log)),
+                            // The transaction is over: the child writes outside it, as its
+                            // parent does now.
+                            Err(e) if e.errno == Errno::Inval => {}
+                            // Its home cannot be reached: the child must not write outside
+                            // the transaction unnoticed, so its calls fail until it can join.
+                            Err(e) => {
+                                self.join_after_fork = Some(txn);
+                                return Err(e);
+                            }
+                        }
                     }
                     if resume == Some(id) {
                         // A restarted daemon learns again which files this process writes.

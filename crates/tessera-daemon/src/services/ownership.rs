@@ -47,6 +47,7 @@ impl ServeClient<Attach> for Node {
 impl ServeClient<Detach> for Node {
     async fn serve_client(&self, client: u64, r: Detach) -> FsResult<()> {
         self.check_ino(r.ino)?;
+        self.refuse_in_txn(client, "detach")?;
         check_order(r.start, r.end, "detach")?;
         self.detach(r.ino, self.owner(client), r.start, r.end).await
     }
@@ -55,6 +56,7 @@ impl ServeClient<Detach> for Node {
 impl ServeClient<DetachFile> for Node {
     async fn serve_client(&self, client: u64, r: DetachFile) -> FsResult<()> {
         self.check_ino(r.ino)?;
+        self.refuse_in_txn(client, "detach")?;
         let owner = self.owner(client);
         let ino = r.ino;
         self.call_all(self.every_node(|| OwnDetachFile { ino, owner }))
@@ -86,6 +88,20 @@ impl Node {
         Owner {
             node: self.id,
             client,
+        }
+    }
+
+    /// Refuses `what` to a member of a transaction (it would act on the committed map at
+    /// once, outside the transaction).
+    fn refuse_in_txn(&self, client: u64, what: &str) -> FsResult<()> {
+        match self.txns.member(client) {
+            Some(txn) => Err(FsError::new(
+                Errno::NotSup,
+                format!(
+                    "{what} inside transaction {txn:016x} is not supported: commit or abort the transaction first"
+                ),
+            )),
+            None => Ok(()),
         }
     }
 
@@ -235,14 +251,15 @@ impl Node {
         let mut probe = Probe::new(view.clone());
         loop {
             let owners = self.query_once(&probe, ino, start, end).await?;
-            if self.settle(&mut probe).await {
+            if self.settle(&mut probe, ino).await? {
                 return Ok(owners);
             }
         }
     }
 
     /// Whether an answer gathered by `probe` is whole; if not, `probe` is set up to ask again.
-    async fn settle(&self, probe: &mut Probe) -> bool {
+    /// Fails when the decisions it depends on cannot be learned.
+    async fn settle(&self, probe: &mut Probe, ino: u64) -> FsResult<bool> {
         probe.rounds += 1;
         let copies = std::mem::take(&mut *probe.copies.lock().expect("probe"));
         let excluded = std::mem::take(&mut *probe.excluded.lock().expect("probe"));
@@ -256,13 +273,14 @@ impl Node {
         match self.decided_since(&probe.view, &excluded).await {
             Some(newly) => {
                 probe.view.committed.extend(&newly);
-                copies_held && newly.is_empty()
+                Ok(copies_held && newly.is_empty())
             }
-            // An orphan's state lasts until its node's resolver drops it.
-            None if probe.rounds > super::txn_shard::MAX_ROUNDS => copies_held,
+            None if probe.rounds > super::txn_shard::MAX_ROUNDS => {
+                Err(super::txn_shard::undecidable(ino))
+            }
             None => {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                false
+                Ok(false)
             }
         }
     }
@@ -430,7 +448,7 @@ impl Node {
         loop {
             let size = self.size_as(&probe, ino).await?;
             let (runs, next) = self.query_file_page(&probe, ino, None, from).await?;
-            if self.settle(&mut probe).await {
+            if self.settle(&mut probe, ino).await? {
                 return Ok(Owners {
                     size: Some(size),
                     runs,
@@ -447,7 +465,7 @@ impl Node {
         loop {
             let size = self.size_as(&probe, ino).await?;
             let runs = self.query_file_only(&probe, ino, None).await?;
-            if self.settle(&mut probe).await {
+            if self.settle(&mut probe, ino).await? {
                 return Ok(Owners {
                     size: Some(size),
                     runs,

@@ -30,6 +30,8 @@ impl ServePeer<OwnAttach> for Node {
                 .attach_pending(txn, r.ino, r.stripe, r.owner, &r.runs)
                 .await;
         }
+        self.complete_decided_under(r.ino, r.stripe, &r.runs)
+            .await?;
         let stale = Stale::Stripe(r.ino, r.stripe);
         self.change_ownership(stale, |own| {
             ((), own.attach(r.ino, r.stripe, r.owner, &r.runs))

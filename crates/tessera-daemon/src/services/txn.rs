@@ -16,12 +16,17 @@ use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnOpen, txn_home, txn_id};
 use tokio::sync::oneshot;
 
+/// A process waiting for a decision: whether it asked to commit, and where its answer goes
+/// (the reasons of an abort, or why what it asked for was not done).
+pub type Waiter = (bool, oneshot::Sender<Result<(), Vec<String>>>);
+
 /// A transaction at its home: the state machine, its member processes, and the processes
 /// waiting for its decision.
 pub struct Home {
     pub machine: HomeTxn,
     pub members: HashSet<(u32, u64)>,
-    pub waiters: Vec<oneshot::Sender<Result<(), Vec<String>>>>,
+    /// Each with what it asked for (commit: `true`).
+    pub waiters: Vec<Waiter>,
     /// When the decision became durable (ms): completions still missing a second later are
     /// sent again.
     pub decided_at: Option<u64>,
@@ -131,10 +136,13 @@ impl ServeClient<TxnOpen> for Node {
             let n = *next;
             *next += 1;
             let txn = txn_id(self.id, n);
+            // Timed out like one whose processes all ended if none joins it.
+            let mut machine = HomeTxn::open(txn, self.cfg.nodes);
+            machine.left(self.txns.now_ms());
             self.txns.homes.lock().expect("homes").insert(
                 txn,
                 Home {
-                    machine: HomeTxn::open(txn, self.cfg.nodes),
+                    machine,
                     members: HashSet::new(),
                     waiters: Vec::new(),
                     decided_at: None,

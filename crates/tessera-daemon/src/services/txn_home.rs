@@ -29,6 +29,23 @@ fn record(outcome: Outcome) -> u8 {
     }
 }
 
+/// What a process that asked to commit (`commit`) or abort is told of `outcome`.
+fn answer_to(
+    txn: u64,
+    commit: bool,
+    outcome: Outcome,
+    reasons: &[String],
+) -> Result<(), Vec<String>> {
+    match (commit, outcome) {
+        (true, Outcome::Commit) | (false, Outcome::Abort) => Ok(()),
+        (true, Outcome::Abort) if !reasons.is_empty() => Err(reasons.to_vec()),
+        (true, Outcome::Abort) => Err(vec![format!("transaction {txn:016x} was aborted")]),
+        (false, Outcome::Commit) => {
+            Err(vec![format!("transaction {txn:016x} is already committed")])
+        }
+    }
+}
+
 /// Ends the daemon at once if the failpoint `name` is set (crash tests).
 pub fn failpoint(name: &str) {
     if std::env::var("TESSERA_FAILPOINT").is_ok_and(|f| f == name) {
@@ -60,6 +77,10 @@ impl ServePeer<TxnMember> for Node {
         };
         let who = (r.node, r.client);
         if r.joined {
+            // A member joining again (its daemon restarted) stays one, whatever the state.
+            if h.members.contains(&who) {
+                return Ok(());
+            }
             if *h.machine.state() != HomeState::Open {
                 return Err(FsError::new(
                     Errno::Inval,
@@ -114,7 +135,7 @@ impl ServePeer<TxnHomeDecide> for Node {
                 };
             };
             let (tx, rx) = tokio::sync::oneshot::channel();
-            h.waiters.push(tx);
+            h.waiters.push((r.commit, tx));
             let actions = if r.commit {
                 h.machine.commit()
             } else {
@@ -125,7 +146,14 @@ impl ServePeer<TxnHomeDecide> for Node {
         self.drive(r.txn, actions).await;
         match rx.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(reasons)) => Err(FsError::new(Errno::Canceled, reasons.join("; "))),
+            Ok(Err(reasons)) => Err(FsError::new(
+                if r.commit {
+                    Errno::Canceled
+                } else {
+                    Errno::Inval
+                },
+                reasons.join("; "),
+            )),
             Err(_) => Err(FsError::new(
                 Errno::Io,
                 format!("the home of transaction {:016x} stopped deciding", r.txn),
@@ -187,17 +215,16 @@ impl Node {
                         }
                         next.extend(self.home_event(txn, |h| h.decision_durable()));
                     }
-                    Action::Answer(answer) => {
-                        let waiters = self
-                            .txns
-                            .homes
-                            .lock()
-                            .expect("homes")
-                            .get_mut(&txn)
-                            .map(|h| std::mem::take(&mut h.waiters))
-                            .unwrap_or_default();
-                        for w in waiters {
-                            let _ = w.send(answer.clone());
+                    // Each waiter is told how the decision stands to what it asked for.
+                    Action::Answer(_) => {
+                        let mut homes = self.txns.homes.lock().expect("homes");
+                        if let Some(h) = homes.get_mut(&txn)
+                            && let Some(outcome) = h.machine.decided()
+                        {
+                            let reasons = h.machine.reasons().to_vec();
+                            for (commit, w) in std::mem::take(&mut h.waiters) {
+                                let _ = w.send(answer_to(txn, commit, outcome, &reasons));
+                            }
                         }
                     }
                     Action::Forget => {

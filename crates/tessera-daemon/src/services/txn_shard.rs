@@ -22,9 +22,19 @@ use tessera_proto::{
 };
 
 /// How often a query is asked again because a transaction it left out is unknown to its
-/// home, before the answer is given as it is (such state is an orphan, which the resolver of
-/// its node drops within [`RESOLVE_EVERY`]).
-pub(crate) const MAX_ROUNDS: u32 = 100;
+/// home (an orphan, which the resolver of its node drops within [`RESOLVE_EVERY`]) or its
+/// home cannot be reached, 10 ms apart, before the query fails.
+pub(crate) const MAX_ROUNDS: u32 = 500;
+
+/// The error of a query that could not learn the decisions it depends on.
+pub(crate) fn undecidable(ino: u64) -> FsError {
+    FsError::new(
+        Errno::Again,
+        format!(
+            "inode {ino:#x}: a transaction with writes here could not be resolved (its home daemon does not answer); try again once it is back"
+        ),
+    )
+}
 
 /// How often a node asks the homes of the transactions it holds state of where they stand.
 const RESOLVE_EVERY: Duration = Duration::from_millis(500);
@@ -71,9 +81,10 @@ impl Node {
         owner: Owner,
         runs: &[Run],
     ) -> FsResult<()> {
-        self.check_not_done(txn)?;
         let (durable, tell) = {
             let _own = self.own.lock().expect("own");
+            // Under the lock: a completion running now cannot slip between check and attach.
+            self.check_not_done(txn)?;
             let ops = self.txns.pending().attach(txn, ino, stripe, owner, runs)?;
             let tell = self
                 .callbacks
@@ -97,6 +108,37 @@ impl Node {
         self.store.submit(ops).durable().await
     }
 
+    /// Before a plain attach of `runs` of one stripe: the prepared transactions with bytes
+    /// there that were decided to commit are completed here first, so that the plain write,
+    /// made after their decision, lands on top of their bytes and not under them.
+    pub(crate) async fn complete_decided_under(
+        &self,
+        ino: u64,
+        stripe: u64,
+        runs: &[Run],
+    ) -> FsResult<()> {
+        let doubt: std::collections::BTreeSet<u64> = {
+            let pending = self.txns.pending();
+            runs.iter()
+                .flat_map(|r| {
+                    let span = tessera_core::txn_pending::Span {
+                        ino,
+                        stripe,
+                        start: r.start,
+                        end: r.end(),
+                    };
+                    pending.in_doubt(span, None)
+                })
+                .collect()
+        };
+        for txn in doubt {
+            if let Ok(TxnVerdict::Committed) = self.call(txn_home(txn), TxnStatus { txn }).await {
+                self.complete_here(txn, true).await?;
+            }
+        }
+        Ok(())
+    }
+
     fn check_not_done(&self, txn: u64) -> FsResult<()> {
         if self.txns.done.lock().expect("done").contains(&txn) {
             return Err(FsError::new(
@@ -116,7 +158,11 @@ impl Node {
     /// finds the transaction named in the owners' answer and asks for its decision; a restart
     /// in between completes it again.
     pub(crate) async fn complete_here(&self, txn: u64, commit: bool) -> FsResult<()> {
-        self.txns.done.lock().expect("done").insert(txn);
+        {
+            // Under the ownership lock, as the attaches check it.
+            let _own = self.own.lock().expect("own");
+            self.txns.done.lock().expect("done").insert(txn);
+        }
         if !commit {
             let ops = self.txns.pending().abort(txn);
             let ops = ops.into_iter().map(DbOp::from).collect();
@@ -171,8 +217,8 @@ impl Node {
     /// Of the transactions a query left out, those decided to commit by now (their homes
     /// say so): the query is asked again with them included. One left out that is still
     /// undecided now was undecided when every part of the answer was given, so no part can
-    /// have included it. `None`: a home no longer knows one (finished long ago): ask again
-    /// as it was, its state is gone from every shard by then.
+    /// have included it. `None`: a home no longer knows one (finished long ago: its state is
+    /// gone from every shard by then), or cannot be reached: ask again.
     pub(crate) async fn decided_since(&self, view: &TxnView, excluded: &[u64]) -> Option<Vec<u64>> {
         let mut asked: Vec<u64> = excluded
             .iter()
@@ -185,7 +231,10 @@ impl Node {
             .iter()
             .map(|t| self.call(txn_home(*t), TxnStatus { txn: *t }));
         let answers = futures::future::join_all(answers).await;
-        if answers.iter().any(|a| matches!(a, Ok(TxnVerdict::Unknown))) {
+        if answers
+            .iter()
+            .any(|a| matches!(a, Ok(TxnVerdict::Unknown) | Err(_)))
+        {
             return None;
         }
         Some(
@@ -216,8 +265,7 @@ impl Node {
             match self.decided_since(&view, &got.excluded).await {
                 Some(newly) if newly.is_empty() => return Ok(got),
                 Some(newly) => view.committed.extend(newly),
-                // An orphan's state lasts until this node's resolver drops it.
-                None if round >= MAX_ROUNDS => return Ok(got),
+                None if round >= MAX_ROUNDS => return Err(undecidable(ino)),
                 None => tokio::time::sleep(Duration::from_millis(10)).await,
             }
         }
