@@ -28,7 +28,8 @@ cargo clippy --locked --workspace --all-targets -q -- -D warnings
 say "tests"
 # The interposer and libtessera are cdylibs that no test target links: build them for the tests
 # that preload them or compile C programs against them.
-cargo build --locked -q -p tessera-preload -p tessera-capi -p tessera-txn-capi -p tessera-txn --bins
+cargo build --locked -q -p tessera-preload -p tessera-capi -p tessera-txn-capi
+cargo build --locked -q -p tessera-txn --bins
 cargo test --locked --workspace -q
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"

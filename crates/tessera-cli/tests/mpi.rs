@@ -400,6 +400,21 @@ fn txn_data_exe() -> std::path::PathBuf {
     p
 }
 
+/// Waits until none of the 3 daemons holds a transaction (`what` for the message).
+fn wait_no_transactions(inst: &Inst, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (0..3).any(|n| {
+        let s = inst.client(n).status().unwrap();
+        s.txns_pending + s.txns_at_home > 0
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} is still there after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The bytes of a Tessera file as an outsider on daemon 0 reads them.
 fn tessera_bytes(inst: &Inst, path: &str) -> Vec<u8> {
     let c = inst.client(0);
@@ -455,17 +470,7 @@ fn an_mpi_job_writes_a_data_set_as_one_transaction() {
     };
     assert!(!out.status.success(), "the job with a dead rank succeeded");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while (0..3).any(|n| {
-        let s = inst.client(n).status().unwrap();
-        s.txns_pending + s.txns_at_home > 0
-    }) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the dead job's transaction is still there after 30 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_no_transactions(&inst, "the dead job's transaction");
     // The next job commits version 4 whole.
     run_ranks(run("4", "commit"));
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
@@ -503,17 +508,7 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     };
     assert!(!out.status.success(), "the crashed job succeeded");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while (0..3).any(|n| {
-        let s = inst.client(n).status().unwrap();
-        s.txns_pending + s.txns_at_home > 0
-    }) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the crashed job's transaction is still there after 30 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_no_transactions(&inst, "the crashed job's transaction");
     run_ranks(run("3", &[]));
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
     // The same program built for MPICH: its handles are constants, not addresses.

@@ -9,7 +9,7 @@ mod common;
 use common::Inst;
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, pattern_byte};
-use tessera_client::{Client, Errno, Model, OpenOptions};
+use tessera_client::{Client, Errno, FsResult, Model, OpenOptions};
 
 /// Four stripes per node in a 32 KiB file: a data set spread over both daemons' shards.
 const STRIPE: u64 = 4096;
@@ -384,74 +384,60 @@ fn all_of(inst: &Inst, path: &str, node: u32, id: u32, size: u64) {
     assert!(v.iter().all(|x| *x == Some(id)), "{v:?}");
 }
 
+/// Daemon `node` runs with `failpoint` while the home (node 0) commits a transaction pending
+/// on both nodes; `decided` checks what the commit call returned. After its restart the
+/// transaction resolves whole: to version 2 (`committed`) or back to version 1.
+fn crash_at(node: u32, failpoint: &str, decided: impl FnOnce(FsResult<()>), committed: bool) {
+    let inst = start(&[]);
+    inst.kill9(node);
+    inst.restart_with(node, &[("TESSERA_FAILPOINT", failpoint)]);
+    let path = "/tessera/crashed";
+    let (txn, a) = pending_on_both(&inst, path);
+    decided(a.txn_decide(txn, true, Vec::new()));
+    inst.restart(node);
+    wait_resolved(&inst);
+    let (id, size) = if committed {
+        (2, 6 * STRIPE)
+    } else {
+        (1, 4 * STRIPE)
+    };
+    for n in [0, 1] {
+        all_of(&inst, path, n, id, size);
+    }
+}
+
+/// The commit call of a home that died under it: the connection was lost.
+fn home_lost(r: FsResult<()>) {
+    let e = r.unwrap_err();
+    assert!(
+        matches!(e.errno, Errno::HostDown | Errno::ConnRefused),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_node_that_dies_between_prepare_and_decision_aborts_the_transaction_whole() {
-    let inst = start(&[]);
-    inst.kill9(1);
-    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-after-prepare")]);
-    let path = "/tessera/prepared";
-    let (txn, a) = pending_on_both(&inst, path);
-    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
-    assert_eq!(e.errno, Errno::Canceled, "{e}");
-    assert!(e.message.contains("node 1 could not prepare"), "{e}");
-    inst.restart(1);
-    wait_resolved(&inst);
-    for node in [0, 1] {
-        all_of(&inst, path, node, 1, 4 * STRIPE);
-    }
+    let refused = |r: FsResult<()>| {
+        let e = r.unwrap_err();
+        assert_eq!(e.errno, Errno::Canceled, "{e}");
+        assert!(e.message.contains("node 1 could not prepare"), "{e}");
+    };
+    crash_at(1, "shard-after-prepare", refused, false);
 }
 
 #[test]
 fn a_node_that_dies_between_decision_and_completion_completes_after_its_restart() {
-    let inst = start(&[]);
-    inst.kill9(1);
-    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
-    let path = "/tessera/decided";
-    let (txn, a) = pending_on_both(&inst, path);
-    a.txn_decide(txn, true, Vec::new()).unwrap();
-    inst.restart(1);
-    wait_resolved(&inst);
-    for node in [0, 1] {
-        all_of(&inst, path, node, 2, 6 * STRIPE);
-    }
+    crash_at(1, "shard-before-complete", |r| r.unwrap(), true);
 }
 
 #[test]
 fn a_home_that_dies_before_deciding_aborts_after_its_restart() {
-    let inst = start(&[]);
-    inst.kill9(0);
-    inst.restart_with(0, &[("TESSERA_FAILPOINT", "home-before-decision")]);
-    let path = "/tessera/undecided";
-    let (txn, a) = pending_on_both(&inst, path);
-    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
-    assert!(
-        matches!(e.errno, Errno::HostDown | Errno::ConnRefused),
-        "{e}"
-    );
-    inst.restart(0);
-    wait_resolved(&inst);
-    for node in [0, 1] {
-        all_of(&inst, path, node, 1, 4 * STRIPE);
-    }
+    crash_at(0, "home-before-decision", home_lost, false);
 }
 
 #[test]
 fn a_home_that_dies_after_deciding_completes_after_its_restart() {
-    let inst = start(&[]);
-    inst.kill9(0);
-    inst.restart_with(0, &[("TESSERA_FAILPOINT", "home-after-decision")]);
-    let path = "/tessera/recorded";
-    let (txn, a) = pending_on_both(&inst, path);
-    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
-    assert!(
-        matches!(e.errno, Errno::HostDown | Errno::ConnRefused),
-        "{e}"
-    );
-    inst.restart(0);
-    wait_resolved(&inst);
-    for node in [0, 1] {
-        all_of(&inst, path, node, 2, 6 * STRIPE);
-    }
+    crash_at(0, "home-after-decision", home_lost, true);
 }
 
 #[test]

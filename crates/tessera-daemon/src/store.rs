@@ -468,6 +468,28 @@ fn each_row<K: redb::Key + 'static, V: redb::Value + 'static>(
     Ok(())
 }
 
+/// The run and owner of an ownership row starting at `start`; a run that is not well formed
+/// is damage, reported with the row `which` names.
+fn owner_row(
+    start: u64,
+    (len, stride, count, node, client): OwnerRow,
+    which: impl FnOnce() -> String,
+) -> FsResult<(Run, Owner)> {
+    let run = Run {
+        start,
+        len,
+        stride,
+        count,
+    };
+    if !run.is_valid() {
+        return Err(FsError::new(
+            Errno::Io,
+            format!("{} holds an invalid run {run:?}", which()),
+        ));
+    }
+    Ok((run, Owner { node, client }))
+}
+
 fn load(db: &Database) -> FsResult<Loaded> {
     let txn = db.begin_read().map_err(|x| load_err("state")(x.into()))?;
     let mut out = Loaded::default();
@@ -484,20 +506,10 @@ fn load(db: &Database) -> FsResult<Loaded> {
     })?;
     each_row(&txn, OWNERS, "owners", |k, v| {
         let (ino, stripe, start) = k.value();
-        let (len, stride, count, node, client) = v.value();
-        let run = Run {
-            start,
-            len,
-            stride,
-            count,
-        };
-        if !run.is_valid() {
-            return Err(FsError::new(
-                Errno::Io,
-                format!("ownership row ({ino:#x}, {stripe}, {start}) holds an invalid run {run:?}"),
-            ));
-        }
-        out.owners.push((ino, stripe, run, Owner { node, client }));
+        let (run, owner) = owner_row(start, v.value(), || {
+            format!("ownership row ({ino:#x}, {stripe}, {start})")
+        })?;
+        out.owners.push((ino, stripe, run, owner));
         Ok(())
     })?;
     let e = load_err("meta");
@@ -527,23 +539,10 @@ fn load(db: &Database) -> FsResult<Loaded> {
     })?;
     each_row(&txn, PENDING_RUNS, "pending runs", |k, v| {
         let (t, ino, stripe, start) = k.value();
-        let (len, stride, count, node, client) = v.value();
-        let run = Run {
-            start,
-            len,
-            stride,
-            count,
-        };
-        if !run.is_valid() {
-            return Err(FsError::new(
-                Errno::Io,
-                format!(
-                    "pending row ({t:#x}, {ino:#x}, {stripe}, {start}) holds an invalid run {run:?}"
-                ),
-            ));
-        }
-        out.pending_runs
-            .push((t, ino, stripe, run, Owner { node, client }));
+        let (run, owner) = owner_row(start, v.value(), || {
+            format!("pending row ({t:#x}, {ino:#x}, {stripe}, {start})")
+        })?;
+        out.pending_runs.push((t, ino, stripe, run, owner));
         Ok(())
     })?;
     each_row(&txn, PENDING_SIZES, "pending sizes", |k, v| {

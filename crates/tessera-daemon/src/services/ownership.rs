@@ -260,7 +260,6 @@ impl Node {
     /// Whether an answer gathered by `probe` is whole; if not, `probe` is set up to ask again.
     /// Fails when the decisions it depends on cannot be learned.
     async fn settle(&self, probe: &mut Probe, ino: u64) -> FsResult<bool> {
-        probe.rounds += 1;
         let copies = std::mem::take(&mut *probe.copies.lock().expect("probe"));
         let excluded = std::mem::take(&mut *probe.excluded.lock().expect("probe"));
         let copies_held = {
@@ -275,7 +274,7 @@ impl Node {
                 probe.view.committed.extend(&newly);
                 Ok(copies_held && newly.is_empty())
             }
-            None if probe.rounds > super::txn_shard::MAX_ROUNDS => {
+            None if probe.started.elapsed() >= super::txn_shard::RESOLVE_WAIT => {
                 Err(super::txn_shard::undecidable(ino))
             }
             None => {
@@ -540,7 +539,7 @@ struct Probe {
     excluded: Mutex<Vec<u64>>,
     copies: Mutex<Vec<((u64, u64), u64)>>,
     use_cache: bool,
-    rounds: u32,
+    started: std::time::Instant,
 }
 
 impl Probe {
@@ -550,7 +549,7 @@ impl Probe {
             excluded: Mutex::new(Vec::new()),
             copies: Mutex::new(Vec::new()),
             use_cache: true,
-            rounds: 0,
+            started: std::time::Instant::now(),
         }
     }
 

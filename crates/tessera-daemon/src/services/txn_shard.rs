@@ -21,17 +21,18 @@ use tessera_proto::{
     AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnVerdict, TxnView, txn_home,
 };
 
-/// How often a query is asked again because a transaction it left out is unknown to its
-/// home (an orphan, which the resolver of its node drops within [`RESOLVE_EVERY`]) or its
-/// home cannot be reached, 10 ms apart, before the query fails.
-pub(crate) const MAX_ROUNDS: u32 = 500;
+/// How long a query keeps asking again, 10 ms apart, while a transaction it left out is
+/// unknown to its home (an orphan, which the resolver of its node drops within
+/// [`RESOLVE_EVERY`]) or its home cannot be reached, before it fails.
+pub(crate) const RESOLVE_WAIT: Duration = Duration::from_secs(5);
 
-/// The error of a query that could not learn the decisions it depends on.
-pub(crate) fn undecidable(ino: u64) -> FsError {
+/// The error of a query of `ino` (or a status of transaction `ino`) that could not learn
+/// the decisions it depends on.
+pub(crate) fn undecidable(what: u64) -> FsError {
     FsError::new(
         Errno::Again,
         format!(
-            "inode {ino:#x}: a transaction with writes here could not be resolved (its home daemon does not answer); try again once it is back"
+            "{what:#x}: a transaction with writes here could not be resolved (its home daemon does not answer); try again once it is back"
         ),
     )
 }
@@ -227,9 +228,13 @@ impl Node {
             .collect();
         asked.sort_unstable();
         asked.dedup();
-        let answers = asked
-            .iter()
-            .map(|t| self.call(txn_home(*t), TxnStatus { txn: *t }));
+        // Bounded: a home whose host is gone would hold the query for the peer timeout.
+        let answers = asked.iter().map(|t| async move {
+            let status = self.call(txn_home(*t), TxnStatus { txn: *t });
+            tokio::time::timeout(RESOLVE_WAIT, status)
+                .await
+                .unwrap_or_else(|_| Err(undecidable(*t)))
+        });
         let answers = futures::future::join_all(answers).await;
         if answers
             .iter()
@@ -252,7 +257,8 @@ impl Node {
     pub(crate) async fn inode_get_as(&self, view: &TxnView, ino: u64) -> FsResult<AttrAs> {
         let shard = tessera_core::placement::ino_shard(ino);
         let mut view = view.clone();
-        for round in 0.. {
+        let started = std::time::Instant::now();
+        loop {
             let got = self
                 .call(
                     shard,
@@ -265,11 +271,10 @@ impl Node {
             match self.decided_since(&view, &got.excluded).await {
                 Some(newly) if newly.is_empty() => return Ok(got),
                 Some(newly) => view.committed.extend(newly),
-                None if round >= MAX_ROUNDS => return Err(undecidable(ino)),
+                None if started.elapsed() >= RESOLVE_WAIT => return Err(undecidable(ino)),
                 None => tokio::time::sleep(Duration::from_millis(10)).await,
             }
         }
-        unreachable!("the loop returns")
     }
 
     /// Until shutdown: resolves the transactions this node holds state of by their homes'
