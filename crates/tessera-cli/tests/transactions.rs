@@ -491,3 +491,42 @@ fn a_member_cannot_detach_outside_its_transaction() {
     // Neither the committed bytes nor the transaction's are touched.
     assert_eq!(versions(&read_all(&inst.client(1), path), &[1])[0], Some(1));
 }
+
+#[test]
+fn a_transaction_whose_member_node_dies_with_its_processes_aborts() {
+    let timeout_ms = 500;
+    let inst = start(&["--set", &format!("txn_timeout_ms={timeout_ms}")]);
+    let path = "/tessera/lost-node";
+    let home = inst.client(0);
+    write(&home, path, 1, 0, 4 * STRIPE);
+    let txn = home.txn_open().unwrap();
+    let mut member = inst.rank(1);
+    member.ok(&Cmd::TxnJoin { txn: Some(txn) });
+    member.open(path, Model::Commit, true);
+    member.ok(&Cmd::Write {
+        off: 0,
+        len: 2 * STRIPE,
+        id: 2,
+    });
+    member.ok(&Cmd::Close);
+    // The member's node goes, daemon and process: nothing tells the home they left.
+    inst.kill9(1);
+    member.kill9();
+    let died = Instant::now();
+    let deadline = died + Duration::from_secs(30);
+    // Decided (to abort) at the home; its completion waits for node 1.
+    while home.status().unwrap().txns_open > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "still open 30 s after its member's node died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(died.elapsed() >= Duration::from_millis(timeout_ms));
+    // Back, the node drops what it held by the home's word.
+    inst.restart(1);
+    wait_resolved(&inst);
+    for node in [0, 1] {
+        all_of(&inst, path, node, 1, 4 * STRIPE);
+    }
+}

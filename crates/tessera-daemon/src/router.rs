@@ -88,6 +88,7 @@ impl Node {
             PeerRequest::TxnComplete(r) => self.peer_answer(r).await,
             PeerRequest::TxnStatus(r) => self.peer_answer(r).await,
             PeerRequest::InodeGetAs(r) => self.peer_answer(r).await,
+            PeerRequest::TxnMembers(r) => self.peer_answer(r).await,
         }
     }
 

@@ -100,6 +100,8 @@ pub struct NodeStatus {
     pub lock_peak_holders: u64,
     /// Transactions this node is the home of that are not finished (open, or completing).
     pub txns_at_home: u64,
+    /// Of those, the ones still open (not decided).
+    pub txns_open: u64,
     /// Transactions holding pending state on this node.
     pub txns_pending: u64,
 }

@@ -134,6 +134,7 @@ fn status() -> NodeStatus {
         list_lock_runs: 13,
         lock_peak_holders: 14,
         txns_at_home: 2,
+        txns_open: 1,
         txns_pending: 3,
     }
 }
@@ -625,6 +626,13 @@ fn peer_samples(s: &mut Samples) {
             attr: attr(),
             excluded: vec![txn()],
         },
+    );
+    s.peer(
+        TxnMembers {
+            txn: txn(),
+            clients: vec![77, 78],
+        },
+        vec![77],
     );
 }
 

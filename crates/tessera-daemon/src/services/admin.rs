@@ -50,6 +50,12 @@ impl Node {
             let m = self.locks.manager();
             (m.grants(), m.peak_holders())
         };
+        // One guard at a time: temporaries in the literal below would live to its end.
+        let (txns_at_home, txns_open) = {
+            let homes = self.txns.homes.lock().expect("homes");
+            let open = homes.values().filter(|h| h.machine.decided().is_none());
+            (homes.len() as u64, open.count() as u64)
+        };
         let space = tokio::task::block_in_place(|| self.logs.space());
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
         NodeStatus {
@@ -71,7 +77,8 @@ impl Node {
             list_locks_granted: grants.granted,
             list_lock_runs: grants.runs,
             lock_peak_holders: peak as u64,
-            txns_at_home: self.txns.homes.lock().expect("homes").len() as u64,
+            txns_at_home,
+            txns_open,
             txns_pending: self.txns.pending().transactions().count() as u64,
         }
     }

@@ -6,14 +6,16 @@
 //! every node keeps pending, and completes, in [`super::txn_shard`].
 
 use crate::Node;
-use crate::rpc::ServeClient;
+use crate::rpc::{ServeClient, ServePeer};
 use crate::store::{DbOp, MetaKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tessera_core::txn_home::{HomeTxn, Outcome};
 use tessera_core::txn_pending::PendingOwnership;
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::{TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnOpen, txn_home, txn_id};
+use tessera_proto::{
+    TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnMembers, TxnOpen, txn_home, txn_id,
+};
 use tokio::sync::oneshot;
 
 /// A process waiting for a decision: whether it asked to commit, and where its answer goes
@@ -30,6 +32,8 @@ pub struct Home {
     /// When the decision became durable (ms): completions still missing a second later are
     /// sent again.
     pub decided_at: Option<u64>,
+    /// When each member node was last heard from about its members (ms).
+    pub heard: HashMap<u32, u64>,
 }
 
 /// The outcomes of recently finished transactions, the oldest dropped beyond
@@ -146,6 +150,7 @@ impl ServeClient<TxnOpen> for Node {
                     members: HashSet::new(),
                     waiters: Vec::new(),
                     decided_at: None,
+                    heard: HashMap::new(),
                 },
             );
             let ops = vec![
@@ -200,16 +205,35 @@ impl ServeClient<TxnJoin> for Node {
             client,
             joined: true,
         };
-        self.call(txn_home(txn), join).await?;
+        // Counted here first: the home's check of its members must never find a member it
+        // registered unknown here.
         self.txns
             .members
             .lock()
             .expect("members")
             .insert(client, (txn, log));
+        if let Err(e) = self.call(txn_home(txn), join).await {
+            let mut members = self.txns.members.lock().expect("members");
+            match before {
+                Some(old) => members.insert(client, old),
+                None => members.remove(&client),
+            };
+            return Err(e);
+        }
         if let Some((old, _)) = before {
             self.leave_txn(old, client).await;
         }
         Ok(log)
+    }
+}
+
+impl ServePeer<TxnMembers> for Node {
+    async fn serve_peer(&self, r: TxnMembers) -> FsResult<Vec<u64>> {
+        let members = self.txns.members.lock().expect("members");
+        Ok(r.clients
+            .into_iter()
+            .filter(|c| members.get(c).is_some_and(|(t, _)| *t == r.txn))
+            .collect())
     }
 }
 

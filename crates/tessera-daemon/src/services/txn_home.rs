@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tessera_core::txn_home::{Action, HomeState, HomeTxn, Outcome};
 use tessera_core::{Errno, FsError, FsResult};
-use tessera_proto::{TxnComplete, TxnHomeDecide, TxnMember, TxnPrepare, TxnStatus, TxnVerdict};
+use tessera_proto::{
+    TxnComplete, TxnHomeDecide, TxnMember, TxnMembers, TxnPrepare, TxnStatus, TxnVerdict,
+};
 
 /// How often homes check their transactions' timeouts and retry unfinished completions.
 const TICK: Duration = Duration::from_millis(250);
@@ -266,6 +268,61 @@ impl Node {
         }
     }
 
+    /// Asks the member nodes of every open transaction which of its members they still
+    /// count: a process whose connection ended while its daemon was away (restarted), or
+    /// whose node stays unreachable for `txn_timeout_ms` (the node died with it), is no longer
+    /// a member, so a transaction whose processes are all gone times out.
+    async fn check_members(&self, now: u64) {
+        let asks: Vec<(u64, u32, Vec<u64>)> = {
+            let homes = self.txns.homes.lock().expect("homes");
+            let mut asks = Vec::new();
+            for (txn, h) in homes.iter() {
+                if *h.machine.state() != HomeState::Open {
+                    continue;
+                }
+                let mut by_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+                for (node, client) in &h.members {
+                    by_node.entry(*node).or_default().push(*client);
+                }
+                asks.extend(by_node.into_iter().map(|(n, c)| (*txn, n, c)));
+            }
+            asks
+        };
+        for (txn, node, clients) in asks {
+            let ask = TxnMembers {
+                txn,
+                clients: clients.clone(),
+            };
+            let answer = tokio::time::timeout(TICK, self.call(node, ask)).await;
+            let mut homes = self.txns.homes.lock().expect("homes");
+            let Some(h) = homes.get_mut(&txn) else {
+                continue;
+            };
+            let gone: Vec<u64> = match answer {
+                Ok(Ok(still)) => {
+                    h.heard.insert(node, now);
+                    clients.into_iter().filter(|c| !still.contains(c)).collect()
+                }
+                _ => {
+                    let heard = *h.heard.entry(node).or_insert(now);
+                    if now < heard + self.cfg.txn_timeout_ms {
+                        continue;
+                    }
+                    tracing::warn!(
+                        "transaction {txn:016x}: node {node} has not answered for {} ms; its processes no longer count as members",
+                        now - heard
+                    );
+                    clients
+                }
+            };
+            for client in gone {
+                if h.members.remove(&(node, client)) {
+                    h.machine.left(now);
+                }
+            }
+        }
+    }
+
     /// Recovers the transactions this node was the home of when it stopped: a decision record
     /// is completed everywhere again; an open one (no decision was taken) aborts.
     pub fn recover_homes(&self, records: &[(u64, u8)]) -> Vec<(u64, Vec<Action>)> {
@@ -286,6 +343,7 @@ impl Node {
                         members: HashSet::new(),
                         waiters: Vec::new(),
                         decided_at: None,
+                        heard: std::collections::HashMap::new(),
                     },
                 );
                 (*txn, actions)
@@ -320,6 +378,7 @@ impl Node {
                     .filter(|(_, a)| !a.is_empty())
                     .collect()
             };
+            self.check_members(now).await;
             for (txn, actions) in work {
                 if actions
                     .iter()

@@ -186,6 +186,8 @@ protocol! {
         TxnComplete = "txn_complete" -> (),
         TxnStatus = "txn_status" -> TxnVerdict,
         InodeGetAs = "inode_get_as" -> AttrAs,
+        /// The clients that are still members.
+        TxnMembers = "txn_members" -> Vec<u64>,
     }
 }
 
@@ -281,7 +283,8 @@ impl PeerRequest {
             | PeerRequest::TxnPrepare(_)
             | PeerRequest::TxnComplete(_)
             | PeerRequest::TxnStatus(_)
-            | PeerRequest::InodeGetAs(_) => true,
+            | PeerRequest::InodeGetAs(_)
+            | PeerRequest::TxnMembers(_) => true,
             PeerRequest::TableListUnlock(_) => false,
         }
     }

@@ -52,6 +52,15 @@ pub struct TxnMember {
     pub joined: bool,
 }
 
+/// From the home to a member's node: which of `clients` are still members of `txn` there
+/// (their connections live). A member whose node no longer counts it, or whose node stays
+/// unreachable for `txn_timeout_ms`, is no longer counted by the home.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnMembers {
+    pub txn: u64,
+    pub clients: Vec<u64>,
+}
+
 /// At the home: as [`TxnDecide`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TxnHomeDecide {
