@@ -24,6 +24,15 @@ fn pattern(id: u32, off: u64, len: u64) -> Vec<u8> {
     (off..off + len).map(|o| pattern_byte(id, o)).collect()
 }
 
+/// A transaction opened at `home`'s daemon, with `members` joined.
+fn open_joined(home: &Client, members: &[&Client]) -> u64 {
+    let txn = home.txn_open().unwrap();
+    for m in members {
+        m.txn_join(Some(txn)).unwrap();
+    }
+    txn
+}
+
 /// Writes pattern `id` over `[off, off + len)` of `path` and publishes it (close).
 fn write(c: &Client, path: &str, id: u32, off: u64, len: u64) {
     let mut f = c
@@ -77,9 +86,7 @@ fn members_see_their_writes_at_once_and_others_only_when_it_commits() {
     let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
     let path = "/tessera/ds";
     write(&reader, path, 1, 0, 8 * STRIPE);
-    let txn = a.txn_open().unwrap();
-    a.txn_join(Some(txn)).unwrap();
-    b.txn_join(Some(txn)).unwrap();
+    let txn = open_joined(&a, &[&a, &b]);
     // Rank a overwrites the first half; rank b the second half and beyond (the file grows).
     write(&a, path, 2, 0, 4 * STRIPE);
     write(&b, path, 2, 4 * STRIPE, 8 * STRIPE);
@@ -145,9 +152,7 @@ fn an_abort_leaves_nothing_and_names_why() {
     let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
     let path = "/tessera/aborted";
     write(&reader, path, 1, 0, 4 * STRIPE);
-    let txn = b.txn_open().unwrap();
-    a.txn_join(Some(txn)).unwrap();
-    b.txn_join(Some(txn)).unwrap();
+    let txn = open_joined(&b, &[&a, &b]);
     write(&a, path, 2, 0, 2 * STRIPE);
     write(&b, path, 2, 2 * STRIPE, 6 * STRIPE);
     a.txn_decide(
@@ -299,10 +304,7 @@ fn race(inst: &Inst, reads: u64, in_txn: bool) -> (u64, u64, u32) {
         let id = rounds + 2;
         latest.store(id, Ordering::Relaxed);
         let txn = if in_txn {
-            let t = a.txn_open().unwrap();
-            a.txn_join(Some(t)).unwrap();
-            b.txn_join(Some(t)).unwrap();
-            Some(t)
+            Some(open_joined(&a, &[&a, &b]))
         } else {
             None
         };
@@ -368,9 +370,7 @@ fn wait_resolved(inst: &Inst) {
 fn pending_on_both(inst: &Inst, path: &str) -> (u64, Client) {
     let (a, b) = (inst.client(0), inst.client(1));
     write(&a, path, 1, 0, 4 * STRIPE);
-    let txn = a.txn_open().unwrap();
-    a.txn_join(Some(txn)).unwrap();
-    b.txn_join(Some(txn)).unwrap();
+    let txn = open_joined(&a, &[&a, &b]);
     write(&a, path, 2, 0, 3 * STRIPE);
     write(&b, path, 2, 3 * STRIPE, 3 * STRIPE);
     (txn, a)
@@ -446,8 +446,7 @@ fn a_member_that_dies_after_publishing_keeps_its_writes_in_the_transaction() {
     let path = "/tessera/survivor";
     let a = inst.client(0);
     write(&a, path, 1, 0, 4 * STRIPE);
-    let txn = a.txn_open().unwrap();
-    a.txn_join(Some(txn)).unwrap();
+    let txn = open_joined(&a, &[&a]);
     write(&a, path, 2, 0, 3 * STRIPE);
     let mut b = inst.rank(1);
     b.ok(&Cmd::TxnJoin { txn: Some(txn) });
@@ -472,8 +471,7 @@ fn a_member_cannot_detach_outside_its_transaction() {
     let a = inst.client(0);
     let path = "/tessera/detached";
     write(&a, path, 1, 0, STRIPE);
-    let txn = a.txn_open().unwrap();
-    a.txn_join(Some(txn)).unwrap();
+    let txn = open_joined(&a, &[&a]);
     let mut f = a
         .open(
             path,

@@ -262,12 +262,16 @@ impl Node {
     async fn settle(&self, probe: &mut Probe, ino: u64) -> FsResult<bool> {
         let copies = std::mem::take(&mut *probe.copies.lock().expect("probe"));
         let excluded = std::mem::take(&mut *probe.excluded.lock().expect("probe"));
-        let copies_held = {
+        let copies_held = copies.is_empty() || {
             let cache = self.stripe_cache.lock().expect("stripe cache");
             copies.iter().all(|(k, v)| cache.still_holds(*k, *v))
         };
         if !copies_held {
             probe.use_cache = false;
+        }
+        // The common case, no transaction anywhere near: nothing to ask.
+        if excluded.is_empty() {
+            return Ok(copies_held);
         }
         match self.decided_since(&probe.view, &excluded).await {
             Some(newly) => {
