@@ -21,6 +21,7 @@
 //! Each handle has a consistency model (see `tessera_core::consistency`); the model decides
 //! where attach and query run, the data path is the same for all.
 
+mod catalogue;
 mod client;
 mod conn;
 mod file;
@@ -30,6 +31,7 @@ mod read;
 pub use client::{Client, ReadSources, Stats};
 pub use file::{File, OpenOptions, Whence};
 pub use list_lock::HeldList;
+pub use tessera_core::catalogue::{Chunk, Variable, VersionView};
 pub use tessera_core::lock_list::{LockList, LockRun};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;

@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 
 /// Most dimensions a variable may have.
 pub const MAX_DIMS: usize = 16;
+/// The id the operations made outside any transaction run under for an instant (no real
+/// transaction has it: a transaction's number at its home starts at 1).
+const NO_TXN: TxnId = 0;
+
 /// Most chunks one version may have.
 pub const MAX_CHUNKS: usize = 1 << 20;
 
@@ -403,6 +407,58 @@ impl Catalogue {
             None => Vec::new(),
         }
     }
+
+    /// The transactions with pending operations here.
+    pub fn transactions(&self) -> Vec<TxnId> {
+        self.pending.keys().copied().collect()
+    }
+
+    /// The transactions other than `viewer` with a pending operation on `name` (all names:
+    /// `None`).
+    pub fn pending_on(&self, name: Option<&str>, viewer: Option<TxnId>) -> Vec<TxnId> {
+        self.pending
+            .iter()
+            .filter(|(t, ops)| Some(**t) != viewer && name.is_none_or(|n| ops.contains_key(n)))
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// Creates `variable` outside any transaction: its new version is committed at once,
+    /// with no chunks yet ([`Catalogue::append_chunk`] adds them, visibly one by one).
+    pub fn create_now(&mut self, variable: Variable) -> FsResult<Vec<CatalogueChange>> {
+        let mut changes = self.create(NO_TXN, variable)?;
+        changes.extend(self.commit(NO_TXN));
+        Ok(changes)
+    }
+
+    /// Adds `chunk` to the newest committed version of `name`, outside any transaction.
+    pub fn append_chunk(&mut self, name: &str, chunk: Chunk) -> FsResult<Vec<CatalogueChange>> {
+        let n = self.names.get_mut(name).ok_or_else(|| not_found(name))?;
+        let (version, (variable, chunks)) = n
+            .versions
+            .iter_mut()
+            .next_back()
+            .ok_or_else(|| not_found(name))?;
+        check_chunk(variable, &chunk)?;
+        if chunks.len() >= MAX_CHUNKS {
+            return Err(inval(format!(
+                "variable {name:?} has {MAX_CHUNKS} chunks, the most one version may have"
+            )));
+        }
+        chunks.push(chunk);
+        Ok(vec![CatalogueChange::Put(VersionView {
+            version: *version,
+            variable: variable.clone(),
+            chunks: chunks.clone(),
+        })])
+    }
+
+    /// Deletes every version of `name` at once, outside any transaction.
+    pub fn delete_now(&mut self, name: &str) -> FsResult<Vec<CatalogueChange>> {
+        let mut changes = self.delete(NO_TXN, name)?;
+        changes.extend(self.commit(NO_TXN));
+        Ok(changes)
+    }
 }
 
 #[cfg(test)]
@@ -529,6 +585,32 @@ mod tests {
         );
         assert_eq!(c.delete(2, "nothing").unwrap_err().errno, Errno::NoEnt);
         assert_eq!(c.create(1, var("z")).unwrap_err().errno, Errno::Exist);
+    }
+
+    #[test]
+    fn outside_a_transaction_each_call_is_visible_at_once() {
+        let mut c = Catalogue::default();
+        assert_eq!(
+            c.append_chunk("t", chunk(0)).unwrap_err().errno,
+            Errno::NoEnt
+        );
+        c.create_now(var("t")).unwrap();
+        assert_eq!(c.lookup("t", None, None).unwrap().chunks.len(), 0);
+        let changes = c.append_chunk("t", chunk(0)).unwrap();
+        assert!(matches!(&changes[..], [CatalogueChange::Put(v)] if v.chunks.len() == 1));
+        assert_eq!(c.lookup("t", None, None).unwrap().chunks.len(), 1);
+        assert!(c.append_chunk("t", chunk(40)).is_err());
+        // A transaction's pending version does not take chunks appended outside it.
+        c.create(5, var("t")).unwrap();
+        assert_eq!(c.pending_on(Some("t"), None), vec![5]);
+        assert_eq!(c.pending_on(Some("t"), Some(5)), Vec::<u64>::new());
+        c.append_chunk("t", chunk(16)).unwrap();
+        assert_eq!(c.lookup("t", None, Some(5)).unwrap().chunks.len(), 0);
+        c.delete_now("t").unwrap();
+        assert_eq!(c.lookup("t", None, None).unwrap_err().errno, Errno::NoEnt);
+        c.commit(5);
+        assert_eq!(c.latest("t"), 2);
+        assert!(c.transactions().is_empty());
     }
 
     #[derive(Clone, Debug)]

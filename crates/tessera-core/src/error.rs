@@ -74,6 +74,8 @@ pub enum Errno {
     Stale,
     /// A transaction that was asked to commit was aborted.
     Canceled,
+    /// A wait (for a catalogue version) ran out of time.
+    TimedOut,
 }
 
 impl Errno {
@@ -112,6 +114,7 @@ impl Errno {
             Errno::Fault => libc::EFAULT,
             Errno::Stale => libc::ESTALE,
             Errno::Canceled => libc::ECANCELED,
+            Errno::TimedOut => libc::ETIMEDOUT,
         }
     }
 
@@ -150,6 +153,7 @@ impl Errno {
             Errno::Fault => "EFAULT",
             Errno::Stale => "ESTALE",
             Errno::Canceled => "ECANCELED",
+            Errno::TimedOut => "ETIMEDOUT",
         }
     }
 

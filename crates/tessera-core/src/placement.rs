@@ -38,6 +38,13 @@ pub fn path_shard(path: &str, nodes: u32) -> u32 {
     bucket(mix64(h), nodes)
 }
 
+/// Daemon holding the catalogue entries of the variable `name`. Salted, so a variable and a
+/// path of the same spelling need not share a daemon.
+pub fn variable_shard(name: &str, nodes: u32) -> u32 {
+    let h = u64::from(crc32c::crc32c(name.as_bytes()));
+    bucket(mix64(h ^ 0x7661_7269_6162_6c65), nodes)
+}
+
 /// Daemon holding the ownership map of stripe `stripe` of file `ino`.
 pub fn stripe_shard(ino: u64, stripe: u64, nodes: u32) -> u32 {
     bucket(mix64(ino ^ mix64(stripe)), nodes)

@@ -40,6 +40,8 @@ pub struct Node {
     pub pfs: Arc<pfs::Pfs>,
     /// Transactions: pending state, the ones this node is home of, members.
     pub txns: crate::services::txn::Txns,
+    /// This node's shard of the catalogue of variables.
+    pub catalogue: crate::services::catalogue_shard::CatalogueShard,
 }
 
 impl Node {

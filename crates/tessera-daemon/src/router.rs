@@ -44,6 +44,10 @@ impl Node {
             Request::TxnOpen(r) => self.client_answer(client, r).await,
             Request::TxnJoin(r) => self.client_answer(client, r).await,
             Request::TxnDecide(r) => self.client_answer(client, r).await,
+            Request::CatChange(r) => self.client_answer(client, r).await,
+            Request::CatLookup(r) => self.client_answer(client, r).await,
+            Request::CatList(r) => self.client_answer(client, r).await,
+            Request::CatWait(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -89,6 +93,10 @@ impl Node {
             PeerRequest::TxnStatus(r) => self.peer_answer(r).await,
             PeerRequest::InodeGetAs(r) => self.peer_answer(r).await,
             PeerRequest::TxnMembers(r) => self.peer_answer(r).await,
+            PeerRequest::CatShardChange(r) => self.peer_answer(r).await,
+            PeerRequest::CatShardLookup(r) => self.peer_answer(r).await,
+            PeerRequest::CatShardList(r) => self.peer_answer(r).await,
+            PeerRequest::CatShardWait(r) => self.peer_answer(r).await,
         }
     }
 

@@ -127,6 +127,13 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
             ),
             loaded.next_txn,
         ),
+        catalogue: crate::services::catalogue_shard::CatalogueShard::new(
+            tessera_core::catalogue::Catalogue::load(
+                std::mem::take(&mut loaded.cat_versions),
+                &loaded.cat_next,
+                std::mem::take(&mut loaded.cat_pending),
+            ),
+        ),
     });
     let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;

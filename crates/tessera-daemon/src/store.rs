@@ -29,6 +29,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
+use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
@@ -63,6 +64,15 @@ const PREPARED: TableDefinition<u64, ()> = TableDefinition::new("prepared");
 /// Transactions whose home is this node -> 0 open, 1 decided to commit, 2 decided to abort:
 /// the decision record (schema 3).
 const HOME_TXNS: TableDefinition<u64, u8> = TableDefinition::new("home_txns");
+/// (variable name, version) -> the committed version (an encoded `VersionView`) of the
+/// catalogue shard (schema 4).
+const CAT_VERSIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("cat_versions");
+/// Variable name -> the version its next create takes, kept once its versions are deleted
+/// (schema 4).
+const CAT_NEXT: TableDefinition<&str, u64> = TableDefinition::new("cat_next");
+/// (txn, variable name) -> the transaction's pending operation on it (an encoded
+/// `PendingOp`) (schema 4).
+const CAT_PENDING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("cat_pending");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -80,7 +90,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 2: ownership rows are runs (`owner_runs`), not extents.
 /// 3: transactions' pending state and decision records (`pending_runs`, `pending_sizes`,
 ///    `prepared`, `home_txns`); a version 2 database is upgraded by adding them empty.
-pub const STATE_SCHEMA_VERSION: u64 = 3;
+/// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`); a version 2 or
+///    3 database is upgraded by adding the tables it lacks, empty.
+pub const STATE_SCHEMA_VERSION: u64 = 4;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -178,6 +190,31 @@ pub enum DbOp {
         state: u8,
     },
     DelHomeTxn(u64),
+    /// A committed version of a variable, whole.
+    PutCatVersion(VersionView),
+    /// Every version of a variable goes; its next create takes `next`.
+    DelCatName {
+        name: String,
+        next: u64,
+    },
+    /// A transaction's pending operation on a variable, whole (it goes with
+    /// `ForgetPending`).
+    PutCatPending {
+        txn: u64,
+        op: PendingOp,
+    },
+}
+
+/// A catalogue shard's change, as the row it writes or deletes.
+impl From<CatalogueChange> for DbOp {
+    fn from(c: CatalogueChange) -> Self {
+        match c {
+            CatalogueChange::Put(v) => DbOp::PutCatVersion(v),
+            CatalogueChange::Delete { name, next } => DbOp::DelCatName { name, next },
+            CatalogueChange::Pending { txn, op } => DbOp::PutCatPending { txn, op },
+            CatalogueChange::Forget { txn } => DbOp::ForgetPending(txn),
+        }
+    }
 }
 
 /// A pending table's change, as the row it writes or deletes.
@@ -282,6 +319,10 @@ pub struct Loaded {
     /// 2 abort).
     pub home_txns: Vec<(u64, u8)>,
     pub next_txn: u64,
+    /// The catalogue shard: committed versions, names' next versions, pending operations.
+    pub cat_versions: Vec<VersionView>,
+    pub cat_next: Vec<(String, u64)>,
+    pub cat_pending: Vec<(u64, PendingOp)>,
 }
 
 struct Batch {
@@ -360,8 +401,8 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Version 2 lacks only the transaction tables, created below.
-                    2 | STATE_SCHEMA_VERSION => {
+                    // Versions 2 and 3 lack only tables created below.
+                    2 | 3 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                     }
@@ -390,6 +431,12 @@ impl Store {
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
                 .map_err(|e| db_err("home transactions", e))?;
+            txn.open_table(CAT_VERSIONS)
+                .map_err(|e| db_err("catalogue versions", e))?;
+            txn.open_table(CAT_NEXT)
+                .map_err(|e| db_err("catalogue next versions", e))?;
+            txn.open_table(CAT_PENDING)
+                .map_err(|e| db_err("catalogue pending", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint, then empty it.
@@ -558,6 +605,21 @@ fn load(db: &Database) -> FsResult<Loaded> {
         out.home_txns.push((k.value(), v.value()));
         Ok(())
     })?;
+    each_row(&txn, CAT_VERSIONS, "catalogue versions", |_, v| {
+        out.cat_versions
+            .push(tessera_proto::frame::decode(v.value())?);
+        Ok(())
+    })?;
+    each_row(&txn, CAT_NEXT, "catalogue next versions", |k, v| {
+        out.cat_next.push((k.value().to_string(), v.value()));
+        Ok(())
+    })?;
+    each_row(&txn, CAT_PENDING, "catalogue pending", |k, v| {
+        let (t, _) = k.value();
+        out.cat_pending
+            .push((t, tessera_proto::frame::decode(v.value())?));
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -649,6 +711,9 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut pending_sizes = txn.open_table(PENDING_SIZES).map_err(|x| e(x.into()))?;
         let mut prepared = txn.open_table(PREPARED).map_err(|x| e(x.into()))?;
         let mut home_txns = txn.open_table(HOME_TXNS).map_err(|x| e(x.into()))?;
+        let mut cat_versions = txn.open_table(CAT_VERSIONS).map_err(|x| e(x.into()))?;
+        let mut cat_next = txn.open_table(CAT_NEXT).map_err(|x| e(x.into()))?;
+        let mut cat_pending = txn.open_table(CAT_PENDING).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -721,9 +786,28 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                         |_, _| false,
                     )
                     .and_then(|()| pending_sizes.retain_in((*t, 0)..=(*t, u64::MAX), |_, _| false))
-                    .and_then(|()| prepared.remove(*t).map(drop)),
+                    .and_then(|()| prepared.remove(*t).map(drop))
+                    .and_then(|()| match t.checked_add(1) {
+                        Some(after) => cat_pending.retain_in((*t, "")..(after, ""), |_, _| false),
+                        None => cat_pending.retain_in((*t, "").., |_, _| false),
+                    }),
                 DbOp::PutHomeTxn { txn, state } => home_txns.insert(*txn, *state).map(drop),
                 DbOp::DelHomeTxn(t) => home_txns.remove(*t).map(drop),
+                DbOp::PutCatVersion(v) => cat_versions
+                    .insert(
+                        (v.variable.name.as_str(), v.version),
+                        tessera_proto::frame::encode(v).as_slice(),
+                    )
+                    .map(drop),
+                DbOp::DelCatName { name, next } => cat_versions
+                    .retain_in((name.as_str(), 0)..=(name.as_str(), u64::MAX), |_, _| false)
+                    .and_then(|()| cat_next.insert(name.as_str(), *next).map(drop)),
+                DbOp::PutCatPending { txn, op } => cat_pending
+                    .insert(
+                        (*txn, op.name.as_str()),
+                        tessera_proto::frame::encode(op).as_slice(),
+                    )
+                    .map(drop),
             };
             r.map_err(|x| e(x.into()))?;
         }
@@ -813,6 +897,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn catalogue_rows_come_back_after_a_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = cat_version();
+        other.variable.name = "t".into();
+        let op = |name: &str| PendingOp {
+            name: name.into(),
+            delete: true,
+            create: None,
+        };
+        let (t1, t2) = (1 << 48 | 1, 1 << 48 | 2);
+        let (store, _) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        let ops = vec![
+            DbOp::PutCatVersion(cat_version()),
+            DbOp::PutCatVersion(other.clone()),
+            DbOp::DelCatName {
+                name: "temperature".into(),
+                next: 4,
+            },
+            DbOp::PutCatPending {
+                txn: t1,
+                op: op("t"),
+            },
+            DbOp::PutCatPending {
+                txn: t1,
+                op: op("u"),
+            },
+            DbOp::PutCatPending {
+                txn: t2,
+                op: op("t"),
+            },
+            DbOp::ForgetPending(t1),
+        ];
+        store.submit(ops).durable().await.unwrap();
+        store.close();
+        let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        assert_eq!(loaded.cat_versions, vec![other]);
+        assert_eq!(loaded.cat_next, vec![("temperature".to_string(), 4)]);
+        assert_eq!(loaded.cat_pending, vec![(t2, op("t"))]);
+    }
+
+    #[tokio::test]
     async fn close_checkpoints_the_log_and_releases_the_database() {
         let dir = tempfile::tempdir().unwrap();
         let wal = dir.path().join("meta.wal");
@@ -880,6 +1005,25 @@ mod tests {
         assert!(e.message.contains("schema version 1;"), "{e}");
     }
 
+    fn cat_version() -> VersionView {
+        VersionView {
+            version: 3,
+            variable: tessera_core::catalogue::Variable {
+                name: "temperature".into(),
+                elem_type: "f64".into(),
+                elem_size: 8,
+                dims: vec![4, 4],
+            },
+            chunks: vec![tessera_core::catalogue::Chunk {
+                offsets: vec![0, 0],
+                counts: vec![2, 4],
+                path: "/t".into(),
+                offset: 0,
+                len: 64,
+            }],
+        }
+    }
+
     /// The name of a state operation's variant; exhaustive, so a new variant needs a sample in
     /// the golden test below.
     fn variant(op: &DbOp) -> &'static str {
@@ -903,6 +1047,9 @@ mod tests {
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
             DbOp::DelHomeTxn(_) => "DelHomeTxn",
+            DbOp::PutCatVersion(_) => "PutCatVersion",
+            DbOp::DelCatName { .. } => "DelCatName",
+            DbOp::PutCatPending { .. } => "PutCatPending",
         }
     }
 
@@ -987,6 +1134,19 @@ mod tests {
                 state: 1,
             },
             DbOp::DelHomeTxn(1 << 48 | 7),
+            DbOp::PutCatVersion(cat_version()),
+            DbOp::DelCatName {
+                name: "temperature".into(),
+                next: 4,
+            },
+            DbOp::PutCatPending {
+                txn: 1 << 48 | 7,
+                op: PendingOp {
+                    name: "temperature".into(),
+                    delete: true,
+                    create: Some((cat_version().variable, cat_version().chunks)),
+                },
+            },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -995,7 +1155,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 19, "one sample per operation kind");
+        assert_eq!(seen.len(), 22, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

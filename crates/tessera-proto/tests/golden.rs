@@ -27,6 +27,33 @@ fn view() -> TxnView {
     }
 }
 
+fn variable() -> Variable {
+    Variable {
+        name: "temperature".into(),
+        elem_type: "f64".into(),
+        elem_size: 8,
+        dims: vec![64, 64, 32],
+    }
+}
+
+fn chunk() -> Chunk {
+    Chunk {
+        offsets: vec![0, 32, 0],
+        counts: vec![32, 32, 32],
+        path: "/tessera/t.0".into(),
+        offset: 4096,
+        len: 32 * 32 * 32 * 8,
+    }
+}
+
+fn version() -> VersionView {
+    VersionView {
+        version: 3,
+        variable: variable(),
+        chunks: vec![chunk()],
+    }
+}
+
 fn owner() -> Owner {
     Owner {
         node: 2,
@@ -380,6 +407,28 @@ fn client_samples(s: &mut Samples) {
         },
         (),
     );
+    s.client(
+        CatChange {
+            op: CatalogueOp::Create(variable()),
+        },
+        (),
+    );
+    s.client(
+        CatLookup {
+            name: "temperature".into(),
+            version: Some(3),
+        },
+        version(),
+    );
+    s.client(CatList {}, vec![("temperature".to_string(), 3)]);
+    s.client(
+        CatWait {
+            name: "temperature".into(),
+            version: 4,
+            timeout_ms: 10_000,
+        },
+        4,
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -633,6 +682,36 @@ fn peer_samples(s: &mut Samples) {
             clients: vec![77, 78],
         },
         vec![77],
+    );
+    s.peer(
+        CatShardChange {
+            txn: Some(txn()),
+            op: CatalogueOp::AddChunk {
+                name: "temperature".into(),
+                chunk: chunk(),
+            },
+        },
+        (),
+    );
+    s.peer(
+        CatShardLookup {
+            name: "temperature".into(),
+            version: None,
+            view: view(),
+        },
+        version(),
+    );
+    s.peer(
+        CatShardList { view: view() },
+        vec![("temperature".to_string(), 0)],
+    );
+    s.peer(
+        CatShardWait {
+            name: "temperature".into(),
+            version: 4,
+            timeout_ms: 10_000,
+        },
+        5,
     );
 }
 

@@ -12,13 +12,16 @@
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
 //! * [`txn`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000): joining one, its
 //!   two-phase commit at its home, and the state every node holds back until the decision;
+//! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
+//!   pending under transactions like their writes;
 //! * [`admin`]: liveness, status, shutdown.
 //!
-//! The catalogue and locality answers join as further modules here, each with
-//! its requests in `tessera_proto::calls` and one routing line per request in
-//! [`crate::router`].
+//! Locality answers join as a further module here, with its requests in
+//! `tessera_proto::calls` and one routing line per request in [`crate::router`].
 
 pub mod admin;
+pub mod catalogue;
+pub mod catalogue_shard;
 pub mod flush;
 pub mod leases;
 pub mod locks;

@@ -140,7 +140,7 @@ impl Node {
         Ok(())
     }
 
-    fn check_not_done(&self, txn: u64) -> FsResult<()> {
+    pub(crate) fn check_not_done(&self, txn: u64) -> FsResult<()> {
         if self.txns.done.lock().expect("done").contains(&txn) {
             return Err(FsError::new(
                 Errno::Inval,
@@ -160,14 +160,24 @@ impl Node {
     /// in between completes it again.
     pub(crate) async fn complete_here(&self, txn: u64, commit: bool) -> FsResult<()> {
         {
-            // Under the ownership lock, as the attaches check it.
+            // Under the ownership and catalogue locks, as the attaches and catalogue changes
+            // check it.
             let _own = self.own.lock().expect("own");
+            let _catalogue = self.catalogue.lock();
             self.txns.done.lock().expect("done").insert(txn);
         }
         if !commit {
-            let ops = self.txns.pending().abort(txn);
-            let ops = ops.into_iter().map(DbOp::from).collect();
-            return self.store.submit(ops).durable().await;
+            let durable = {
+                let ops = self.txns.pending().abort(txn);
+                let catalogue = self.complete_catalogue(txn, false);
+                let ops = ops
+                    .into_iter()
+                    .map(DbOp::from)
+                    .chain(catalogue.into_iter().map(DbOp::from))
+                    .collect();
+                self.store.submit(ops)
+            };
+            return durable.durable().await;
         }
         let sizes = self.txns.pending().sizes_of(txn);
         for (ino, end) in sizes {
@@ -184,6 +194,7 @@ impl Node {
             let mut own = self.own.lock().expect("own");
             let mut pending = self.txns.pending();
             let (changes, forget) = pending.commit(txn, &mut own);
+            let catalogue = self.complete_catalogue(txn, true);
             let mut keys: Vec<(u64, u64)> = changes
                 .iter()
                 .map(|c| match c {
@@ -198,11 +209,13 @@ impl Node {
             let ops = changes
                 .into_iter()
                 .map(DbOp::from)
+                .chain(catalogue.into_iter().map(DbOp::from))
                 .chain(forget.into_iter().map(DbOp::from))
                 .collect();
             (self.store.submit(ops), tell)
         };
         durable.durable().await?;
+        self.catalogue.changed.notify_waiters();
         self.tell_holders(tell).await;
         Ok(())
     }
@@ -284,7 +297,10 @@ impl Node {
     pub async fn resolve_pending(self: Arc<Self>) {
         loop {
             tokio::time::sleep(RESOLVE_EVERY).await;
-            let txns: Vec<u64> = self.txns.pending().transactions().map(|(t, _)| t).collect();
+            let mut txns: Vec<u64> = self.txns.pending().transactions().map(|(t, _)| t).collect();
+            txns.extend(self.catalogue.lock().transactions());
+            txns.sort_unstable();
+            txns.dedup();
             for txn in txns {
                 let verdict = match self.call(txn_home(txn), TxnStatus { txn }).await {
                     Ok(v) => v,

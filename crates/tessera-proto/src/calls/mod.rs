@@ -11,6 +11,7 @@
 //! below list them in wire order (a variant's position is its tag: append, never reorder).
 
 pub mod admin;
+pub mod catalogue;
 pub mod flush;
 pub mod locks;
 pub mod namespace;
@@ -25,6 +26,7 @@ use tessera_core::locks::HeldLock;
 use tessera_core::{FsError, FsResult};
 
 pub use admin::*;
+pub use catalogue::*;
 pub use flush::*;
 pub use locks::*;
 pub use namespace::*;
@@ -134,6 +136,12 @@ protocol! {
         /// The log id to write under.
         TxnJoin = "txn_join" -> u64,
         TxnDecide = "txn_decide" -> (),
+        CatChange = "cat_change" -> (),
+        CatLookup = "cat_lookup" -> VersionView,
+        /// (name, newest version; 0 for one pending in the asker's transaction).
+        CatList = "cat_list" -> Vec<(String, u64)>,
+        /// The newest committed version.
+        CatWait = "cat_wait" -> u64,
     }
 }
 
@@ -188,6 +196,10 @@ protocol! {
         InodeGetAs = "inode_get_as" -> AttrAs,
         /// The clients that are still members.
         TxnMembers = "txn_members" -> Vec<u64>,
+        CatShardChange = "cat_shard_change" -> (),
+        CatShardLookup = "cat_shard_lookup" -> VersionView,
+        CatShardList = "cat_shard_list" -> Vec<(String, u64)>,
+        CatShardWait = "cat_shard_wait" -> u64,
     }
 }
 
@@ -212,6 +224,8 @@ impl Request {
             Request::Shutdown(_) => false,
             // A second copy opens a second transaction.
             Request::TxnOpen(_) => false,
+            // A second copy adds the chunk twice, or fails (EEXIST, ENOENT).
+            Request::CatChange(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)
@@ -231,7 +245,10 @@ impl Request {
             | Request::Status(_)
             // Membership is a set at the home; a decision, once taken, is answered again.
             | Request::TxnJoin(_)
-            | Request::TxnDecide(_) => true,
+            | Request::TxnDecide(_)
+            | Request::CatLookup(_)
+            | Request::CatList(_)
+            | Request::CatWait(_) => true,
         }
     }
 }
@@ -284,7 +301,12 @@ impl PeerRequest {
             | PeerRequest::TxnComplete(_)
             | PeerRequest::TxnStatus(_)
             | PeerRequest::InodeGetAs(_)
-            | PeerRequest::TxnMembers(_) => true,
+            | PeerRequest::TxnMembers(_)
+            | PeerRequest::CatShardLookup(_)
+            | PeerRequest::CatShardList(_)
+            | PeerRequest::CatShardWait(_) => true,
+            // As `Request::CatChange`.
+            PeerRequest::CatShardChange(_) => false,
             PeerRequest::TableListUnlock(_) => false,
         }
     }
