@@ -166,6 +166,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(node.clone().keep_leases());
     tokio::spawn(node.clone().keep_homes());
     tokio::spawn(node.clone().resolve_pending());
+    tokio::spawn(node.clone().tell_leaves());
     for (txn, actions) in home_work {
         let home = node.clone();
         tokio::spawn(async move { home.drive(txn, actions).await });

@@ -9,7 +9,7 @@ use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use crate::store::{DbOp, MetaKey};
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tessera_core::txn_home::{HomeTxn, Outcome};
 use tessera_core::txn_pending::PendingOwnership;
 use tessera_core::{Errno, FsError, FsResult};
@@ -90,6 +90,11 @@ pub struct Txns {
     pub finished: Mutex<Finished>,
     next: Mutex<u64>,
     epoch: std::time::Instant,
+    /// Members that left, for their homes: told in the background, so that leaving (after
+    /// every commit) does not wait for a round trip to the home. A home that hears late
+    /// learns it anyway from its own asking (`TxnMembers`).
+    leaving: Mutex<Vec<(u64, u64)>>,
+    left: tokio::sync::Notify,
 }
 
 impl Txns {
@@ -102,6 +107,8 @@ impl Txns {
             finished: Mutex::new(Finished::default()),
             next: Mutex::new(next.max(1)),
             epoch: std::time::Instant::now(),
+            leaving: Mutex::new(Vec::new()),
+            left: tokio::sync::Notify::new(),
         }
     }
 
@@ -181,7 +188,7 @@ impl ServeClient<TxnJoin> for Node {
         let Some(txn) = r.txn else {
             self.txns.members.lock().expect("members").remove(&client);
             if let Some((old, _)) = before {
-                self.leave_txn(old, client).await;
+                self.leave_txn(old, client);
             }
             return Ok(client);
         };
@@ -221,7 +228,7 @@ impl ServeClient<TxnJoin> for Node {
             return Err(e);
         }
         if let Some((old, _)) = before {
-            self.leave_txn(old, client).await;
+            self.leave_txn(old, client);
         }
         Ok(log)
     }
@@ -265,17 +272,41 @@ impl Node {
         Ok(())
     }
 
-    /// Tells `txn`'s home that `client` is no longer a member (best effort: a home that
-    /// cannot be reached times the transaction out on its own).
-    async fn leave_txn(&self, txn: u64, client: u64) {
-        let leave = TxnMember {
-            txn,
-            node: self.id,
-            client,
-            joined: false,
-        };
-        if let Err(e) = self.call(txn_home(txn), leave).await {
-            tracing::debug!("telling the home of {txn:016x} that client {client} left: {e}");
+    /// Queues telling `txn`'s home that `client` is no longer a member (see
+    /// [`Node::tell_leaves`]).
+    fn leave_txn(&self, txn: u64, client: u64) {
+        self.txns
+            .leaving
+            .lock()
+            .expect("leaving")
+            .push((txn, client));
+        self.txns.left.notify_one();
+    }
+
+    /// Until shutdown: tells the homes which members left (best effort: a home that cannot
+    /// be reached counts its members by asking, and times the transaction out on its own).
+    pub async fn tell_leaves(self: Arc<Self>) {
+        loop {
+            self.txns.left.notified().await;
+            let mut leaves = std::mem::take(&mut *self.txns.leaving.lock().expect("leaving"));
+            // One that joined the same transaction again since is a member after all.
+            leaves.retain(|(txn, client)| self.txns.member(*client) != Some(*txn));
+            let told = leaves.iter().map(|(txn, client)| {
+                let leave = TxnMember {
+                    txn: *txn,
+                    node: self.id,
+                    client: *client,
+                    joined: false,
+                };
+                self.call(txn_home(*txn), leave)
+            });
+            for ((txn, client), r) in leaves.iter().zip(futures::future::join_all(told).await) {
+                if let Err(e) = r {
+                    tracing::debug!(
+                        "telling the home of {txn:016x} that client {client} left: {e}"
+                    );
+                }
+            }
         }
     }
 
@@ -286,7 +317,7 @@ impl Node {
         let txn = self.txns.members.lock().expect("members").remove(&client);
         match txn {
             Some((txn, _)) => {
-                self.leave_txn(txn, client).await;
+                self.leave_txn(txn, client);
                 false
             }
             None => true,

@@ -180,16 +180,20 @@ impl Node {
             return durable.durable().await;
         }
         let sizes = self.txns.pending().sizes_of(txn);
-        for (ino, end) in sizes {
-            let change = SizeChange::Extend(end);
-            let extended = self
-                .change_namespace(|ns| ns.set_size(ino, change, super::namespace_shard::now_ns()))
-                .await;
-            if let Err(e) = extended {
-                // Unlinked meanwhile: nothing to extend.
-                tracing::debug!("extending {ino:#x} for {txn:016x}: {e}");
+        // Every extension in one durable batch: one wait for the state log, not one per file.
+        self.change_namespace(|ns| {
+            let now = super::namespace_shard::now_ns();
+            let mut changes = Vec::new();
+            for (ino, end) in sizes {
+                match ns.set_size(ino, SizeChange::Extend(end), now) {
+                    Ok((_, c)) => changes.extend(c),
+                    // Unlinked meanwhile: nothing to extend.
+                    Err(e) => tracing::debug!("extending {ino:#x} for {txn:016x}: {e}"),
+                }
             }
-        }
+            Ok(((), changes))
+        })
+        .await?;
         let (durable, tell) = {
             let mut own = self.own.lock().expect("own");
             let mut pending = self.txns.pending();
