@@ -31,7 +31,8 @@ say "tessera bench atomic --pattern flash"
 "$B" atomic --pattern flash
 say "tessera bench atomic --pattern tile"
 "$B" atomic --pattern tile
-# Seed 000: the transaction protocol's calls beside an allreduce (records in results/txn/).
+# Seed 000: the transaction protocol's calls beside an allreduce, and the seed's workload
+# with and without transactions (records in results/txn/).
 say "tessera bench txn"
 "$B" txn --ranks 4,8,16,32,64 --reps 5
 say "report"

@@ -23,6 +23,7 @@ mod scale_report;
 mod txn;
 mod txn_model;
 mod txn_report;
+mod txn_workload;
 mod workloads;
 
 use clap::{Parser, Subcommand};

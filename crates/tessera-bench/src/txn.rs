@@ -1,8 +1,10 @@
 //! `tessera bench txn`: seed 000's protocol timings. Under mpirun, every rank runs the seed's
 //! sequence of transaction calls (create, create sub-transaction, create sub-transaction all
 //! x3, begin, commit sub-transaction x4, vote, commit, finalize; its Figure 5), timing each
-//! call as the slowest rank saw it, and an 8-byte MPI_Allreduce in the same run; repetitions
-//! interleave the two. `--model` prints the message model instead (`txn_model`).
+//! call as the slowest rank saw it, an 8-byte MPI_Allreduce, and the seed's workload on a
+//! fresh Tessera instance with and without transactions (`txn_workload`), all in the same
+//! run; repetitions interleave them. `--model` prints the message model instead
+//! (`txn_model`).
 
 use crate::results::{Metrics, summary};
 use anyhow::{Context, Result, bail};
@@ -29,6 +31,12 @@ pub struct TxnOpts {
     /// Where the per-repetition records go (the report reads them there).
     #[arg(long, default_value = "results/txn")]
     pub results: std::path::PathBuf,
+    /// Daemons of the workload's instance.
+    #[arg(long, default_value_t = 2)]
+    pub daemons: u32,
+    /// Directory on the disk of the workload's instance (its burst buffer and PFS).
+    #[arg(long, default_value = "/tmp")]
+    pub dir: std::path::PathBuf,
 }
 
 /// The timed calls, in the sequence's order, as metric names (`<operation>_s`).
@@ -52,19 +60,21 @@ pub fn run(o: TxnOpts) -> Result<()> {
         };
         return crate::txn_model::run(&scales, o.json);
     }
-    if o.reps == 0 || o.ranks.is_empty() || o.ranks.contains(&0) {
-        bail!("--reps and every --ranks value must be positive");
+    if o.reps == 0 || o.daemons == 0 || o.ranks.is_empty() || o.ranks.contains(&0) {
+        bail!("--reps, --daemons and every --ranks value must be positive");
     }
     let exe = std::env::current_exe()?;
     let mut by_ranks = serde_json::Map::new();
     let mut records = Vec::new();
     let mut first = None;
     for &p in &o.ranks {
-        let out = crate::front::mpirun_args(&mut Command::new("mpirun"), p)
-            .arg(&exe)
-            .args(["txn-rank", "--reps", &o.reps.to_string()])
-            .output()
-            .context("starting mpirun (apt-get install openmpi-bin)")?;
+        let root = o
+            .dir
+            .join(format!("tessera-txn-{:08x}", rand::random::<u32>()));
+        // The scratch directory goes whether the run succeeds or not.
+        let out = ranks_on_instance(&o, p, &exe, &root);
+        let _ = std::fs::remove_dir_all(&root);
+        let out = out?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             bail!(
@@ -104,18 +114,19 @@ pub fn run(o: TxnOpts) -> Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let command = format!(
-        "tessera bench txn --ranks {} --reps {}",
+        "tessera bench txn --ranks {} --reps {} --daemons {}",
         o.ranks
             .iter()
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(","),
-        o.reps
+        o.reps,
+        o.daemons
     );
     let record = serde_json::json!({
         "workload": "txn",
         "command": command,
-        "machine": crate::results::Machine::probe(std::path::Path::new("/tmp")),
+        "machine": crate::results::Machine::probe(&o.dir),
         "when": when,
         "runs": records,
     });
@@ -134,8 +145,46 @@ pub fn run(o: TxnOpts) -> Result<()> {
     Ok(())
 }
 
-/// One rank under mpirun: `reps` repetitions of the sequence and of an 8-byte allreduce; rank
-/// 0 prints one `txn-rep {json}` line per repetition.
+/// `p` ranks under mpirun, on a fresh instance of `o.daemons` daemons in `root` (the
+/// workload's).
+fn ranks_on_instance(
+    o: &TxnOpts,
+    p: u32,
+    exe: &std::path::Path,
+    root: &std::path::Path,
+) -> Result<std::process::Output> {
+    let layout = tessera_client::InstanceLayout::new(root.join("inst"));
+    tessera_cli::instance::create(
+        &layout,
+        &tessera_cli::instance::CreateOptions {
+            daemons: o.daemons,
+            pfs: root.join("pfs"),
+            bb_root: Some(root.join("bb")),
+            stripe_size: None,
+            bb_capacity: 0,
+            model: tessera_client::Model::Commit,
+            state_durability: Default::default(),
+            set: Vec::new(),
+        },
+    )?;
+    tessera_cli::instance::start_all(&layout)?;
+    let out = crate::front::mpirun_args(&mut Command::new("mpirun"), p)
+        .arg("-x")
+        .arg(format!("TESSERA_INSTANCE={}", layout.dir.display()))
+        .env_remove("TESSERA_NODE")
+        .arg(exe)
+        .args(["txn-rank", "--reps", &o.reps.to_string()])
+        .output()
+        .context("starting mpirun (apt-get install openmpi-bin)");
+    let stopped = tessera_cli::instance::stop_all(&layout);
+    let out = out?;
+    stopped?;
+    Ok(out)
+}
+
+/// One rank under mpirun: `reps` repetitions of the sequence, of an 8-byte allreduce and (on
+/// the instance `TESSERA_INSTANCE` names) of the workload with and without transactions;
+/// rank 0 prints one `txn-rep {json}` line per repetition.
 pub fn rank(reps: usize) -> Result<()> {
     let universe =
         mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI is already initialised"))?;
@@ -151,7 +200,24 @@ pub fn rank(reps: usize) -> Result<()> {
 /// The timed repetitions (see [`rank`]).
 fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()> {
     let txns = tessera_txn::Transactions::init(world)?;
-    for _ in 0..reps {
+    // The workload's client: ranks spread over the daemons.
+    let on_tessera = match std::env::var_os("TESSERA_INSTANCE") {
+        Some(dir) => {
+            let layout = tessera_client::InstanceLayout::new(std::path::PathBuf::from(dir));
+            let nodes = layout.load_config()?.nodes;
+            let client =
+                tessera_client::Client::connect(layout, Some(world.rank() as u32 % nodes))?;
+            let fs = tessera_txn::fs::Direct(client.clone());
+            let txns = tessera_txn::Transactions::init(world)?
+                .with_file_system(Some(std::rc::Rc::new(fs)));
+            if world.rank() == 0 {
+                client.mkdir(crate::txn_workload::ROOT, 0o755)?;
+            }
+            Some((client, txns))
+        }
+        None => None,
+    };
+    for rep in 0..reps {
         let mut m = Metrics::new();
         let mut times = [0f64; OPERATIONS.len()];
         let mut timed = |i: usize, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
@@ -221,6 +287,36 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
             "protocol_over_allreduce".into(),
             slowest.iter().sum::<f64>() / allreduce,
         );
+        if let Some((client, txns)) = &on_tessera {
+            let w = crate::txn_workload::Workload {
+                world,
+                client,
+                txns,
+            };
+            // Alternating which goes first, so neither always finds the daemons warmer.
+            let order = if rep % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for with_txn in order {
+                let tag = format!("{}{rep}", if with_txn { "txn" } else { "plain" });
+                let s = w.run(&tag, with_txn)?;
+                m.insert(
+                    if with_txn {
+                        "with_txn_s"
+                    } else {
+                        "without_txn_s"
+                    }
+                    .into(),
+                    s,
+                );
+            }
+            m.insert(
+                "with_over_without".into(),
+                m["with_txn_s"] / m["without_txn_s"],
+            );
+        }
         if world.rank() == 0 {
             println!("txn-rep {}", serde_json::to_string(&m)?);
         }

@@ -386,6 +386,12 @@ fn the_transaction_protocol_is_timed_and_modelled() {
     );
     // Medians of each metric: their sum is near, not equal to, the median total.
     assert!(sum > 0.0 && sum < 10.0 * total, "{v}");
+    // The seed's workload ran on Tessera with and without transactions (each run checks
+    // that the updated variable reads back whole).
+    for name in ["with_txn_s", "without_txn_s", "with_over_without"] {
+        let s = m[name].as_f64().unwrap_or(-1.0);
+        assert!(s > 0.0, "{name} missing in {v}");
+    }
     let v = json(&["--model", "256,1024,65536"]);
     for (p, subs) in [("256", 2), ("1024", 4), ("65536", 256)] {
         let m = &v["by_processes"][p];
