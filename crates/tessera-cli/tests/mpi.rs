@@ -484,9 +484,8 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
         3,
         &["--set", "stripe_size=4096", "--set", "txn_timeout_ms=500"],
     );
-    let path = "/tessera/job";
     let block = BLOCK.to_string();
-    let run = |version: &str, extra: &[&str]| {
+    let run_on = |path: &str, version: &str, extra: &[&str]| {
         let mut c = mpirun_cmd(Some(&inst));
         c.args(["-x", "TESSERA_TXN=job"])
             .arg(&exe)
@@ -494,6 +493,19 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
             .args(extra);
         c
     };
+    // Killed before MPI_Finalize, a run that created its file leaves no file at all.
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run_on("/tessera/job-new", "1", &["crash"])
+            .output()
+            .expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    let e = inst.client(0).stat("/tessera/job-new").unwrap_err();
+    assert_eq!(e.errno, tessera_client::Errno::NoEnt, "{e}");
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    let path = "/tessera/job";
+    let run = |version: &str, extra: &[&str]| run_on(path, version, extra);
     let out = run_ranks(run("1", &[]));
     assert!(
         printed(&out).contains("txn_job: finalized"),

@@ -528,3 +528,132 @@ fn a_transaction_whose_member_node_dies_with_its_processes_aborts() {
         all_of(&inst, path, node, 1, 4 * STRIPE);
     }
 }
+
+/// Whether `path` exists for `c` (its entry found).
+fn exists(c: &Client, path: &str) -> bool {
+    match c.stat(path) {
+        Ok(_) => true,
+        Err(e) if e.errno == Errno::NoEnt => false,
+        Err(e) => panic!("stat {path}: {e}"),
+    }
+}
+
+/// The names in `dir` as `c` lists them.
+fn names(c: &Client, dir: &str) -> Vec<String> {
+    c.readdir(dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
+
+#[test]
+fn a_file_a_transaction_creates_appears_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
+    reader.mkdir("/tessera/out", 0o755).unwrap();
+    let paths: Vec<String> = (0..6).map(|i| format!("/tessera/out/part{i}")).collect();
+    let txn = open_joined(&a, &[&a, &b]);
+    for (i, p) in paths.iter().enumerate() {
+        let member = if i % 2 == 0 { &a } else { &b };
+        write(member, p, 2, 0, STRIPE);
+    }
+    for p in &paths {
+        assert!(
+            !exists(&reader, p),
+            "an outsider found {p} before the commit"
+        );
+        assert!(exists(&a, p) && exists(&b, p));
+    }
+    assert!(names(&reader, "/tessera/out").is_empty());
+    assert_eq!(names(&b, "/tessera/out").len(), paths.len());
+    // Someone else creating the same name waits for the transaction; a member cannot rename
+    // what has no committed name yet; the directory cannot go from under the files.
+    let e = reader
+        .open(&paths[0], OpenOptions::new().write(true).create(true))
+        .err()
+        .expect("an outsider created a file a transaction is creating");
+    assert_eq!(e.errno, Errno::Busy, "{e}");
+    assert!(e.message.contains(&format!("{txn:016x}")), "{e}");
+    let e = a.rename(&paths[0], "/tessera/out/renamed").unwrap_err();
+    assert_eq!(e.errno, Errno::XDev, "{e}");
+    let e = reader.rmdir("/tessera/out").unwrap_err();
+    assert_eq!(e.errno, Errno::NotEmpty, "{e}");
+    // A member removes one of its new files again: it never appears.
+    b.unlink(&paths[5]).unwrap();
+    assert!(!exists(&a, &paths[5]));
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    for p in &paths[..5] {
+        let seen = read_all(&reader, p);
+        assert_eq!(versions(&seen, &[2]), vec![Some(2)], "{p}");
+    }
+    assert!(!exists(&reader, &paths[5]));
+    assert_eq!(names(&reader, "/tessera/out").len(), 5);
+}
+
+#[test]
+fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
+    let used = || -> u64 {
+        (0..2)
+            .map(|n| inst.client(n).status().unwrap().bb_used)
+            .sum()
+    };
+    let before = used();
+    let txn = open_joined(&a, &[&a, &b]);
+    write(&a, "/tessera/new0", 2, 0, 64 * STRIPE);
+    write(&b, "/tessera/new1", 2, 0, 64 * STRIPE);
+    assert!(used() >= before + 128 * STRIPE, "the writes hold space");
+    a.txn_decide(txn, false, vec!["the job failed".into()])
+        .unwrap();
+    for c in [&a, &b] {
+        c.txn_join(None).unwrap();
+    }
+    for p in ["/tessera/new0", "/tessera/new1"] {
+        assert!(
+            !exists(&reader, p) && !exists(&a, p),
+            "{p} survived the abort"
+        );
+    }
+    // The bytes go with the files, on every node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while used() >= before + 128 * STRIPE {
+        assert!(
+            Instant::now() < deadline,
+            "{} bytes still held 30 s after the abort (before: {before})",
+            used()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The names are free again.
+    write(&reader, "/tessera/new0", 3, 0, STRIPE);
+    assert_eq!(
+        versions(&read_all(&b, "/tessera/new0"), &[3]),
+        vec![Some(3)]
+    );
+}
+
+#[test]
+fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
+    let inst = start(&[]);
+    // A path whose entry lives on node 1, which dies when the decision reaches it.
+    let path = (0..)
+        .map(|i| format!("/tessera/late{i}"))
+        .find(|p| tessera_core::placement::path_shard(p, 2) == 1)
+        .expect("some path hashes to node 1");
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let (a, b) = (inst.client(0), inst.client(1));
+    let txn = open_joined(&a, &[&a, &b]);
+    write(&b, &path, 2, 0, 2 * STRIPE);
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    inst.restart(1);
+    // Asked as soon as node 1 is back, the file is there whole.
+    let reader = inst.client(0);
+    assert_eq!(
+        versions(&read_all(&reader, &path), &[2]),
+        vec![Some(2), Some(2)]
+    );
+    assert!(names(&reader, "/tessera").contains(&path["/tessera/".len()..].to_string()));
+}

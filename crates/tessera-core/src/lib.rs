@@ -25,6 +25,7 @@ pub mod read_plan;
 pub mod run;
 pub mod run_map;
 pub mod sums;
+pub mod txn_entries;
 pub mod txn_home;
 pub mod txn_pending;
 pub mod txn_state;

@@ -105,6 +105,19 @@ impl Namespace {
             }
             return Ok((*d, false, Vec::new()));
         }
+        let (dentry, mut changes) = self.create_inode(new);
+        self.entries.insert((parent.clone(), name.clone()), dentry);
+        changes.push(NamespaceChange::PutDentry {
+            parent,
+            name,
+            dentry,
+        });
+        Ok((dentry, true, changes))
+    }
+
+    /// Mints an inode with no entry naming it yet (a file a transaction creates: its entry is
+    /// pending until the transaction commits).
+    pub fn create_inode(&mut self, new: NewNode) -> (Dentry, Vec<NamespaceChange>) {
         let ino = make_ino(self.node, self.next_counter);
         self.next_counter += 1;
         let attr = Attr {
@@ -118,22 +131,16 @@ impl Namespace {
             mtime_ns: new.mtime_ns,
             ctime_ns: new.mtime_ns,
         };
+        self.inodes.insert(ino, attr.clone());
         let dentry = Dentry {
             ino,
             kind: new.kind,
         };
-        self.entries.insert((parent.clone(), name.clone()), dentry);
-        self.inodes.insert(ino, attr.clone());
         let changes = vec![
             NamespaceChange::NextIno(self.next_counter),
             NamespaceChange::PutInode(attr),
-            NamespaceChange::PutDentry {
-                parent,
-                name,
-                dentry,
-            },
         ];
-        Ok((dentry, true, changes))
+        (dentry, changes)
     }
 
     /// Removes the entry if it still names `ino` (a stale remove after a rename is a no-op).

@@ -125,6 +125,9 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
                 &loaded.pending_sizes,
                 &loaded.prepared,
             ),
+            tessera_core::txn_entries::PendingEntries::load(std::mem::take(
+                &mut loaded.pending_dentries,
+            )),
             loaded.next_txn,
         ),
         catalogue: crate::services::catalogue_shard::CatalogueShard::new(

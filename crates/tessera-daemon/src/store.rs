@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
+use tessera_core::txn_entries::EntryChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
@@ -73,6 +74,10 @@ const CAT_NEXT: TableDefinition<&str, u64> = TableDefinition::new("cat_next");
 /// (txn, variable name) -> the transaction's pending operation on it (an encoded
 /// `PendingOp`) (schema 4).
 const CAT_PENDING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("cat_pending");
+/// (txn, parent, name) -> the entry (an encoded `Dentry`) of a file the transaction created,
+/// pending until it ends (schema 4).
+const PENDING_DENTRIES: TableDefinition<(u64, &str, &str), &[u8]> =
+    TableDefinition::new("pending_dentries");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -90,8 +95,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 2: ownership rows are runs (`owner_runs`), not extents.
 /// 3: transactions' pending state and decision records (`pending_runs`, `pending_sizes`,
 ///    `prepared`, `home_txns`); a version 2 database is upgraded by adding them empty.
-/// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`); a version 2 or
-///    3 database is upgraded by adding the tables it lacks, empty.
+/// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`) and the entries
+///    of files transactions create (`pending_dentries`); a version 2 or 3 database is
+///    upgraded by adding the tables it lacks, empty.
 pub const STATE_SCHEMA_VERSION: u64 = 4;
 const SCHEMA_KEY: &str = "schema";
 
@@ -203,6 +209,39 @@ pub enum DbOp {
         txn: u64,
         op: PendingOp,
     },
+    /// The entry of a file a transaction created (it goes with `ForgetPending`).
+    PutPendingDentry {
+        txn: u64,
+        parent: String,
+        name: String,
+        dentry: Dentry,
+    },
+    /// Its creator removed the file again.
+    DelPendingDentry {
+        txn: u64,
+        parent: String,
+        name: String,
+    },
+}
+
+/// A pending entry's change, as the row it writes or deletes.
+impl From<EntryChange> for DbOp {
+    fn from(c: EntryChange) -> Self {
+        match c {
+            EntryChange::Put {
+                txn,
+                parent,
+                name,
+                dentry,
+            } => DbOp::PutPendingDentry {
+                txn,
+                parent,
+                name,
+                dentry,
+            },
+            EntryChange::Del { txn, parent, name } => DbOp::DelPendingDentry { txn, parent, name },
+        }
+    }
 }
 
 /// A catalogue shard's change, as the row it writes or deletes.
@@ -323,6 +362,8 @@ pub struct Loaded {
     pub cat_versions: Vec<VersionView>,
     pub cat_next: Vec<(String, u64)>,
     pub cat_pending: Vec<(u64, PendingOp)>,
+    /// Entries of files transactions created: (txn, parent, name, entry).
+    pub pending_dentries: Vec<(u64, String, String, Dentry)>,
 }
 
 struct Batch {
@@ -437,6 +478,8 @@ impl Store {
                 .map_err(|e| db_err("catalogue next versions", e))?;
             txn.open_table(CAT_PENDING)
                 .map_err(|e| db_err("catalogue pending", e))?;
+            txn.open_table(PENDING_DENTRIES)
+                .map_err(|e| db_err("pending entries", e))?;
             txn.commit().map_err(|e| db_err("commit", e))?;
         }
         // Replay what the log holds beyond the last checkpoint, then empty it.
@@ -614,6 +657,16 @@ fn load(db: &Database) -> FsResult<Loaded> {
         out.cat_next.push((k.value().to_string(), v.value()));
         Ok(())
     })?;
+    each_row(&txn, PENDING_DENTRIES, "pending entries", |k, v| {
+        let (t, parent, name) = k.value();
+        out.pending_dentries.push((
+            t,
+            parent.to_string(),
+            name.to_string(),
+            tessera_proto::frame::decode(v.value())?,
+        ));
+        Ok(())
+    })?;
     each_row(&txn, CAT_PENDING, "catalogue pending", |k, v| {
         let (t, _) = k.value();
         out.cat_pending
@@ -714,6 +767,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut cat_versions = txn.open_table(CAT_VERSIONS).map_err(|x| e(x.into()))?;
         let mut cat_next = txn.open_table(CAT_NEXT).map_err(|x| e(x.into()))?;
         let mut cat_pending = txn.open_table(CAT_PENDING).map_err(|x| e(x.into()))?;
+        let mut pending_dentries = txn.open_table(PENDING_DENTRIES).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -790,6 +844,12 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                     .and_then(|()| match t.checked_add(1) {
                         Some(after) => cat_pending.retain_in((*t, "")..(after, ""), |_, _| false),
                         None => cat_pending.retain_in((*t, "").., |_, _| false),
+                    })
+                    .and_then(|()| match t.checked_add(1) {
+                        Some(after) => {
+                            pending_dentries.retain_in((*t, "", "")..(after, "", ""), |_, _| false)
+                        }
+                        None => pending_dentries.retain_in((*t, "", "").., |_, _| false),
                     }),
                 DbOp::PutHomeTxn { txn, state } => home_txns.insert(*txn, *state).map(drop),
                 DbOp::DelHomeTxn(t) => home_txns.remove(*t).map(drop),
@@ -802,6 +862,20 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::DelCatName { name, next } => cat_versions
                     .retain_in((name.as_str(), 0)..=(name.as_str(), u64::MAX), |_, _| false)
                     .and_then(|()| cat_next.insert(name.as_str(), *next).map(drop)),
+                DbOp::PutPendingDentry {
+                    txn,
+                    parent,
+                    name,
+                    dentry,
+                } => pending_dentries
+                    .insert(
+                        (*txn, parent.as_str(), name.as_str()),
+                        tessera_proto::frame::encode(dentry).as_slice(),
+                    )
+                    .map(drop),
+                DbOp::DelPendingDentry { txn, parent, name } => pending_dentries
+                    .remove((*txn, parent.as_str(), name.as_str()))
+                    .map(drop),
                 DbOp::PutCatPending { txn, op } => cat_pending
                     .insert(
                         (*txn, op.name.as_str()),
@@ -897,7 +971,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn catalogue_rows_come_back_after_a_checkpoint() {
+    async fn catalogue_rows_and_pending_entries_come_back_after_a_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         let mut other = cat_version();
         other.variable.name = "t".into();
@@ -907,6 +981,10 @@ mod tests {
             create: None,
         };
         let (t1, t2) = (1 << 48 | 1, 1 << 48 | 2);
+        let entry = Dentry {
+            ino: 9,
+            kind: FileKind::File,
+        };
         let (store, _) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
         let ops = vec![
             DbOp::PutCatVersion(cat_version()),
@@ -927,6 +1005,18 @@ mod tests {
                 txn: t2,
                 op: op("t"),
             },
+            DbOp::PutPendingDentry {
+                txn: t1,
+                parent: "/".into(),
+                name: "gone".into(),
+                dentry: entry,
+            },
+            DbOp::PutPendingDentry {
+                txn: t2,
+                parent: "/".into(),
+                name: "kept".into(),
+                dentry: entry,
+            },
             DbOp::ForgetPending(t1),
         ];
         store.submit(ops).durable().await.unwrap();
@@ -935,6 +1025,10 @@ mod tests {
         assert_eq!(loaded.cat_versions, vec![other]);
         assert_eq!(loaded.cat_next, vec![("temperature".to_string(), 4)]);
         assert_eq!(loaded.cat_pending, vec![(t2, op("t"))]);
+        assert_eq!(
+            loaded.pending_dentries,
+            vec![(t2, "/".to_string(), "kept".to_string(), entry)]
+        );
     }
 
     #[tokio::test]
@@ -1050,6 +1144,8 @@ mod tests {
             DbOp::PutCatVersion(_) => "PutCatVersion",
             DbOp::DelCatName { .. } => "DelCatName",
             DbOp::PutCatPending { .. } => "PutCatPending",
+            DbOp::PutPendingDentry { .. } => "PutPendingDentry",
+            DbOp::DelPendingDentry { .. } => "DelPendingDentry",
         }
     }
 
@@ -1147,6 +1243,20 @@ mod tests {
                     create: Some((cat_version().variable, cat_version().chunks)),
                 },
             },
+            DbOp::PutPendingDentry {
+                txn: 1 << 48 | 7,
+                parent: "/a".into(),
+                name: "b".into(),
+                dentry: Dentry {
+                    ino: 5,
+                    kind: FileKind::File,
+                },
+            },
+            DbOp::DelPendingDentry {
+                txn: 1 << 48 | 7,
+                parent: "/a".into(),
+                name: "b".into(),
+            },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1155,7 +1265,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 22, "one sample per operation kind");
+        assert_eq!(seen.len(), 24, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

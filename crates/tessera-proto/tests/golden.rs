@@ -434,7 +434,13 @@ fn client_samples(s: &mut Samples) {
 fn peer_samples(s: &mut Samples) {
     let path = || "/run1/ckpt".to_string();
     s.peer(Ping, 2);
-    s.peer(DentryGet { path: path() }, Some((dentry(), Some(attr()))));
+    s.peer(
+        DentryGet {
+            path: path(),
+            view: view(),
+        },
+        Some((dentry(), Some(attr()))),
+    );
     s.peer(
         DentryCreate {
             path: path(),
@@ -443,6 +449,7 @@ fn peer_samples(s: &mut Samples) {
             uid: 1000,
             gid: 100,
             exclusive: true,
+            txn: Some(txn()),
         },
         Created {
             dentry: dentry(),
@@ -467,6 +474,7 @@ fn peer_samples(s: &mut Samples) {
     s.peer(
         ListChildren {
             dir: "/run1".into(),
+            view: view(),
         },
         vec![dir_entry()],
     );

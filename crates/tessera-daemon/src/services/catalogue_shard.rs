@@ -5,7 +5,6 @@
 //! entries there is resolved by its home, and one decided to commit is completed here first.
 //! The catalogue's rules are `tessera_core::catalogue`.
 
-use super::txn_shard::{RESOLVE_WAIT, undecidable};
 use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
@@ -15,8 +14,7 @@ use tessera_core::catalogue::{Catalogue, CatalogueChange};
 use tessera_core::txn_pending::ShardTxn;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{
-    CatShardChange, CatShardList, CatShardLookup, CatShardWait, CatalogueOp, TxnStatus, TxnVerdict,
-    VersionView, txn_home,
+    CatShardChange, CatShardList, CatShardLookup, CatShardWait, CatalogueOp, VersionView,
 };
 use tokio::sync::Notify;
 
@@ -146,34 +144,8 @@ impl Node {
         name: Option<&str>,
         viewer: Option<u64>,
     ) -> FsResult<()> {
-        let doubt: Vec<u64> = {
-            let pending = self.txns.pending();
-            let table = self.catalogue.lock();
-            let on = table.pending_on(name, viewer);
-            if on.is_empty() {
-                return Ok(());
-            }
-            pending
-                .transactions()
-                .filter(|(t, s)| *s == ShardTxn::Prepared && on.contains(t))
-                .map(|(t, _)| t)
-                .collect()
-        };
-        for txn in doubt {
-            let status = self.call(txn_home(txn), TxnStatus { txn });
-            let verdict = tokio::time::timeout(RESOLVE_WAIT, status)
-                .await
-                .unwrap_or_else(|_| Err(undecidable(txn)))
-                .map_err(|_| undecidable(txn))?;
-            match verdict {
-                TxnVerdict::Committed => self.complete_here(txn, true).await?,
-                TxnVerdict::Aborted => self.complete_here(txn, false).await?,
-                // Undecided: not part of what is read now. Unknown: an orphan the resolver
-                // drops (a decided one is completed everywhere before its home forgets it).
-                TxnVerdict::Undecided | TxnVerdict::Unknown => {}
-            }
-        }
-        Ok(())
+        let on = self.catalogue.lock().pending_on(name, viewer);
+        self.complete_decided(on).await
     }
 
     /// The catalogue changes of completing `txn` here (committing or dropping its entries).

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent};
+use tessera_proto::{FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent, TxnView};
 
 /// Size of the buffer in which contiguous extents are gathered before one write.
 const COALESCE: usize = 8 << 20;
@@ -32,7 +32,10 @@ const COALESCE: usize = 8 << 20;
 impl ServeClient<Flush> for Node {
     async fn serve_client(&self, _: u64, r: Flush) -> FsResult<Flushed> {
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup(&TxnView::default(), &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         let flush = FlushFile {
             path: p,
             range: r.range,
@@ -58,7 +61,7 @@ impl ServePeer<FlushPart> for Node {
 /// Returns (bytes written, nodes that wrote).
 async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsResult<(u64, u32)> {
     let p = path::normalize(user_path)?;
-    let (d, attr) = node.lookup(&p).await?.ok_or_else(|| {
+    let (d, attr) = node.lookup(&TxnView::default(), &p).await?.ok_or_else(|| {
         FsError::new(
             Errno::NoEnt,
             format!("{}: no such file", node.user_path(&p)),

@@ -15,7 +15,7 @@ use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, DropFile,
     FileKind, HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren, Mkdir,
     Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr, SizeChange, Stat,
-    Truncate, Unlink,
+    Truncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -31,10 +31,14 @@ impl ServeClient<Open> for Node {
             return Err(self.eisdir(&p));
         }
         let (mut dentry, mut attr) = if flags.create {
-            self.create_entry(&p, FileKind::File, mode, flags.exclusive)
+            // A file a member creates is pending under its transaction.
+            let txn = self.txns.member(client);
+            self.create_entry(&p, FileKind::File, mode, flags.exclusive, txn)
                 .await?
         } else {
-            self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?
+            self.lookup_for(client, &p)
+                .await?
+                .ok_or_else(|| self.enoent(&p))?
         };
         // A read follows PFS links, each to a target beneath the PFS root; a change never.
         let mut hops = 0;
@@ -55,7 +59,10 @@ impl ServeClient<Open> for Node {
             }
             let target = self.on_pfs(&p, |pfs, p| pfs.read_link(p)).await?;
             p = path::link_target(&p, &target, &self.cfg.pfs_dir.display().to_string())?;
-            (dentry, attr) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+            (dentry, attr) = self
+                .lookup_for(client, &p)
+                .await?
+                .ok_or_else(|| self.enoent(&p))?;
         }
         if dentry.kind == FileKind::Dir {
             return Err(self.eisdir(&p));
@@ -84,7 +91,10 @@ impl ServeClient<Open> for Node {
 impl ServeClient<Stat> for Node {
     async fn serve_client(&self, client: u64, r: Stat) -> FsResult<Attr> {
         let p = path::normalize(&r.path)?;
-        let (d, attr) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, attr) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         let view = self.view_of(client);
         if view.viewer.is_some() && d.kind == FileKind::File {
             // A member sees the size its transaction extended the file to.
@@ -103,13 +113,15 @@ impl ServeClient<Mkdir> for Node {
                 format!("{} already exists", self.user_path(&p)),
             ));
         }
-        let (_, attr) = self.create_entry(&p, FileKind::Dir, r.mode, true).await?;
+        let (_, attr) = self
+            .create_entry(&p, FileKind::Dir, r.mode, true, None)
+            .await?;
         Ok(attr)
     }
 }
 
 impl ServeClient<Rmdir> for Node {
-    async fn serve_client(&self, _: u64, r: Rmdir) -> FsResult<()> {
+    async fn serve_client(&self, client: u64, r: Rmdir) -> FsResult<()> {
         let p = path::normalize(&r.path)?;
         if p == "/" {
             return Err(FsError::new(
@@ -117,7 +129,10 @@ impl ServeClient<Rmdir> for Node {
                 "the root directory cannot be removed",
             ));
         }
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         if d.kind != FileKind::Dir {
             return Err(FsError::new(
                 Errno::NotDir,
@@ -141,9 +156,12 @@ impl ServeClient<Rmdir> for Node {
 }
 
 impl ServeClient<Unlink> for Node {
-    async fn serve_client(&self, _: u64, r: Unlink) -> FsResult<()> {
+    async fn serve_client(&self, client: u64, r: Unlink) -> FsResult<()> {
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         if d.kind == FileKind::Dir {
             return Err(FsError::new(
                 Errno::IsDir,
@@ -157,17 +175,24 @@ impl ServeClient<Unlink> for Node {
 }
 
 impl ServeClient<Readdir> for Node {
-    async fn serve_client(&self, _: u64, r: Readdir) -> FsResult<Vec<DirEntry>> {
+    async fn serve_client(&self, client: u64, r: Readdir) -> FsResult<Vec<DirEntry>> {
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         if d.kind != FileKind::Dir {
             return Err(FsError::new(
                 Errno::NotDir,
                 format!("{} is not a directory", self.user_path(&p)),
             ));
         }
+        let view = self.view_of(client);
         let on_shards = self
-            .call_all(self.every_node(|| ListChildren { dir: p.clone() }))
+            .call_all(self.every_node(|| ListChildren {
+                dir: p.clone(),
+                view: view.clone(),
+            }))
             .await?;
         let mut all: BTreeMap<String, DirEntry> = on_shards
             .into_iter()
@@ -179,7 +204,7 @@ impl ServeClient<Readdir> for Node {
             if all.contains_key(&name) {
                 continue;
             }
-            if let Some((d, _)) = self.lookup(&path::join(&p, &name)).await? {
+            if let Some((d, _)) = self.lookup_for(client, &path::join(&p, &name)).await? {
                 all.insert(
                     name.clone(),
                     DirEntry {
@@ -195,7 +220,7 @@ impl ServeClient<Readdir> for Node {
 }
 
 impl ServeClient<Rename> for Node {
-    async fn serve_client(&self, _: u64, r: Rename) -> FsResult<()> {
+    async fn serve_client(&self, client: u64, r: Rename) -> FsResult<()> {
         let from = path::normalize(&r.from)?;
         let to = path::normalize(&r.to)?;
         if from == "/" || to == "/" {
@@ -205,11 +230,25 @@ impl ServeClient<Rename> for Node {
             ));
         }
         let (src, _) = self
-            .lookup(&from)
+            .lookup_for(client, &from)
             .await?
             .ok_or_else(|| self.enoent(&from))?;
         if from == to {
             return Ok(());
+        }
+        if self.txns.member(client).is_some()
+            && self
+                .lookup(&TxnView::default(), &from)
+                .await?
+                .is_none_or(|(d, _)| d.ino != src.ino)
+        {
+            return Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "{} was created in this transaction and has no committed name yet: renaming it is not supported until the transaction commits; copy it instead (mv does so by itself)",
+                    self.user_path(&from)
+                ),
+            ));
         }
         if path::is_within(&to, &from) {
             return Err(FsError::new(
@@ -233,7 +272,7 @@ impl ServeClient<Rename> for Node {
             self.on_pfs(to_parent, |pfs, p| pfs.make_dirs(p).map(drop))
                 .await?;
         }
-        if let Some((dst, _)) = self.lookup(&to).await? {
+        if let Some((dst, _)) = self.lookup_for(client, &to).await? {
             match (src.kind, dst.kind) {
                 (FileKind::File | FileKind::Symlink, FileKind::Dir) => {
                     return Err(self.eisdir(&to));
@@ -281,10 +320,13 @@ impl ServeClient<Rename> for Node {
 }
 
 impl ServeClient<Truncate> for Node {
-    async fn serve_client(&self, _: u64, r: Truncate) -> FsResult<Attr> {
+    async fn serve_client(&self, client: u64, r: Truncate) -> FsResult<Attr> {
         tessera_core::run::end_within_limit(r.size, 0, "truncate")?;
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         match d.kind {
             FileKind::Dir => return Err(self.eisdir(&p)),
             FileKind::Symlink => return Err(self.no_change_through_link(&p, "truncate")),
@@ -295,9 +337,12 @@ impl ServeClient<Truncate> for Node {
 }
 
 impl ServeClient<SetAttr> for Node {
-    async fn serve_client(&self, _: u64, r: SetAttr) -> FsResult<Attr> {
+    async fn serve_client(&self, client: u64, r: SetAttr) -> FsResult<Attr> {
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         if d.kind == FileKind::Symlink {
             return Err(self.no_change_through_link(&p, "chmod or utimes"));
         }
@@ -310,9 +355,12 @@ impl ServeClient<SetAttr> for Node {
 }
 
 impl ServeClient<ReadLink> for Node {
-    async fn serve_client(&self, _: u64, r: ReadLink) -> FsResult<String> {
+    async fn serve_client(&self, client: u64, r: ReadLink) -> FsResult<String> {
         let p = path::normalize(&r.path)?;
-        let (d, _) = self.lookup(&p).await?.ok_or_else(|| self.enoent(&p))?;
+        let (d, _) = self
+            .lookup_for(client, &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))?;
         if d.kind != FileKind::Symlink {
             return Err(FsError::new(
                 Errno::Inval,
@@ -367,8 +415,15 @@ impl Node {
         self.call(ino_shard(ino), InodeGet { ino }).await
     }
 
-    /// Entry and attributes of a normalised path; `None` if it does not exist.
-    pub async fn lookup(&self, p: &str) -> FsResult<Option<(Dentry, Attr)>> {
+    /// Entry and attributes of a normalised path as client `client` sees it (the files its
+    /// transaction created included); `None` if it does not exist.
+    pub async fn lookup_for(&self, client: u64, p: &str) -> FsResult<Option<(Dentry, Attr)>> {
+        self.lookup(&self.view_of(client), p).await
+    }
+
+    /// Entry and attributes of a normalised path as `view` sees it; `None` if it does not
+    /// exist.
+    pub async fn lookup(&self, view: &TxnView, p: &str) -> FsResult<Option<(Dentry, Attr)>> {
         if p == "/" {
             return Ok(Some((
                 Dentry {
@@ -380,6 +435,7 @@ impl Node {
         }
         let get = DentryGet {
             path: p.to_string(),
+            view: view.clone(),
         };
         match self.call(path_shard(p, self.cfg.nodes), get).await? {
             None => Ok(None),
@@ -390,7 +446,7 @@ impl Node {
 
     /// Fails unless `dir` exists and is a directory.
     async fn require_dir(&self, dir: &str) -> FsResult<()> {
-        match self.lookup(dir).await? {
+        match self.lookup(&TxnView::default(), dir).await? {
             None => Err(FsError::new(
                 Errno::NoEnt,
                 format!(
@@ -412,6 +468,7 @@ impl Node {
         kind: FileKind,
         mode: u32,
         exclusive: bool,
+        txn: Option<u64>,
     ) -> FsResult<(Dentry, Attr)> {
         let (parent, _) = path::split(p).expect("not the root");
         self.require_dir(parent).await?;
@@ -422,6 +479,7 @@ impl Node {
             uid: self.uid,
             gid: self.gid,
             exclusive,
+            txn,
         };
         match self.call(path_shard(p, self.cfg.nodes), req).await? {
             Created {

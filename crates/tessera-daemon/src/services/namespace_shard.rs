@@ -1,6 +1,11 @@
 //! The namespace service, shard side: the entries and inodes this node holds. Each request
 //! touches only this node's state; a change is queued to the store under the namespace lock
 //! and answered once durable.
+//!
+//! The entry of a file a transaction's member creates is pending (`tessera_core::txn_entries`):
+//! found by its members' lookups and listings only, in the way of everyone else's creates
+//! (`EBUSY`), and before any lookup, listing or create meets one, its transaction is resolved
+//! by its home if it is prepared here (so the entry appears at the decision record).
 
 use crate::Node;
 use crate::rpc::ServePeer;
@@ -8,8 +13,9 @@ use crate::store::DbOp;
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, Found,
-    HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren, SizeChange,
+    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
+    Found, HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
+    SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
@@ -22,7 +28,17 @@ pub(crate) fn now_ns() -> i64 {
 
 impl ServePeer<DentryGet> for Node {
     async fn serve_peer(&self, r: DentryGet) -> FsResult<Found> {
-        self.dentry_get(&path::normalize(&r.path)?).await
+        let p = path::normalize(&r.path)?;
+        self.settle_entry(&p, r.view.viewer).await?;
+        let pending = self.txns.entries().get(&p);
+        if let Some((txn, dentry)) = pending {
+            if Some(txn) == r.view.viewer || r.view.committed.contains(&txn) {
+                let attr = self.ns.lock().expect("ns").attr(dentry.ino);
+                return Ok(Some((dentry, attr)));
+            }
+            return Ok(None);
+        }
+        self.dentry_get(&p).await
     }
 }
 
@@ -37,6 +53,22 @@ impl ServePeer<DentryCreate> for Node {
             size: 0,
             mtime_ns: now_ns(),
         };
+        self.settle_entry(&p, r.txn).await?;
+        let pending = self.txns.entries().get(&p);
+        if let Some((txn, dentry)) = pending {
+            if Some(txn) != r.txn {
+                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+            }
+            if r.exclusive {
+                return Err(self.exists(&p));
+            }
+            let attr = self.ns.lock().expect("ns").attr(dentry.ino);
+            return Ok(Created {
+                dentry,
+                created: false,
+                attr,
+            });
+        }
         // An entry that exists only on the PFS counts as existing.
         if let Some((dentry, attr)) = self.dentry_get(&p).await? {
             if r.exclusive {
@@ -48,8 +80,14 @@ impl ServePeer<DentryCreate> for Node {
                 attr,
             });
         }
+        if let (Some(txn), FileKind::File) = (r.txn, r.kind) {
+            return self.create_pending(txn, &p, new).await;
+        }
         let exclusive = r.exclusive;
         self.change_namespace(|ns| {
+            if let Some((txn, _)) = self.txns.entries().get(&p) {
+                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+            }
             let (dentry, created, ops) = ns
                 .create(&p, new, exclusive)
                 .map_err(|e| FsError::new(e.errno, self.exists(&p).message))?;
@@ -70,28 +108,61 @@ impl ServePeer<DentryCreate> for Node {
 impl ServePeer<DentryRemove> for Node {
     async fn serve_peer(&self, r: DentryRemove) -> FsResult<bool> {
         let p = path::normalize(&r.path)?;
-        self.change_namespace(|ns| ns.remove(&p, r.ino)).await
+        let (removed, durable) = {
+            let mut ns = self.ns.lock().expect("ns");
+            let (removed, ops) = ns.remove(&p, r.ino)?;
+            let mut ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
+            // Or a file its creating transaction removes again.
+            let pending = self.txns.entries().remove(&p, r.ino)?;
+            let removed = removed || !pending.is_empty();
+            ops.extend(pending.into_iter().map(DbOp::from));
+            (removed, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(removed)
     }
 }
 
 impl ServePeer<DentryPut> for Node {
     async fn serve_peer(&self, r: DentryPut) -> FsResult<Option<Dentry>> {
         let p = path::normalize(&r.path)?;
-        self.change_namespace(|ns| ns.put(&p, r.dentry)).await
+        self.settle_entry(&p, None).await?;
+        self.change_namespace(|ns| {
+            if let Some((txn, _)) = self.txns.entries().get(&p) {
+                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+            }
+            ns.put(&p, r.dentry)
+        })
+        .await
     }
 }
 
 impl ServePeer<ListChildren> for Node {
     async fn serve_peer(&self, r: ListChildren) -> FsResult<Vec<DirEntry>> {
         let d = path::normalize(&r.dir)?;
-        Ok(self.ns.lock().expect("ns").children(&d))
+        let creating = self.txns.entries().creating_in(&d);
+        let others = creating
+            .into_iter()
+            .filter(|t| Some(*t) != r.view.viewer)
+            .collect();
+        self.complete_decided(others).await?;
+        let ns = self.ns.lock().expect("ns");
+        let entries = self.txns.entries();
+        let mut all = ns.children(&d);
+        all.extend(entries.children(&d, r.view.viewer));
+        for t in &r.view.committed {
+            all.extend(entries.children(&d, Some(*t)));
+        }
+        Ok(all)
     }
 }
 
 impl ServePeer<HasChildren> for Node {
     async fn serve_peer(&self, r: HasChildren) -> FsResult<bool> {
         let d = path::normalize(&r.dir)?;
-        Ok(self.ns.lock().expect("ns").has_children(&d))
+        // A file being created in it counts: the directory cannot go from under it.
+        let creating = !self.txns.entries().creating_in(&d).is_empty();
+        Ok(creating || self.ns.lock().expect("ns").has_children(&d))
     }
 }
 
@@ -128,6 +199,88 @@ impl ServePeer<InodeRemove> for Node {
 }
 
 impl Node {
+    /// The pending entry of a file `txn` creates at `p`, with its inode, made durable.
+    async fn create_pending(&self, txn: u64, p: &str, new: NewNode) -> FsResult<Created> {
+        if self.txns.is_prepared(txn) {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} is committing: creating {} can no longer be part of it (create files before the vote)",
+                    self.user_path(p)
+                ),
+            ));
+        }
+        let (dentry, attr, durable) = {
+            let mut ns = self.ns.lock().expect("ns");
+            let mut entries = self.txns.entries();
+            // Under the entries lock, as the completion marks it done.
+            self.check_not_done(txn)?;
+            if let Some((other, _)) = entries.get(p) {
+                return Err(tessera_core::txn_entries::busy(&self.user_path(p), other));
+            }
+            if ns.get(p).is_some() {
+                // Made meanwhile by someone else: the caller asks again and finds it.
+                return Err(FsError::new(
+                    Errno::Again,
+                    format!("{} was created meanwhile; open it again", self.user_path(p)),
+                ));
+            }
+            let (dentry, ops) = ns.create_inode(new);
+            let attr = ns.attr(dentry.ino);
+            let added = entries.add(txn, p, dentry)?;
+            let ops = ops
+                .into_iter()
+                .map(DbOp::from)
+                .chain(added.into_iter().map(DbOp::from))
+                .collect();
+            (dentry, attr, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(Created {
+            dentry,
+            created: true,
+            attr,
+        })
+    }
+
+    /// Before a lookup or change of `p` (by `viewer`'s transaction, or outside any): another
+    /// transaction's pending entry there is resolved if it is prepared here.
+    async fn settle_entry(&self, p: &str, viewer: Option<u64>) -> FsResult<()> {
+        let pending = self.txns.entries().get(p);
+        match pending {
+            Some((txn, _)) if Some(txn) != viewer => self.complete_decided(vec![txn]).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the files `txn` created on this shard: their entries join the namespace
+    /// (`commit`), or the files are destroyed, their bytes on every node with them.
+    pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<()> {
+        let mine = self.txns.entries().take(txn);
+        if mine.is_empty() {
+            return Ok(());
+        }
+        if commit {
+            return self
+                .change_namespace(|ns| {
+                    let mut changes = Vec::new();
+                    for (parent, name, dentry) in &mine {
+                        changes.extend(ns.put(&path::join(parent, name), *dentry)?.1);
+                    }
+                    Ok(((), changes))
+                })
+                .await;
+        }
+        for (_, _, dentry) in mine {
+            self.change_namespace(|ns| Ok(((), ns.remove_inode(dentry.ino))))
+                .await?;
+            let ino = dentry.ino;
+            self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Applies a change to this node's namespace shard and waits until it is durable. The
     /// change is queued to the store under the namespace lock, so the store sees changes in
     /// the order they were made. A refused change is answered once the changes before it are

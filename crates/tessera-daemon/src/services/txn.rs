@@ -10,6 +10,7 @@ use crate::rpc::{ServeClient, ServePeer};
 use crate::store::{DbOp, MetaKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use tessera_core::txn_entries::PendingEntries;
 use tessera_core::txn_home::{HomeTxn, Outcome};
 use tessera_core::txn_pending::PendingOwnership;
 use tessera_core::{Errno, FsError, FsResult};
@@ -77,6 +78,9 @@ pub struct Txns {
     /// What transactions hold back on this node's shards. Lock order: `own` (or `ns`), then
     /// this.
     pub pending: Mutex<PendingOwnership>,
+    /// The entries of files transactions created, on this namespace shard. Lock order: `ns`,
+    /// then this.
+    pub entries: Mutex<PendingEntries>,
     /// The transactions this node is the home of.
     pub homes: Mutex<HashMap<u64, Home>>,
     /// Client -> the transaction its connection is a member of, and the log id it writes
@@ -98,9 +102,10 @@ pub struct Txns {
 }
 
 impl Txns {
-    pub fn new(pending: PendingOwnership, next: u64) -> Txns {
+    pub fn new(pending: PendingOwnership, entries: PendingEntries, next: u64) -> Txns {
         Txns {
             pending: Mutex::new(pending),
+            entries: Mutex::new(entries),
             homes: Mutex::new(HashMap::new()),
             members: Mutex::new(HashMap::new()),
             done: Mutex::new(HashSet::new()),
@@ -137,6 +142,17 @@ impl Txns {
 
     pub fn pending(&self) -> std::sync::MutexGuard<'_, PendingOwnership> {
         self.pending.lock().expect("pending")
+    }
+
+    pub fn entries(&self) -> std::sync::MutexGuard<'_, PendingEntries> {
+        self.entries.lock().expect("entries")
+    }
+
+    /// Whether `txn` is prepared on this node (closed to further changes).
+    pub fn is_prepared(&self, txn: u64) -> bool {
+        self.pending()
+            .transactions()
+            .any(|(t, s)| t == txn && s == tessera_core::txn_pending::ShardTxn::Prepared)
     }
 }
 

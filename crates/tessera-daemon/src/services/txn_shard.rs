@@ -164,8 +164,12 @@ impl Node {
             // check it.
             let _own = self.own.lock().expect("own");
             let _catalogue = self.catalogue.lock();
+            let _entries = self.txns.entries();
             self.txns.done.lock().expect("done").insert(txn);
         }
+        // Files it created first: their entries and inodes are in place (or gone) before the
+        // pending rows that name them are forgotten.
+        self.complete_entries(txn, commit).await?;
         if !commit {
             let durable = {
                 let ops = self.txns.pending().abort(txn);
@@ -221,6 +225,35 @@ impl Node {
         durable.durable().await?;
         self.catalogue.changed.notify_waiters();
         self.tell_holders(tell).await;
+        Ok(())
+    }
+
+    /// Of `txns` (other transactions' state met by a read or a change here), those prepared
+    /// on this node are resolved by their homes and, if decided, completed here first: what
+    /// is read next includes exactly the transactions decided before it. One not prepared
+    /// here is undecided (a home decides only once every node prepared). Fails with `EAGAIN`
+    /// when a home cannot be reached.
+    pub(crate) async fn complete_decided(&self, mut txns: Vec<u64>) -> FsResult<()> {
+        if txns.is_empty() {
+            return Ok(());
+        }
+        txns.sort_unstable();
+        txns.dedup();
+        txns.retain(|t| self.txns.is_prepared(*t));
+        for txn in txns {
+            let status = self.call(txn_home(txn), TxnStatus { txn });
+            let verdict = tokio::time::timeout(RESOLVE_WAIT, status)
+                .await
+                .unwrap_or_else(|_| Err(undecidable(txn)))
+                .map_err(|_| undecidable(txn))?;
+            match verdict {
+                TxnVerdict::Committed => self.complete_here(txn, true).await?,
+                TxnVerdict::Aborted => self.complete_here(txn, false).await?,
+                // Undecided: not part of what is read now. Unknown: an orphan the resolver
+                // drops (a decided one is completed everywhere before its home forgets it).
+                TxnVerdict::Undecided | TxnVerdict::Unknown => {}
+            }
+        }
         Ok(())
     }
 
@@ -303,6 +336,7 @@ impl Node {
             tokio::time::sleep(RESOLVE_EVERY).await;
             let mut txns: Vec<u64> = self.txns.pending().transactions().map(|(t, _)| t).collect();
             txns.extend(self.catalogue.lock().transactions());
+            txns.extend(self.txns.entries().transactions());
             txns.sort_unstable();
             txns.dedup();
             for txn in txns {

@@ -2,7 +2,7 @@
 //! `path_shard(path)`, an inode on `ino_shard(ino)`; clients name paths, daemons ask the
 //! shards.
 
-use crate::{Attr, AttrChange, Dentry, FileKind, OpenFlags, Owners, SizeChange};
+use crate::{Attr, AttrChange, Dentry, FileKind, OpenFlags, Owners, SizeChange, TxnView};
 use serde::{Deserialize, Serialize};
 
 /// Look up (and with `flags.create`, create) a regular file; with `want_owners`, also run a
@@ -75,17 +75,21 @@ pub struct ReadLink {
     pub path: String,
 }
 
-/// Directory entry of `path` (imports it from the PFS on a miss).
+/// Directory entry of `path` (imports it from the PFS on a miss) as `view` sees it: the
+/// entry of a file its transaction created is pending, seen by its members only.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DentryGet {
     pub path: String,
+    pub view: TxnView,
 }
 
 /// Answer to [`DentryGet`]: the entry, with its attributes when the inode lives on the same
 /// node; `None` if the path does not exist.
 pub type Found = Option<(Dentry, Option<Attr>)>;
 
-/// Create the entry and its inode here; returns the existing one unless `exclusive`.
+/// Create the entry and its inode here; returns the existing one unless `exclusive`. Under
+/// `txn` the new entry is pending until the transaction ends (a file only: directories are
+/// made at once).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DentryCreate {
     pub path: String,
@@ -94,6 +98,7 @@ pub struct DentryCreate {
     pub uid: u32,
     pub gid: u32,
     pub exclusive: bool,
+    pub txn: Option<u64>,
 }
 
 /// Answer to [`DentryCreate`], with the attributes when the inode lives on the same node.
@@ -121,6 +126,8 @@ pub struct DentryPut {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ListChildren {
     pub dir: String,
+    /// Whose pending entries are listed too.
+    pub view: TxnView,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
