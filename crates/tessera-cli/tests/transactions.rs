@@ -657,3 +657,33 @@ fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
     );
     assert!(names(&reader, "/tessera").contains(&path["/tessera/".len()..].to_string()));
 }
+
+#[test]
+fn a_truncate_after_the_decision_cuts_what_the_transaction_wrote() {
+    let inst = start(&[]);
+    // A file whose entry and inode live on node 1, which dies when the decision reaches it.
+    let path = (0..)
+        .map(|i| format!("/tessera/cut{i}"))
+        .find(|p| tessera_core::placement::path_shard(p, 2) == 1)
+        .expect("some path hashes to node 1");
+    let (a, b) = (inst.client(0), inst.client(1));
+    write(&a, &path, 1, 0, 2 * STRIPE);
+    drop((a, b));
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let (a, b) = (inst.client(0), inst.client(1));
+    let txn = open_joined(&a, &[&a, &b]);
+    write(&a, &path, 2, 0, 4 * STRIPE);
+    write(&b, &path, 2, 4 * STRIPE, 4 * STRIPE);
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    inst.restart(1);
+    // The truncate, made after the decision, comes after the transaction's writes: they are
+    // cut, never laid back on top once the completion arrives (the shards complete a decided
+    // transaction before a truncate or a removal, or the home's retried completion reaches
+    // node 1 first: either way the end state is the same).
+    let reader = inst.client(0);
+    reader.truncate(&path, STRIPE).unwrap();
+    wait_resolved(&inst);
+    assert_eq!(reader.stat(&path).unwrap().size, STRIPE);
+    assert_eq!(versions(&read_all(&reader, &path), &[1, 2]), vec![Some(2)]);
+}

@@ -276,6 +276,15 @@ impl PendingOwnership {
             .any(|o| o.maps.contains_key(&(ino, stripe)))
     }
 
+    /// The transactions with bytes or a size of `ino` here.
+    pub fn touching_file(&self, ino: u64) -> Vec<TxnId> {
+        self.txns
+            .iter()
+            .filter(|(_, o)| o.sizes.contains_key(&ino) || o.maps.keys().any(|(i, _)| *i == ino))
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
     /// The stripes of `ino` some transaction holds bytes of.
     pub fn stripes_of(&self, ino: u64) -> std::collections::BTreeSet<u64> {
         self.txns

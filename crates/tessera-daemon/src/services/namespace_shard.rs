@@ -179,6 +179,11 @@ impl ServePeer<InodeSetSize> for Node {
             self.extend_pending(txn, r.ino, end).await?;
             return self.inode(r.ino);
         }
+        if let SizeChange::Set(_) = r.change {
+            // A truncate comes after the decided transactions that extended the file.
+            let touching = self.txns.pending().touching_file(r.ino);
+            self.complete_decided(touching).await?;
+        }
         self.change_namespace(|ns| ns.set_size(r.ino, r.change, now_ns()))
             .await
     }

@@ -61,6 +61,10 @@ impl ServePeer<OwnDetachFile> for Node {
 
 impl ServePeer<OwnTruncate> for Node {
     async fn serve_peer(&self, r: OwnTruncate) -> FsResult<()> {
+        // Made after every decision taken so far: a decided transaction's bytes here are
+        // laid in first, so the truncate cuts them too.
+        let touching = self.txns.pending().touching_file(r.ino);
+        self.complete_decided(touching).await?;
         self.change_ownership(Stale::File(r.ino), |own| ((), own.truncate(r.ino, r.size)))
             .await
     }
@@ -68,6 +72,8 @@ impl ServePeer<OwnTruncate> for Node {
 
 impl ServePeer<DropFile> for Node {
     async fn serve_peer(&self, r: DropFile) -> FsResult<()> {
+        let touching = self.txns.pending().touching_file(r.ino);
+        self.complete_decided(touching).await?;
         self.change_ownership(Stale::File(r.ino), |own| ((), own.drop_file(r.ino)))
             .await?;
         self.logs.drop_file(r.ino)
