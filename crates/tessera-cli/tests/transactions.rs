@@ -687,3 +687,35 @@ fn a_truncate_after_the_decision_cuts_what_the_transaction_wrote() {
     assert_eq!(reader.stat(&path).unwrap().size, STRIPE);
     assert_eq!(versions(&read_all(&reader, &path), &[1, 2]), vec![Some(2)]);
 }
+
+#[test]
+fn members_creating_the_same_new_file_at_once_all_open_it() {
+    let inst = start(&[]);
+    let members: Vec<Client> = (0..8).map(|i| inst.client(i % 2)).collect();
+    let txn = open_joined(&members[0], &members.iter().collect::<Vec<_>>());
+    for round in 0..5 {
+        let path = format!("/tessera/shared{round}");
+        let start = std::sync::Barrier::new(members.len());
+        let inos: Vec<u64> = std::thread::scope(|s| {
+            let opened: Vec<_> = members
+                .iter()
+                .map(|m| {
+                    let (start, path) = (&start, &path);
+                    s.spawn(move || {
+                        start.wait();
+                        let f = m
+                            .open(path, OpenOptions::new().write(true).create(true))
+                            .unwrap_or_else(|e| panic!("a member's create of {path}: {e}"));
+                        let ino = m.stat(path).unwrap().ino;
+                        drop(f);
+                        ino
+                    })
+                })
+                .collect();
+            opened.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(inos.iter().all(|i| *i == inos[0]), "{path}: {inos:?}");
+    }
+    members[0].txn_decide(txn, true, Vec::new()).unwrap();
+    assert!(exists(&inst.client(1), "/tessera/shared4"));
+}

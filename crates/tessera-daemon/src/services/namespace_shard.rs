@@ -81,7 +81,7 @@ impl ServePeer<DentryCreate> for Node {
             });
         }
         if let (Some(txn), FileKind::File) = (r.txn, r.kind) {
-            return self.create_pending(txn, &p, new).await;
+            return self.create_pending(txn, &p, new, r.exclusive).await;
         }
         let exclusive = r.exclusive;
         self.change_namespace(|ns| {
@@ -205,7 +205,13 @@ impl ServePeer<InodeRemove> for Node {
 
 impl Node {
     /// The pending entry of a file `txn` creates at `p`, with its inode, made durable.
-    async fn create_pending(&self, txn: u64, p: &str, new: NewNode) -> FsResult<Created> {
+    async fn create_pending(
+        &self,
+        txn: u64,
+        p: &str,
+        new: NewNode,
+        exclusive: bool,
+    ) -> FsResult<Created> {
         if self.txns.is_prepared(txn) {
             return Err(FsError::new(
                 Errno::Inval,
@@ -220,15 +226,24 @@ impl Node {
             let mut entries = self.txns.entries();
             // Under the entries lock, as the completion marks it done.
             self.check_not_done(txn)?;
-            if let Some((other, _)) = entries.get(p) {
-                return Err(tessera_core::txn_entries::busy(&self.user_path(p), other));
-            }
-            if ns.get(p).is_some() {
-                // Made meanwhile by someone else: the caller asks again and finds it.
-                return Err(FsError::new(
-                    Errno::Again,
-                    format!("{} was created meanwhile; open it again", self.user_path(p)),
-                ));
+            // Made meanwhile, by another member (pending) or outside the transaction: found
+            // as an existing file is.
+            let found = match entries.get(p) {
+                Some((other, _)) if other != txn => {
+                    return Err(tessera_core::txn_entries::busy(&self.user_path(p), other));
+                }
+                Some((_, dentry)) => Some(dentry),
+                None => ns.get(p),
+            };
+            if let Some(dentry) = found {
+                if exclusive {
+                    return Err(self.exists(p));
+                }
+                return Ok(Created {
+                    dentry,
+                    created: false,
+                    attr: ns.attr(dentry.ino),
+                });
             }
             let (dentry, ops) = ns.create_inode(new);
             let attr = ns.attr(dentry.ino);
