@@ -455,3 +455,50 @@ fn doctor_tells_which_programs_can_be_interposed() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("setuid"), "{}", stderr(&out));
 }
+
+/// O_APPEND is atomic across processes: shells appending with `>>` and programs holding an
+/// append descriptor open (one write(2) per line) never write over each other's lines.
+#[test]
+fn appenders_in_different_processes_keep_every_line() {
+    let inst = Inst::start(3);
+    let shell = "for i in $(seq 1 200); do echo \"$0-$i\" >> /tessera/shell.log; done";
+    let held = r#"
+import os, sys
+fd = os.open('/tessera/held.log', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(1, 501):
+    os.write(fd, f'{sys.argv[1]}-{i}\n'.encode())
+os.close(fd)
+"#;
+    let runs: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .enumerate()
+        .flat_map(|(n, who)| {
+            [
+                under(&inst, n as u32, "bash", &["-c", shell, who]),
+                under(&inst, n as u32, "python3", &["-c", held, who]),
+            ]
+        })
+        .map(|mut c| c.spawn().expect("spawn an appender"))
+        .collect();
+    for mut r in runs {
+        assert!(r.wait().unwrap().success(), "an appender failed");
+    }
+    for (file, per) in [("/tessera/shell.log", 200), ("/tessera/held.log", 500)] {
+        let text = stdout(&ok(&inst, 2, "cat", &[file]));
+        let mut lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3 * per, "{file}: lines lost or torn:\n{text}");
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), 3 * per, "{file}: a line twice");
+        for who in ["a", "b", "c"] {
+            assert_eq!(
+                lines
+                    .iter()
+                    .filter(|l| l.split('-').next() == Some(who))
+                    .count(),
+                per,
+                "{file}: {who}'s lines"
+            );
+        }
+    }
+}

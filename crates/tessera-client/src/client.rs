@@ -96,7 +96,7 @@ pub(crate) struct Inner {
     reconnect_for: Duration,
     /// The transaction this process is a member of and the log id it writes under meanwhile:
     /// joined again on every new connection (after a daemon restart).
-    txn: Option<(u64, u64)>,
+    pub(crate) txn: Option<(u64, u64)>,
     /// A forked child's transaction, joined under a log of its own at its first connection.
     join_after_fork: Option<u64>,
 }

@@ -19,8 +19,8 @@ use tessera_core::placement::attach_batches;
 use tessera_core::posix::OpenIntent;
 use tessera_core::{Errno, FsError, FsResult, Model, Owner, Run, RunMap, run::compress};
 use tessera_proto::{
-    Attach, Detach, DetachFile, Flush, GetLock, Lock, Open, OpenFlags, OwnedRun, Owners, Query,
-    QueryFile, Stat,
+    AppendAt, Attach, Detach, DetachFile, Flush, GetLock, Lock, Open, OpenFlags, OwnedRun, Owners,
+    Query, QueryFile, Stat,
 };
 
 /// Bytes of upcoming pattern accesses considered for read-ahead at each remote miss.
@@ -298,15 +298,28 @@ impl File {
         Ok(o)
     }
 
+    /// Where an append of `len` bytes goes: a range the file's daemon reserves at its end
+    /// (the size covers it at once), so appenders in different processes never write over
+    /// each other, under every model. A member of a transaction appends at the end as it sees
+    /// it (its size changes are pending until the commit).
+    pub fn append_offset(&mut self, len: u64) -> FsResult<u64> {
+        self.check_open()?;
+        let client = self.client.clone();
+        let mut g = client.lock();
+        if g.txn.is_some() || len == 0 {
+            self.catch_up(&mut g)?;
+            let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
+            return Ok(self.size.max(local_end));
+        }
+        let at = g.call(AppendAt { ino: self.ino, len })?;
+        self.size = self.size.max(at + len);
+        Ok(at)
+    }
+
     /// Writes at the current position (or at the end, for append handles) and advances it.
     pub fn write(&mut self, buf: &[u8]) -> FsResult<usize> {
         if self.append {
-            // The end as of the last lock or sync (lock, append, unlock: a shared log).
-            let client = self.client.clone();
-            let mut g = client.lock();
-            self.catch_up(&mut g)?;
-            let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
-            self.pos = self.size.max(local_end);
+            self.pos = self.append_offset(buf.len() as u64)?;
         }
         let n = self.write_at(buf, self.pos)?;
         self.pos += n as u64;

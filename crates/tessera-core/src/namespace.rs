@@ -231,6 +231,20 @@ impl Namespace {
         })
     }
 
+    /// Reserves `len` bytes at the end of an inode held here for an `O_APPEND` write: returns
+    /// where they start and extends the size past them, so appenders never overlap.
+    pub fn append(
+        &mut self,
+        ino: u64,
+        len: u64,
+        now_ns: i64,
+    ) -> FsResult<(u64, Vec<NamespaceChange>)> {
+        let at = self.inode_mut(ino)?.size;
+        crate::run::end_within_limit(at, len, "append")?;
+        let (_, changes) = self.set_size(ino, SizeChange::Extend(at + len), now_ns)?;
+        Ok((at, changes))
+    }
+
     /// Changes the permission bits and/or the access and modification times (chmod, utimens).
     pub fn set_attr(
         &mut self,

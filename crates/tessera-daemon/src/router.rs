@@ -48,6 +48,7 @@ impl Node {
             Request::CatLookup(r) => self.client_answer(client, r).await,
             Request::CatList(r) => self.client_answer(client, r).await,
             Request::CatWait(r) => self.client_answer(client, r).await,
+            Request::AppendAt(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -97,6 +98,7 @@ impl Node {
             PeerRequest::CatShardLookup(r) => self.peer_answer(r).await,
             PeerRequest::CatShardList(r) => self.peer_answer(r).await,
             PeerRequest::CatShardWait(r) => self.peer_answer(r).await,
+            PeerRequest::InodeAppend(r) => self.peer_answer(r).await,
         }
     }
 

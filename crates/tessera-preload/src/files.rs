@@ -253,7 +253,7 @@ fn write_desc(d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
     with_file(d, |f, pos, flags| {
         let off = match at {
             Some(o) => o,
-            None if flags & libc::O_APPEND != 0 => f.len()?,
+            None if flags & libc::O_APPEND != 0 => f.append_offset(buf.len() as u64)?,
             None => *pos,
         };
         let n = match crate::atomic_scope::clip_write(off, buf.len() as u64) {

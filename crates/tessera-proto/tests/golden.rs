@@ -429,6 +429,7 @@ fn client_samples(s: &mut Samples) {
         },
         4,
     );
+    s.client(AppendAt { ino: 5, len: 12 }, 4096);
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -721,6 +722,7 @@ fn peer_samples(s: &mut Samples) {
         },
         5,
     );
+    s.peer(InodeAppend { ino: 5, len: 12 }, 4096);
 }
 
 fn samples() -> Samples {

@@ -12,10 +12,10 @@ use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, DropFile,
-    FileKind, HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren, Mkdir,
-    Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr, SizeChange, Stat,
-    Truncate, TxnView, Unlink,
+    AppendAt, Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry,
+    DropFile, FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr,
+    InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
+    SetAttr, SizeChange, Stat, Truncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -85,6 +85,16 @@ impl ServeClient<Open> for Node {
             owners,
             path: p,
         })
+    }
+}
+
+impl ServeClient<AppendAt> for Node {
+    async fn serve_client(&self, _: u64, r: AppendAt) -> FsResult<u64> {
+        let reserve = InodeAppend {
+            ino: r.ino,
+            len: r.len,
+        };
+        self.call(ino_shard(r.ino), reserve).await
     }
 }
 

@@ -14,8 +14,8 @@ use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
-    Found, HasChildren, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
-    SizeChange,
+    Found, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize,
+    ListChildren, SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
@@ -185,6 +185,13 @@ impl ServePeer<InodeSetSize> for Node {
             self.complete_decided(touching).await?;
         }
         self.change_namespace(|ns| ns.set_size(r.ino, r.change, now_ns()))
+            .await
+    }
+}
+
+impl ServePeer<InodeAppend> for Node {
+    async fn serve_peer(&self, r: InodeAppend) -> FsResult<u64> {
+        self.change_namespace(|ns| ns.append(r.ino, r.len, now_ns()))
             .await
     }
 }

@@ -142,6 +142,8 @@ protocol! {
         CatList = "cat_list" -> Vec<(String, u64)>,
         /// The newest committed version.
         CatWait = "cat_wait" -> u64,
+        /// Where the reserved bytes start.
+        AppendAt = "append_at" -> u64,
     }
 }
 
@@ -200,6 +202,8 @@ protocol! {
         CatShardLookup = "cat_shard_lookup" -> VersionView,
         CatShardList = "cat_shard_list" -> Vec<(String, u64)>,
         CatShardWait = "cat_shard_wait" -> u64,
+        /// Where the reserved bytes start.
+        InodeAppend = "inode_append" -> u64,
     }
 }
 
@@ -226,6 +230,8 @@ impl Request {
             Request::TxnOpen(_) => false,
             // A second copy adds the chunk twice, or fails (EEXIST, ENOENT).
             Request::CatChange(_) => false,
+            // A second copy reserves a second range.
+            Request::AppendAt(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)
@@ -305,8 +311,8 @@ impl PeerRequest {
             | PeerRequest::CatShardLookup(_)
             | PeerRequest::CatShardList(_)
             | PeerRequest::CatShardWait(_) => true,
-            // As `Request::CatChange`.
-            PeerRequest::CatShardChange(_) => false,
+            // As `Request::CatChange`, `Request::AppendAt`.
+            PeerRequest::CatShardChange(_) | PeerRequest::InodeAppend(_) => false,
             PeerRequest::TableListUnlock(_) => false,
         }
     }

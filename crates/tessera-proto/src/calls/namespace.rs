@@ -135,6 +135,22 @@ pub struct HasChildren {
     pub dir: String,
 }
 
+/// Reserve `len` bytes at the end of `ino` for an `O_APPEND` write; the answer is where they
+/// start (the file's size already covers them), so appenders in different processes never
+/// write over each other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppendAt {
+    pub ino: u64,
+    pub len: u64,
+}
+
+/// At the inode's shard: as [`AppendAt`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeAppend {
+    pub ino: u64,
+    pub len: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InodeGet {
     pub ino: u64,
