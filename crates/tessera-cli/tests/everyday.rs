@@ -502,3 +502,44 @@ os.close(fd)
         }
     }
 }
+
+/// A program or script stored in Tessera runs (staged into memory for the kernel); one without
+/// an execute bit is refused as the kernel refuses it.
+#[test]
+fn programs_stored_in_tessera_run() {
+    let inst = Inst::start(3);
+    ok(
+        &inst,
+        0,
+        "sh",
+        &[
+            "-c",
+            "mkdir /tessera/bin && cp /bin/echo /tessera/bin/app && chmod 755 /tessera/bin/app \
+             && printf '#!/bin/sh\\necho script says $1\\n' > /tessera/bin/s.sh \
+             && chmod 755 /tessera/bin/s.sh && cp /bin/echo /tessera/bin/plain \
+             && chmod 644 /tessera/bin/plain",
+        ],
+    );
+    let ran = ok(
+        &inst,
+        1,
+        "bash",
+        &[
+            "-c",
+            "/tessera/bin/app hello from tessera; /tessera/bin/s.sh hi; cd /tessera/bin && ./app relative",
+        ],
+    );
+    assert_eq!(
+        stdout(&ran),
+        "hello from tessera\nscript says hi\nrelative\n"
+    );
+    let refused = under(&inst, 2, "bash", &["-c", "/tessera/bin/plain x"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("Permission denied"),
+        "{}",
+        stderr(&refused)
+    );
+}

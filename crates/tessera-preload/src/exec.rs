@@ -11,11 +11,17 @@
 //! `posix_spawnp`. A new program's interposer takes `TESSERA_CWD` as its working directory
 //! when it finds its kernel working directory gone; a stale value beside a real working
 //! directory is ignored.
+//!
+//! A program stored in Tessera (`execve("/tessera/bin/app", ...)`) cannot be executed by the
+//! kernel, which does not see the file: its bytes are staged into an anonymous memory file
+//! (`memfd_create`) that the kernel executes instead (`fexecve`). A script's interpreter is
+//! handed that memory file as `/dev/fd/N`, so it is left open across the exec.
 
 use crate::real;
 use crate::state::{self, Busy};
 use libc::{c_char, c_int, pid_t};
 use std::ffi::{CStr, CString};
+use tessera_client::{Errno, FileKind, FsError, FsResult, Model, OpenOptions};
 
 /// The environment variable that carries the virtual working directory across exec.
 pub const CWD_VAR: &str = "TESSERA_CWD";
@@ -123,6 +129,61 @@ fn pointers(env: &[CString]) -> Vec<*const c_char> {
         .collect()
 }
 
+/// The program at `p` (in Tessera) copied into a memory file the kernel can execute: its
+/// descriptor. Refused like the kernel refuses: `EACCES` unless it is a file with an execute
+/// bit.
+fn staged(p: &str) -> FsResult<c_int> {
+    let c = state::client()?;
+    let attr = c.stat_follow(p)?;
+    if attr.kind != FileKind::File || attr.mode & 0o111 == 0 {
+        return Err(FsError::new(
+            Errno::Access,
+            format!(
+                "{p} is not an executable file (mode {:o})",
+                attr.mode & 0o7777
+            ),
+        ));
+    }
+    let mut f = c.open(p, OpenOptions::new().read(true).model(Model::Posix))?;
+    // SAFETY: a NUL-terminated name; no flags (the descriptor must survive the exec).
+    let fd = unsafe { libc::memfd_create(c"tessera-exec".as_ptr(), 0) };
+    if fd < 0 {
+        return Err(FsError::io(
+            format!("staging {p} for exec (memfd_create)"),
+            &std::io::Error::last_os_error(),
+        ));
+    }
+    let copied = (|| {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        loop {
+            let n = f.read_at(&mut buf, off)?;
+            if n == 0 {
+                return Ok(());
+            }
+            let mut done = 0;
+            while done < n {
+                // SAFETY: `buf[done..n]` is initialised and readable.
+                let w = unsafe { libc::write(fd, buf[done..n].as_ptr().cast(), n - done) };
+                if w < 0 {
+                    return Err(FsError::io(
+                        format!("staging {p} for exec"),
+                        &std::io::Error::last_os_error(),
+                    ));
+                }
+                done += w as usize;
+            }
+            off += n as u64;
+        }
+    })();
+    if let Err(e) = copied {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
+}
+
 /// # Safety
 /// As `execve(2)`.
 #[unsafe(no_mangle)]
@@ -133,6 +194,24 @@ pub unsafe extern "C" fn execve(
 ) -> c_int {
     // SAFETY: `envp` is execve's environment array (execve's contract).
     let env = unsafe { with_cwd(envp) };
+    // SAFETY: NUL-terminated or NULL (execve's contract).
+    if let Some(p) = unsafe { crate::tessera_path(libc::AT_FDCWD, path) } {
+        let fd = crate::run(|| p.and_then(|p| staged(&p)));
+        if fd < 0 {
+            return -1;
+        }
+        // SAFETY: libc's own call on the staged program; the new environment outlives it.
+        let r = unsafe { real::fexecve(fd, argv, pointers(&env).as_ptr()) };
+        // Still here: the exec failed; its errno stands.
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        if let Some(e) = errno {
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = e };
+        }
+        return r;
+    }
     // SAFETY: libc's own call; the new environment outlives it.
     unsafe { real::execve(path, argv, pointers(&env).as_ptr()) }
 }
@@ -145,6 +224,12 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    // SAFETY: NUL-terminated by execvpe's contract.
+    if !file.is_null() && unsafe { CStr::from_ptr(file) }.to_bytes().contains(&b'/') {
+        // A path, not searched for: a program in Tessera is staged as `execve` does.
+        // SAFETY: forwarded under this function's own contract.
+        return unsafe { execve(file, argv, envp) };
+    }
     // SAFETY: `envp` is the caller's environment array (execvpe's contract).
     let env = unsafe { with_cwd(envp) };
     // SAFETY: libc's own call; the new environment outlives it.
