@@ -543,3 +543,63 @@ fn programs_stored_in_tessera_run() {
         stderr(&refused)
     );
 }
+
+/// Memory maps of Tessera files: read-only and private maps hold the file's bytes; a shared
+/// writable map is refused with the reason.
+#[test]
+fn read_only_and_private_maps_hold_the_files_bytes() {
+    let inst = Inst::start(3);
+    let script = r#"
+import errno, mmap, os
+fd = os.open('/tessera/m.bin', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, bytes(range(256)) * 64)
+os.close(fd)
+fd = os.open('/tessera/m.bin', os.O_RDONLY)
+m = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+assert len(m) == 16384 and m[:256] == bytes(range(256)) and m[-1] == 255, 'read-only map'
+m.close()
+c = mmap.mmap(fd, 4096, access=mmap.ACCESS_COPY, offset=4096)
+assert c[1] == 1, 'private map at an offset'
+c[1] = 7
+assert c[1] == 7 and os.pread(fd, 1, 4097) == b'\x01', 'a private change stays private'
+c.close()
+rw = os.open('/tessera/m.bin', os.O_RDWR)
+try:
+    mmap.mmap(rw, 0, access=mmap.ACCESS_WRITE)
+    raise SystemExit('a shared writable map was accepted')
+except OSError as e:
+    assert e.errno == errno.ENODEV, e
+print('ok')
+"#;
+    let out = under(&inst, 1, "python3", &["-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "ok", "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("shared writable map"),
+        "the refusal names its reason: {}",
+        stderr(&out)
+    );
+}
+
+/// git in Tessera: init, add, commit, log and status (its temporaries come from mkstemp, its
+/// objects are read through memory maps).
+#[test]
+fn git_works_in_tessera() {
+    let inst = Inst::start(3);
+    let script = "mkdir /tessera/repo && cd /tessera/repo && git init -q . \
+         && git config user.email ci@example.org && git config user.name CI \
+         && echo hello > a.txt && git add a.txt && git commit -qm first \
+         && echo more >> a.txt && echo new > b.txt && git add -A && git commit -qm second \
+         && git log --format=%s && git status --porcelain && git show HEAD:a.txt";
+    let out = ok(&inst, 1, "bash", &["-c", script]);
+    assert_eq!(stdout(&out), "second\nfirst\nhello\nmore\n");
+    // Another process, on another daemon, reads the same repository.
+    let log = ok(
+        &inst,
+        2,
+        "git",
+        &["-C", "/tessera/repo", "log", "--oneline"],
+    );
+    assert_eq!(stdout(&log).lines().count(), 2);
+}

@@ -889,8 +889,11 @@ pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_
 }
 alias!(fallocate64 => fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int);
 
-/// Memory mapping a Tessera file is not supported: it fails with ENODEV and says so (the
-/// placeholder descriptor would fail with a bare EBADF).
+/// A map of a Tessera file is a private copy: an anonymous mapping filled with the file's
+/// bytes, then given the protection asked for. Read-only maps (shared or private) and private
+/// writable ones behave as the kernel's, except that a read-only shared map is a snapshot (it
+/// does not follow later writes); a shared writable map is refused (`ENODEV`), its changes
+/// could never reach the file.
 ///
 /// # Safety
 /// As `mmap(2)`.
@@ -904,19 +907,92 @@ pub unsafe extern "C" fn mmap(
     off: off_t,
 ) -> *mut c_void {
     crate::guarded_or(libc::MAP_FAILED, || {
-        if fd >= 0 && desc(fd).is_some() {
+        if fd >= 0
+            && let Some(d) = desc(fd)
+        {
             let _b = Busy::enter();
-            fail(&FsError::new(
-                Errno::NoDev,
-                format!(
-                    "mmap of descriptor {fd}: Tessera files cannot be memory-mapped; read them instead"
-                ),
-            ));
-            return libc::MAP_FAILED;
+            // SAFETY: the caller's arguments, under mmap's contract.
+            return match unsafe { map_copy(&d, fd, addr, len, prot, flags, off) } {
+                Ok(p) => p,
+                Err(e) => {
+                    fail(&e);
+                    libc::MAP_FAILED
+                }
+            };
         }
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
     })
+}
+
+/// The private copy [`mmap`] makes of a Tessera file.
+///
+/// # Safety
+/// `addr`, `len` and `flags` as `mmap(2)` takes them (a `MAP_FIXED` address replaces what
+/// the caller mapped there).
+unsafe fn map_copy(
+    d: &DescRef,
+    fd: c_int,
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    off: off_t,
+) -> FsResult<*mut c_void> {
+    // The map type is a value, not bits: MAP_SHARED_VALIDATE is MAP_SHARED | MAP_PRIVATE.
+    let kind = libc::MAP_SHARED | libc::MAP_PRIVATE | libc::MAP_SHARED_VALIDATE;
+    let shared = matches!(flags & kind, libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE);
+    if shared && prot & libc::PROT_WRITE != 0 {
+        return Err(FsError::new(
+            Errno::NoDev,
+            format!(
+                "mmap of descriptor {fd}: a shared writable map of a Tessera file cannot carry its changes to the file; write with write(2) or pwrite(2) (read-only and private maps work)"
+            ),
+        ));
+    }
+    if len == 0 || off < 0 || off % 4096 != 0 {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!("mmap of descriptor {fd}: length {len} at offset {off}"),
+        ));
+    }
+    let anon = (flags & !kind) | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: an anonymous mapping, with the caller's address and flags (mmap's contract).
+    let p = unsafe { real::mmap64(addr, len, rw, anon, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(FsError::io(
+            format!("mmap of descriptor {fd}: the memory for its copy"),
+            &std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `p` is a fresh writable mapping of `len` bytes, private to this call.
+    let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    let filled = with_file(d, |f, _, _| {
+        let mut done = 0;
+        while done < len {
+            let n = f.read_at(&mut buf[done..], off as u64 + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(())
+    });
+    // SAFETY: the mapping made above.
+    let protected = filled.and_then(|()| match unsafe { libc::mprotect(p, len, prot) } {
+        0 => Ok(()),
+        _ => Err(FsError::io(
+            format!("mmap of descriptor {fd}: protection {prot:#x}"),
+            &std::io::Error::last_os_error(),
+        )),
+    });
+    if let Err(e) = protected {
+        // SAFETY: the mapping made above, not handed out.
+        unsafe { libc::munmap(p, len) };
+        return Err(e);
+    }
+    Ok(p)
 }
 alias!(mmap64 => mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void);
 

@@ -73,6 +73,7 @@ pub mod real;
 pub mod state;
 mod std_streams;
 pub mod stdio;
+pub mod tempfiles;
 pub mod txn;
 pub mod txn_job;
 
