@@ -603,3 +603,39 @@ fn git_works_in_tessera() {
     );
     assert_eq!(stdout(&log).lines().count(), 2);
 }
+
+/// sqlite: the rollback journal modes work; WAL (a shared writable map of its index) is refused
+/// with the reason on stderr, never half-working.
+#[test]
+fn sqlite_works_with_a_rollback_journal_and_refuses_wal_with_the_reason() {
+    let inst = Inst::start(3);
+    for mode in ["DELETE", "TRUNCATE", "PERSIST"] {
+        let db = format!("/tessera/{mode}.db");
+        let sql = format!(
+            "PRAGMA journal_mode={mode}; create table t(x); insert into t values(1),(2); \
+             begin; update t set x = x * 10; commit; select sum(x) from t;"
+        );
+        let out = ok(&inst, 0, "sqlite3", &[&db, &sql]);
+        assert_eq!(stdout(&out), format!("{}\n30\n", mode.to_lowercase()));
+        // Another process, on another daemon, reads it.
+        let out = ok(&inst, 1, "sqlite3", &[&db, "select count(*) from t;"]);
+        assert_eq!(stdout(&out), "2\n");
+    }
+    let wal = under(
+        &inst,
+        2,
+        "sqlite3",
+        &[
+            "/tessera/wal.db",
+            "PRAGMA journal_mode=WAL; create table t(x); insert into t values(1);",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!wal.status.success(), "WAL appeared to work");
+    assert!(
+        stderr(&wal).contains("shared writable map"),
+        "{}",
+        stderr(&wal)
+    );
+}
