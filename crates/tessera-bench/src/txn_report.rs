@@ -24,26 +24,41 @@ pub fn load(dir: &Path) -> Result<Vec<TxnRecord>> {
     crate::results::load_records(dir, |r: &TxnRecord| r.when)
 }
 
+/// The target that the median of `metric` (a ratio) at `ranks` ranks of the newest record is at
+/// most `bound`.
+fn ratio_target(
+    newest: Option<&TxnRecord>,
+    ranks: u32,
+    metric: &str,
+    bound: f64,
+    what: String,
+) -> Target {
+    let run = newest.and_then(|r| r.runs.iter().find(|run| run.ranks == ranks));
+    match run.and_then(|run| summary(&run.reps, metric)) {
+        Some((lo, mid, hi)) => Target {
+            what,
+            measured: format!("{mid:.3}x (min {lo:.3}, max {hi:.3})"),
+            met: Some(mid <= bound),
+        },
+        None => Target {
+            what,
+            measured: "not measured".into(),
+            met: None,
+        },
+    }
+}
+
 pub fn targets(records: &[TxnRecord]) -> Vec<Target> {
     let mut out = Vec::new();
     let newest = records.last();
     for ranks in [16, 64] {
-        let what = format!("txn, {ranks} ranks: protocol_total_s <= 40 x allreduce_s");
-        let run = newest.and_then(|r| r.runs.iter().find(|run| run.ranks == ranks));
-        out.push(
-            match run.and_then(|run| summary(&run.reps, "protocol_over_allreduce")) {
-                Some((lo, mid, hi)) => Target {
-                    what,
-                    measured: format!("{mid:.1}x (min {lo:.1}, max {hi:.1})"),
-                    met: Some(mid <= 40.0),
-                },
-                None => Target {
-                    what,
-                    measured: "not measured".into(),
-                    met: None,
-                },
-            },
-        );
+        out.push(ratio_target(
+            newest,
+            ranks,
+            "protocol_over_allreduce",
+            40.0,
+            format!("txn, {ranks} ranks: protocol_total_s <= 40 x allreduce_s"),
+        ));
     }
     // The model is computed, not measured: the protocol's own grouping at each scale.
     let scales: Vec<(u64, u64, u32)> = SEED_SCALES
@@ -69,22 +84,13 @@ pub fn targets(records: &[TxnRecord]) -> Vec<Target> {
             ),
         });
     }
-    let what = "txn: the workload with transactions within 5% of without, 16 ranks".to_string();
-    let run = newest.and_then(|r| r.runs.iter().find(|run| run.ranks == 16));
-    out.push(
-        match run.and_then(|run| summary(&run.reps, "with_over_without")) {
-            Some((lo, mid, hi)) => Target {
-                what,
-                measured: format!("{mid:.3}x (min {lo:.3}, max {hi:.3})"),
-                met: Some(mid <= 1.05),
-            },
-            None => Target {
-                what,
-                measured: "not measured".into(),
-                met: None,
-            },
-        },
-    );
+    out.push(ratio_target(
+        newest,
+        16,
+        "with_over_without",
+        1.05,
+        "txn: the workload with transactions within 5% of without, 16 ranks".into(),
+    ));
     out
 }
 

@@ -529,6 +529,15 @@ fn a_transaction_whose_member_node_dies_with_its_processes_aborts() {
     }
 }
 
+/// A path in /tessera whose entry (and the inode of a file made there) lives on daemon `node`
+/// of 2.
+fn path_on(node: u32, stem: &str) -> String {
+    (0..)
+        .map(|i| format!("/tessera/{stem}{i}"))
+        .find(|p| tessera_core::placement::path_shard(p, 2) == node)
+        .expect("some path hashes to each node")
+}
+
 /// Whether `path` exists for `c` (its entry found).
 fn exists(c: &Client, path: &str) -> bool {
     match c.stat(path) {
@@ -638,10 +647,7 @@ fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
 fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
     let inst = start(&[]);
     // A path whose entry lives on node 1, which dies when the decision reaches it.
-    let path = (0..)
-        .map(|i| format!("/tessera/late{i}"))
-        .find(|p| tessera_core::placement::path_shard(p, 2) == 1)
-        .expect("some path hashes to node 1");
+    let path = path_on(1, "late");
     inst.kill9(1);
     inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
     let (a, b) = (inst.client(0), inst.client(1));
@@ -662,10 +668,7 @@ fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
 fn a_truncate_after_the_decision_cuts_what_the_transaction_wrote() {
     let inst = start(&[]);
     // A file whose entry and inode live on node 1, which dies when the decision reaches it.
-    let path = (0..)
-        .map(|i| format!("/tessera/cut{i}"))
-        .find(|p| tessera_core::placement::path_shard(p, 2) == 1)
-        .expect("some path hashes to node 1");
+    let path = path_on(1, "cut");
     let (a, b) = (inst.client(0), inst.client(1));
     write(&a, &path, 1, 0, 2 * STRIPE);
     drop((a, b));
