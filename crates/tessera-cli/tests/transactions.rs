@@ -722,3 +722,49 @@ fn members_creating_the_same_new_file_at_once_all_open_it() {
     members[0].txn_decide(txn, true, Vec::new()).unwrap();
     assert!(exists(&inst.client(1), "/tessera/shared4"));
 }
+
+#[test]
+fn a_file_a_transaction_removes_or_replaces_changes_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
+    reader.mkdir("/tessera/rm", 0o755).unwrap();
+    let (old, swap, kept) = ("/tessera/rm/old", "/tessera/rm/swap", "/tessera/rm/kept");
+    for p in [old, swap, kept] {
+        write(&reader, p, 1, 0, STRIPE);
+    }
+    // An abort keeps what its members removed.
+    let txn = open_joined(&a, &[&a]);
+    a.unlink(kept).unwrap();
+    assert!(!exists(&a, kept) && exists(&reader, kept));
+    a.txn_decide(txn, false, vec!["changed my mind".into()])
+        .unwrap();
+    a.txn_join(None).unwrap();
+    assert_eq!(versions(&read_all(&a, kept), &[1]), vec![Some(1)]);
+
+    let txn = open_joined(&a, &[&a, &b]);
+    a.unlink(old).unwrap();
+    b.unlink(swap).unwrap();
+    write(&b, swap, 2, 0, STRIPE);
+    for m in [&a, &b] {
+        assert!(!exists(m, old), "a member still sees what it removed");
+        assert_eq!(versions(&read_all(m, swap), &[1, 2]), vec![Some(2)]);
+        let mut listed = names(m, "/tessera/rm");
+        listed.sort();
+        assert_eq!(listed, ["kept", "swap"]);
+    }
+    // Everyone else sees the committed files as they were, and may open them.
+    assert_eq!(versions(&read_all(&reader, old), &[1]), vec![Some(1)]);
+    assert_eq!(versions(&read_all(&reader, swap), &[1, 2]), vec![Some(1)]);
+    assert_eq!(names(&reader, "/tessera/rm").len(), 3);
+    reader
+        .open(old, OpenOptions::new().write(true).create(true))
+        .unwrap();
+    let e = reader.unlink(old).unwrap_err();
+    assert_eq!(e.errno, Errno::Busy, "{e}");
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    assert!(!exists(&reader, old));
+    assert_eq!(versions(&read_all(&reader, swap), &[1, 2]), vec![Some(2)]);
+    let mut listed = names(&reader, "/tessera/rm");
+    listed.sort();
+    assert_eq!(listed, ["kept", "swap"]);
+}

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
-use tessera_core::txn_entries::EntryChange;
+use tessera_core::txn_entries::{EntryChange, PendingName};
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
@@ -74,8 +74,8 @@ const CAT_NEXT: TableDefinition<&str, u64> = TableDefinition::new("cat_next");
 /// (txn, variable name) -> the transaction's pending operation on it (an encoded
 /// `PendingOp`) (schema 4).
 const CAT_PENDING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("cat_pending");
-/// (txn, parent, name) -> the entry (an encoded `Dentry`) of a file the transaction created,
-/// pending until it ends (schema 4).
+/// (txn, parent, name) -> what the transaction does to the name (an encoded `PendingName`:
+/// the entry it creates, the committed one it removes), pending until it ends (schema 4).
 const PENDING_DENTRIES: TableDefinition<(u64, &str, &str), &[u8]> =
     TableDefinition::new("pending_dentries");
 
@@ -209,14 +209,15 @@ pub enum DbOp {
         txn: u64,
         op: PendingOp,
     },
-    /// The entry of a file a transaction created (it goes with `ForgetPending`).
+    /// What a transaction does to a name: creates an entry, removes the committed one, or
+    /// both (it goes with `ForgetPending`).
     PutPendingDentry {
         txn: u64,
         parent: String,
         name: String,
-        dentry: Dentry,
+        pending: PendingName,
     },
-    /// Its creator removed the file again.
+    /// The transaction no longer changes the name.
     DelPendingDentry {
         txn: u64,
         parent: String,
@@ -232,12 +233,12 @@ impl From<EntryChange> for DbOp {
                 txn,
                 parent,
                 name,
-                dentry,
+                pending,
             } => DbOp::PutPendingDentry {
                 txn,
                 parent,
                 name,
-                dentry,
+                pending,
             },
             EntryChange::Del { txn, parent, name } => DbOp::DelPendingDentry { txn, parent, name },
         }
@@ -362,8 +363,8 @@ pub struct Loaded {
     pub cat_versions: Vec<VersionView>,
     pub cat_next: Vec<(String, u64)>,
     pub cat_pending: Vec<(u64, PendingOp)>,
-    /// Entries of files transactions created: (txn, parent, name, entry).
-    pub pending_dentries: Vec<(u64, String, String, Dentry)>,
+    /// Names transactions create or remove: (txn, parent, name, changes).
+    pub pending_dentries: Vec<(u64, String, String, PendingName)>,
 }
 
 struct Batch {
@@ -866,11 +867,11 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                     txn,
                     parent,
                     name,
-                    dentry,
+                    pending,
                 } => pending_dentries
                     .insert(
                         (*txn, parent.as_str(), name.as_str()),
-                        tessera_proto::frame::encode(dentry).as_slice(),
+                        tessera_proto::frame::encode(pending).as_slice(),
                     )
                     .map(drop),
                 DbOp::DelPendingDentry { txn, parent, name } => pending_dentries
@@ -981,9 +982,12 @@ mod tests {
             create: None,
         };
         let (t1, t2) = (1 << 48 | 1, 1 << 48 | 2);
-        let entry = Dentry {
-            ino: 9,
-            kind: FileKind::File,
+        let entry = PendingName {
+            created: Some(Dentry {
+                ino: 9,
+                kind: FileKind::File,
+            }),
+            removed: None,
         };
         let (store, _) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
         let ops = vec![
@@ -1009,13 +1013,13 @@ mod tests {
                 txn: t1,
                 parent: "/".into(),
                 name: "gone".into(),
-                dentry: entry,
+                pending: entry,
             },
             DbOp::PutPendingDentry {
                 txn: t2,
                 parent: "/".into(),
                 name: "kept".into(),
-                dentry: entry,
+                pending: entry,
             },
             DbOp::ForgetPending(t1),
         ];
@@ -1247,9 +1251,15 @@ mod tests {
                 txn: 1 << 48 | 7,
                 parent: "/a".into(),
                 name: "b".into(),
-                dentry: Dentry {
-                    ino: 5,
-                    kind: FileKind::File,
+                pending: PendingName {
+                    created: Some(Dentry {
+                        ino: 5,
+                        kind: FileKind::File,
+                    }),
+                    removed: Some(Dentry {
+                        ino: 4,
+                        kind: FileKind::File,
+                    }),
                 },
             },
             DbOp::DelPendingDentry {

@@ -462,6 +462,7 @@ fn peer_samples(s: &mut Samples) {
         DentryRemove {
             path: path(),
             ino: 5,
+            txn: Some(txn()),
         },
         true,
     );

@@ -178,7 +178,11 @@ impl ServeClient<Unlink> for Node {
                 format!("{} is a directory; use rmdir", self.user_path(&p)),
             ));
         }
-        self.remove_entry(&p, d.ino).await?;
+        let txn = self.txns.member(client);
+        if !self.remove_entry_in(&p, d.ino, txn).await? && txn.is_some() {
+            // A member's removal of a committed file: it goes when the transaction commits.
+            return Ok(());
+        }
         self.destroy_file(d.ino).await?;
         self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await
     }
@@ -505,12 +509,18 @@ impl Node {
 
     /// Removes the entry of `p` from its shard if it still names `ino`.
     async fn remove_entry(&self, p: &str, ino: u64) -> FsResult<()> {
+        self.remove_entry_in(p, ino, None).await.map(drop)
+    }
+
+    /// As [`Node::remove_entry`], in `txn`: a committed entry's removal is then pending
+    /// (`false`: the file stays until the commit).
+    async fn remove_entry_in(&self, p: &str, ino: u64, txn: Option<u64>) -> FsResult<bool> {
         let remove = DentryRemove {
             path: p.to_string(),
             ino,
+            txn,
         };
-        self.call(path_shard(p, self.cfg.nodes), remove).await?;
-        Ok(())
+        self.call(path_shard(p, self.cfg.nodes), remove).await
     }
 
     /// Whether any shard (or the PFS copy) holds an entry inside `dir`.

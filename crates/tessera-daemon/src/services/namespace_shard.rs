@@ -11,6 +11,8 @@ use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
+use tessera_core::placement::ino_shard;
+use tessera_core::txn_entries::{Seen, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
@@ -30,15 +32,18 @@ impl ServePeer<DentryGet> for Node {
     async fn serve_peer(&self, r: DentryGet) -> FsResult<Found> {
         let p = path::normalize(&r.path)?;
         self.settle_entry(&p, r.view.viewer).await?;
-        let pending = self.txns.entries().get(&p);
-        if let Some((txn, dentry)) = pending {
-            if Some(txn) == r.view.viewer || r.view.committed.contains(&txn) {
+        let seen = self
+            .txns
+            .entries()
+            .seen_by(&p, r.view.viewer, &r.view.committed);
+        match seen {
+            Some(Seen::Pending(Some(dentry))) => {
                 let attr = self.ns.lock().expect("ns").attr(dentry.ino);
-                return Ok(Some((dentry, attr)));
+                Ok(Some((dentry, attr)))
             }
-            return Ok(None);
+            Some(Seen::Pending(None)) => Ok(None),
+            Some(Seen::Committed) | None => self.dentry_get(&p).await,
         }
-        self.dentry_get(&p).await
     }
 }
 
@@ -55,19 +60,28 @@ impl ServePeer<DentryCreate> for Node {
         };
         self.settle_entry(&p, r.txn).await?;
         let pending = self.txns.entries().get(&p);
-        if let Some((txn, dentry)) = pending {
-            if Some(txn) != r.txn {
-                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+        match pending {
+            // Another transaction removes the committed file: to everyone else it is still
+            // there, and opened as it is (below). One it only creates is in the way.
+            Some((txn, names)) if Some(txn) != r.txn && names.removed.is_none() => {
+                return Err(busy(&self.user_path(&p), txn));
             }
-            if r.exclusive {
-                return Err(self.exists(&p));
-            }
-            let attr = self.ns.lock().expect("ns").attr(dentry.ino);
-            return Ok(Created {
-                dentry,
-                created: false,
-                attr,
-            });
+            Some((txn, names)) if Some(txn) == r.txn => match names.created {
+                Some(dentry) if !r.exclusive => {
+                    let attr = self.ns.lock().expect("ns").attr(dentry.ino);
+                    return Ok(Created {
+                        dentry,
+                        created: false,
+                        attr,
+                    });
+                }
+                Some(_) => return Err(self.exists(&p)),
+                // Removed by this transaction: a new file takes the name.
+                None => {
+                    return self.create_pending(txn, &p, new, r.exclusive).await;
+                }
+            },
+            _ => {}
         }
         // An entry that exists only on the PFS counts as existing.
         if let Some((dentry, attr)) = self.dentry_get(&p).await? {
@@ -86,7 +100,7 @@ impl ServePeer<DentryCreate> for Node {
         let exclusive = r.exclusive;
         self.change_namespace(|ns| {
             if let Some((txn, _)) = self.txns.entries().get(&p) {
-                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+                return Err(busy(&self.user_path(&p), txn));
             }
             let (dentry, created, ops) = ns
                 .create(&p, new, exclusive)
@@ -108,14 +122,49 @@ impl ServePeer<DentryCreate> for Node {
 impl ServePeer<DentryRemove> for Node {
     async fn serve_peer(&self, r: DentryRemove) -> FsResult<bool> {
         let p = path::normalize(&r.path)?;
+        self.settle_entry(&p, r.txn).await?;
+        if let Some(txn) = r.txn {
+            self.check_not_done(txn)?;
+        }
         let (removed, durable) = {
             let mut ns = self.ns.lock().expect("ns");
-            let (removed, ops) = ns.remove(&p, r.ino)?;
-            let mut ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
-            // Or a file its creating transaction removes again.
-            let pending = self.txns.entries().remove(&p, r.ino)?;
-            let removed = removed || !pending.is_empty();
-            ops.extend(pending.into_iter().map(DbOp::from));
+            let mut entries = self.txns.entries();
+            let pending = entries.get(&p);
+            let mut ops: Vec<DbOp> = Vec::new();
+            let removed = match (pending, r.txn) {
+                // A file its creating transaction removes again.
+                (Some((t, n)), _)
+                    if Some(t) == r.txn && n.created.is_some_and(|d| d.ino == r.ino) =>
+                {
+                    ops.extend(
+                        entries
+                            .remove_created(&p, r.ino)?
+                            .into_iter()
+                            .map(DbOp::from),
+                    );
+                    true
+                }
+                (Some((t, _)), _) if Some(t) != r.txn => {
+                    return Err(busy(&self.user_path(&p), t));
+                }
+                // A member removes a committed entry: pending until the commit.
+                (_, Some(txn)) => {
+                    if let Some(dentry) = ns.get(&p).filter(|d| d.ino == r.ino) {
+                        ops.extend(
+                            entries
+                                .mark_removed(txn, &p, dentry)?
+                                .into_iter()
+                                .map(DbOp::from),
+                        );
+                    }
+                    false
+                }
+                (_, None) => {
+                    let (removed, changes) = ns.remove(&p, r.ino)?;
+                    ops.extend(changes.into_iter().map(DbOp::from));
+                    removed
+                }
+            };
             (removed, self.store.submit(ops))
         };
         durable.durable().await?;
@@ -129,7 +178,7 @@ impl ServePeer<DentryPut> for Node {
         self.settle_entry(&p, None).await?;
         self.change_namespace(|ns| {
             if let Some((txn, _)) = self.txns.entries().get(&p) {
-                return Err(tessera_core::txn_entries::busy(&self.user_path(&p), txn));
+                return Err(busy(&self.user_path(&p), txn));
             }
             ns.put(&p, r.dentry)
         })
@@ -140,18 +189,17 @@ impl ServePeer<DentryPut> for Node {
 impl ServePeer<ListChildren> for Node {
     async fn serve_peer(&self, r: ListChildren) -> FsResult<Vec<DirEntry>> {
         let d = path::normalize(&r.dir)?;
-        let creating = self.txns.entries().creating_in(&d);
-        let others = creating
+        let changing = self.txns.entries().changing_in(&d);
+        let others = changing
             .into_iter()
             .filter(|t| Some(*t) != r.view.viewer)
             .collect();
         self.complete_decided(others).await?;
         let ns = self.ns.lock().expect("ns");
         let entries = self.txns.entries();
-        let mut all = ns.children(&d);
-        all.extend(entries.children(&d, r.view.viewer));
+        let mut all = entries.children(&d, r.view.viewer, ns.children(&d));
         for t in &r.view.committed {
-            all.extend(entries.children(&d, Some(*t)));
+            all = entries.children(&d, Some(*t), all);
         }
         Ok(all)
     }
@@ -161,7 +209,7 @@ impl ServePeer<HasChildren> for Node {
     async fn serve_peer(&self, r: HasChildren) -> FsResult<bool> {
         let d = path::normalize(&r.dir)?;
         // A file being created in it counts: the directory cannot go from under it.
-        let creating = !self.txns.entries().creating_in(&d).is_empty();
+        let creating = self.txns.entries().creating_in(&d);
         Ok(creating || self.ns.lock().expect("ns").has_children(&d))
     }
 }
@@ -234,12 +282,13 @@ impl Node {
             // Under the entries lock, as the completion marks it done.
             self.check_not_done(txn)?;
             // Made meanwhile, by another member (pending) or outside the transaction: found
-            // as an existing file is.
+            // as an existing file is. A name this transaction removed is free for it.
             let found = match entries.get(p) {
                 Some((other, _)) if other != txn => {
-                    return Err(tessera_core::txn_entries::busy(&self.user_path(p), other));
+                    return Err(busy(&self.user_path(p), other));
                 }
-                Some((_, dentry)) => Some(dentry),
+                Some((_, n)) if n.removed.is_some() => n.created,
+                Some((_, n)) => n.created.or_else(|| ns.get(p)),
                 None => ns.get(p),
             };
             if let Some(dentry) = found {
@@ -280,30 +329,36 @@ impl Node {
         }
     }
 
-    /// Ends the files `txn` created on this shard: their entries join the namespace
-    /// (`commit`), or the files are destroyed, their bytes on every node with them.
+    /// Ends `txn`'s names on this shard. Commit: the entries it removed go, with their files
+    /// (inode, bytes on every node, PFS copy), and the ones it created join the namespace.
+    /// Abort: the files it created are destroyed; the entries it removed stay.
     pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<()> {
         let mine = self.txns.entries().take(txn);
-        if mine.is_empty() {
-            return Ok(());
-        }
-        if commit {
-            return self
-                .change_namespace(|ns| {
-                    let mut changes = Vec::new();
-                    for (parent, name, dentry) in &mine {
-                        changes.extend(ns.put(&path::join(parent, name), *dentry)?.1);
+        for (parent, name, n) in mine {
+            let p = path::join(&parent, &name);
+            let (gone, kept) = if commit {
+                (n.removed, n.created)
+            } else {
+                (n.created, None)
+            };
+            if let Some(old) = gone {
+                if commit {
+                    self.change_namespace(|ns| Ok(((), ns.remove(&p, old.ino)?.1)))
+                        .await?;
+                    if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await {
+                        tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(&p));
                     }
-                    Ok(((), changes))
-                })
-                .await;
-        }
-        for (_, _, dentry) in mine {
-            self.change_namespace(|ns| Ok(((), ns.remove_inode(dentry.ino))))
-                .await?;
-            let ino = dentry.ino;
-            self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
-                .await?;
+                }
+                let ino = old.ino;
+                self.call(ino_shard(ino), tessera_proto::InodeRemove { ino })
+                    .await?;
+                self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
+                    .await?;
+            }
+            if let Some(new) = kept {
+                self.change_namespace(|ns| Ok(((), ns.put(&p, new)?.1)))
+                    .await?;
+            }
         }
         Ok(())
     }

@@ -109,11 +109,14 @@ pub struct Created {
     pub attr: Option<Attr>,
 }
 
-/// Remove the entry if it still names `ino`.
+/// Remove the entry if it still names `ino`. Under `txn` a committed entry's removal is
+/// pending until the transaction ends (the answer is then `false`: nothing was removed yet,
+/// and the file must stay).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DentryRemove {
     pub path: String,
     pub ino: u64,
+    pub txn: Option<u64>,
 }
 
 /// Insert or replace an entry (rename target); returns the replaced entry.
