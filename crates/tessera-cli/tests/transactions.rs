@@ -768,3 +768,28 @@ fn a_file_a_transaction_removes_or_replaces_changes_only_when_it_commits() {
     listed.sort();
     assert_eq!(listed, ["kept", "swap"]);
 }
+
+#[test]
+fn directories_a_transaction_makes_or_removes_change_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
+    reader.mkdir("/tessera/empty", 0o755).unwrap();
+    let txn = open_joined(&a, &[&a, &b]);
+    a.mkdir("/tessera/run", 0o755).unwrap();
+    write(&b, "/tessera/run/out", 2, 0, STRIPE);
+    b.rmdir("/tessera/empty").unwrap();
+    for m in [&a, &b] {
+        assert!(exists(m, "/tessera/run/out") && !exists(m, "/tessera/empty"));
+        assert_eq!(names(m, "/tessera/run"), ["out"]);
+    }
+    assert!(!exists(&reader, "/tessera/run") && !exists(&reader, "/tessera/run/out"));
+    assert!(exists(&reader, "/tessera/empty"));
+    assert!(!names(&reader, "/tessera").contains(&"run".to_string()));
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    assert_eq!(names(&reader, "/tessera/run"), ["out"]);
+    assert_eq!(
+        versions(&read_all(&reader, "/tessera/run/out"), &[2]),
+        vec![Some(2)]
+    );
+    assert!(!exists(&reader, "/tessera/empty"));
+}

@@ -115,7 +115,7 @@ impl ServeClient<Stat> for Node {
 }
 
 impl ServeClient<Mkdir> for Node {
-    async fn serve_client(&self, _: u64, r: Mkdir) -> FsResult<Attr> {
+    async fn serve_client(&self, client: u64, r: Mkdir) -> FsResult<Attr> {
         let p = path::normalize(&r.path)?;
         if p == "/" {
             return Err(FsError::new(
@@ -124,7 +124,7 @@ impl ServeClient<Mkdir> for Node {
             ));
         }
         let (_, attr) = self
-            .create_entry(&p, FileKind::Dir, r.mode, true, None)
+            .create_entry(&p, FileKind::Dir, r.mode, true, self.txns.member(client))
             .await?;
         Ok(attr)
     }
@@ -155,7 +155,12 @@ impl ServeClient<Rmdir> for Node {
                 format!("directory {} is not empty", self.user_path(&p)),
             ));
         }
-        self.remove_entry(&p, d.ino).await?;
+        let txn = self.txns.member(client);
+        if !self.remove_entry_in(&p, d.ino, txn).await? && txn.is_some() {
+            // A member's removal of a committed directory: it goes when the transaction
+            // commits.
+            return Ok(());
+        }
         self.call(ino_shard(d.ino), InodeRemove { ino: d.ino })
             .await?;
         if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_dir(p)).await {
@@ -280,7 +285,7 @@ impl ServeClient<Rename> for Node {
             ));
         }
         let (to_parent, _) = path::split(&to).expect("not the root");
-        self.require_dir(to_parent).await?;
+        self.require_dir(to_parent, None).await?;
         if self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
             // The PFS copy will move there: fail before the namespace changes if it cannot.
             self.on_pfs(to_parent, |pfs, p| pfs.make_dirs(p).map(drop))
@@ -459,8 +464,12 @@ impl Node {
     }
 
     /// Fails unless `dir` exists and is a directory.
-    async fn require_dir(&self, dir: &str) -> FsResult<()> {
-        match self.lookup(&TxnView::default(), dir).await? {
+    async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<()> {
+        let view = TxnView {
+            viewer: txn,
+            committed: Vec::new(),
+        };
+        match self.lookup(&view, dir).await? {
             None => Err(FsError::new(
                 Errno::NoEnt,
                 format!(
@@ -485,7 +494,7 @@ impl Node {
         txn: Option<u64>,
     ) -> FsResult<(Dentry, Attr)> {
         let (parent, _) = path::split(p).expect("not the root");
-        self.require_dir(parent).await?;
+        self.require_dir(parent, txn).await?;
         let req = DentryCreate {
             path: p.to_string(),
             kind,

@@ -94,7 +94,7 @@ impl ServePeer<DentryCreate> for Node {
                 attr,
             });
         }
-        if let (Some(txn), FileKind::File) = (r.txn, r.kind) {
+        if let Some(txn) = r.txn {
             return self.create_pending(txn, &p, new, r.exclusive).await;
         }
         let exclusive = r.exclusive;
@@ -345,7 +345,17 @@ impl Node {
                 if commit {
                     self.change_namespace(|ns| Ok(((), ns.remove(&p, old.ino)?.1)))
                         .await?;
-                    if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await {
+                    let dir = old.kind == FileKind::Dir;
+                    let removed = self
+                        .on_pfs(&p, move |pfs, p| {
+                            if dir {
+                                pfs.remove_dir(p)
+                            } else {
+                                pfs.remove_file(p)
+                            }
+                        })
+                        .await;
+                    if let Err(e) = removed {
                         tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(&p));
                     }
                 }

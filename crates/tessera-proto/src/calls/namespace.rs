@@ -88,8 +88,7 @@ pub struct DentryGet {
 pub type Found = Option<(Dentry, Option<Attr>)>;
 
 /// Create the entry and its inode here; returns the existing one unless `exclusive`. Under
-/// `txn` the new entry is pending until the transaction ends (a file only: directories are
-/// made at once).
+/// `txn` the new entry (a file's or a directory's) is pending until the transaction ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DentryCreate {
     pub path: String,
