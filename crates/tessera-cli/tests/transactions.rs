@@ -793,3 +793,25 @@ fn directories_a_transaction_makes_or_removes_change_only_when_it_commits() {
     );
     assert!(!exists(&reader, "/tessera/empty"));
 }
+
+#[test]
+fn a_members_second_thoughts_leave_the_committed_file_and_its_pfs_copy() {
+    let inst = start(&[]);
+    std::fs::write(inst.pfs().join("imported.txt"), b"from the PFS\n").unwrap();
+    let (a, reader) = (inst.client(0), inst.client(1));
+    let path = "/tessera/imported.txt";
+    assert_eq!(read_all(&reader, path), b"from the PFS\n");
+    let txn = open_joined(&a, &[&a]);
+    // Replace it, then remove the replacement again: the committed file is untouched.
+    a.unlink(path).unwrap();
+    write(&a, path, 2, 0, STRIPE);
+    a.unlink(path).unwrap();
+    assert!(!exists(&a, path));
+    a.txn_decide(txn, false, vec!["second thoughts".into()])
+        .unwrap();
+    assert_eq!(read_all(&reader, path), b"from the PFS\n");
+    assert!(
+        inst.pfs().join("imported.txt").exists(),
+        "the PFS copy went with a file the transaction created"
+    );
+}

@@ -163,6 +163,10 @@ impl ServeClient<Rmdir> for Node {
         }
         self.call(ino_shard(d.ino), InodeRemove { ino: d.ino })
             .await?;
+        if txn.is_some() {
+            // A directory its transaction made, removed again: no PFS copy of its own.
+            return Ok(());
+        }
         if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_dir(p)).await {
             tracing::warn!("rmdir {}: the PFS directory stays: {e}", self.user_path(&p));
         }
@@ -189,6 +193,12 @@ impl ServeClient<Unlink> for Node {
             return Ok(());
         }
         self.destroy_file(d.ino).await?;
+        if txn.is_some() {
+            // A file its transaction created, removed again: it has no PFS copy, and what
+            // the PFS holds under the name is the committed file's, which stays until the
+            // commit.
+            return Ok(());
+        }
         self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await
     }
 }
