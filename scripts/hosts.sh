@@ -64,13 +64,24 @@ enter() { # enter K CMD...
     exec nsenter --net="/run/netns/$h" --mount="$STATE/$h.mnt" --uts="$STATE/$h.uts" -- "$@"
 }
 
+# The launch agent mpirun uses to start processes on the hosts: this copy of the script.
+write_agent() {
+    cat > "$STATE/agent" <<EOF
+#!/bin/sh
+exec "$SELF" agent "\$@"
+EOF
+    chmod 755 "$STATE/agent"
+}
+
 up() {
     need_root
     local n=$1 k h
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N must be 1..200"
     if [ "$(count)" -eq "$n" ] && ip link show "$BRIDGE" >/dev/null 2>&1; then
-        # Already up: only links a test left down come back.
+        # Already up: only links a test left down come back, and the launch agent names this
+        # copy of the script (the one that brought the hosts up may be gone).
         for k in $(seq 1 "$n"); do ip link set "tsv-h$k" up; done
+        write_agent
         return 0
     fi
     down
@@ -101,11 +112,7 @@ up() {
         echo "$NET.$k $h # tessera-hosts" >> /etc/hosts
         echo "$h" >> "$STATE/hostfile"
     done
-    cat > "$STATE/agent" <<EOF
-#!/bin/sh
-exec "$SELF" agent "\$@"
-EOF
-    chmod 755 "$STATE/agent"
+    write_agent
     echo "$n" > "$STATE/count"
     echo "hosts.sh: $n hosts up on $SUBNET (node-local storage at $LOCAL)" >&2
 }
