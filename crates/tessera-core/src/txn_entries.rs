@@ -214,6 +214,13 @@ impl PendingEntries {
         out
     }
 
+    /// Puts back names [`PendingEntries::take`] took, whose completion failed.
+    pub fn restore(&mut self, txn: TxnId, names: Vec<(String, String, PendingName)>) {
+        for (parent, name, n) in names {
+            self.by_path.insert((parent, name), (txn, n));
+        }
+    }
+
     /// Ends `txn` here: its names, (parent, name, changes), for the caller to apply to the
     /// namespace (commit) or undo (abort). Their rows go with the transaction's.
     pub fn take(&mut self, txn: TxnId) -> Vec<(String, String, PendingName)> {

@@ -12,7 +12,7 @@ use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::placement::ino_shard;
-use tessera_core::txn_entries::{Seen, busy};
+use tessera_core::txn_entries::{PendingName, Seen, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
@@ -333,42 +333,55 @@ impl Node {
     /// (inode, bytes on every node, PFS copy), and the ones it created join the namespace.
     /// Abort: the files it created are destroyed; the entries it removed stay.
     pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<()> {
-        let mine = self.txns.entries().take(txn);
-        for (parent, name, n) in mine {
-            let p = path::join(&parent, &name);
-            let (gone, kept) = if commit {
-                (n.removed, n.created)
-            } else {
-                (n.created, None)
-            };
-            if let Some(old) = gone {
-                if commit {
-                    self.change_namespace(|ns| Ok(((), ns.remove(&p, old.ino)?.1)))
-                        .await?;
-                    let dir = old.kind == FileKind::Dir;
-                    let removed = self
-                        .on_pfs(&p, move |pfs, p| {
-                            if dir {
-                                pfs.remove_dir(p)
-                            } else {
-                                pfs.remove_file(p)
-                            }
-                        })
-                        .await;
-                    if let Err(e) = removed {
-                        tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(&p));
-                    }
+        let mut mine = self.txns.entries().take(txn);
+        while let Some((parent, name, n)) = mine.first().cloned() {
+            let done = self
+                .complete_name(&path::join(&parent, &name), n, commit)
+                .await;
+            if let Err(e) = done {
+                // Left for the next completion: every step above is idempotent.
+                self.txns.entries().restore(txn, mine);
+                return Err(e);
+            }
+            mine.remove(0);
+        }
+        Ok(())
+    }
+
+    /// Applies (`commit`) or undoes one name's pending changes.
+    async fn complete_name(&self, p: &str, n: PendingName, commit: bool) -> FsResult<()> {
+        let (gone, kept) = if commit {
+            (n.removed, n.created)
+        } else {
+            (n.created, None)
+        };
+        if let Some(old) = gone {
+            if commit {
+                self.change_namespace(|ns| Ok(((), ns.remove(p, old.ino)?.1)))
+                    .await?;
+                let dir = old.kind == FileKind::Dir;
+                let removed = self
+                    .on_pfs(p, move |pfs, p| {
+                        if dir {
+                            pfs.remove_dir(p)
+                        } else {
+                            pfs.remove_file(p)
+                        }
+                    })
+                    .await;
+                if let Err(e) = removed {
+                    tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(p));
                 }
-                let ino = old.ino;
-                self.call(ino_shard(ino), tessera_proto::InodeRemove { ino })
-                    .await?;
-                self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
-                    .await?;
             }
-            if let Some(new) = kept {
-                self.change_namespace(|ns| Ok(((), ns.put(&p, new)?.1)))
-                    .await?;
-            }
+            let ino = old.ino;
+            self.call(ino_shard(ino), tessera_proto::InodeRemove { ino })
+                .await?;
+            self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
+                .await?;
+        }
+        if let Some(new) = kept {
+            self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))
+                .await?;
         }
         Ok(())
     }

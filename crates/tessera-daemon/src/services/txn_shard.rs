@@ -239,7 +239,10 @@ impl Node {
         }
         txns.sort_unstable();
         txns.dedup();
-        txns.retain(|t| self.txns.is_prepared(*t));
+        // One being completed here already is left to that completion (which may be what
+        // asked, through a file it drops).
+        let done = self.txns.done.lock().expect("done").clone();
+        txns.retain(|t| self.txns.is_prepared(*t) && !done.contains(t));
         for txn in txns {
             let status = self.call(txn_home(txn), TxnStatus { txn });
             let verdict = tokio::time::timeout(RESOLVE_WAIT, status)
