@@ -95,14 +95,10 @@ pub fn targets(records: &[AtomicRecord]) -> Vec<Target> {
             1.5,
         ),
     ] {
-        match at8.and_then(|run| ratio(&run.reps, "list_mibs", other)) {
-            Some((lo, mid, hi)) => out.push(Target {
-                what: what.into(),
-                measured: format!("{mid:.2}x (min {lo:.2}, max {hi:.2})"),
-                met: Some(mid >= limit),
-            }),
-            None => out.push(not_measured(what.into())),
-        }
+        let measured = at8.and_then(|run| ratio(&run.reps, "list_mibs", other));
+        out.push(Target::on_median(what.into(), measured, 2, "x", |m| {
+            m >= limit
+        }));
     }
     let what = "atomic: list lock request bytes per strided run <= 64".to_string();
     let worst = records

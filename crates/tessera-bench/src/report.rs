@@ -75,24 +75,42 @@ pub(crate) struct Target {
     pub met: Option<bool>,
 }
 
+impl Target {
+    /// A target on the median of a (min, median, max) summary, `None` when not measured:
+    /// `holds` says whether the median meets it; values show with `decimals` and `unit`.
+    pub(crate) fn on_median(
+        what: String,
+        measured: Option<(f64, f64, f64)>,
+        decimals: usize,
+        unit: &str,
+        holds: impl Fn(f64) -> bool,
+    ) -> Target {
+        match measured {
+            Some((lo, mid, hi)) => Target {
+                what,
+                measured: format!(
+                    "{mid:.decimals$}{unit} (min {lo:.decimals$}, max {hi:.decimals$})"
+                ),
+                met: Some(holds(mid)),
+            },
+            None => Target {
+                what,
+                measured: "not measured".into(),
+                met: None,
+            },
+        }
+    }
+}
+
 fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
     let mut out = Vec::new();
     let get = |w: &str, ranks: u32| latest.get(&(w.to_string(), ranks)).copied();
     let mut ratio_target =
         |rec: Option<&RunRecord>, what: &str, a: &str, b: &str, at_least: f64| {
-            let t = match rec.and_then(|r| ratio(&r.reps, a, b)) {
-                Some((lo, mid, hi)) => Target {
-                    what: what.to_string(),
-                    measured: format!("{mid:.2} (min {lo:.2}, max {hi:.2})"),
-                    met: Some(mid >= at_least),
-                },
-                None => Target {
-                    what: what.to_string(),
-                    measured: "not measured".into(),
-                    met: None,
-                },
-            };
-            out.push(t);
+            let measured = rec.and_then(|r| ratio(&r.reps, a, b));
+            out.push(Target::on_median(what.to_string(), measured, 2, "", |m| {
+                m >= at_least
+            }));
         };
     let ck = get("checkpoint", 4);
     ratio_target(

@@ -38,18 +38,8 @@ pub fn targets(records: &[&RunRecord]) -> Vec<Target> {
         .find(|r| !r.params.random && r.params.writers == 10_000 && r.params.writes == 1000);
     let check = |what: &str, metric: &str, limit: f64| {
         let what = format!("scale, 10,000 strided writers x 1,000 pieces: {what}");
-        match at.and_then(|r| summary(&r.reps, metric)) {
-            Some((lo, mid, hi)) => Target {
-                what,
-                measured: format!("{mid:.1} (min {lo:.1}, max {hi:.1})"),
-                met: Some(mid <= limit),
-            },
-            None => Target {
-                what,
-                measured: "not measured".into(),
-                met: None,
-            },
-        }
+        let measured = at.and_then(|r| summary(&r.reps, metric));
+        Target::on_median(what, measured, 1, "", |m| m <= limit)
     };
     let query_limit = 64.0 * at.map_or(1, stripes) as f64;
     vec![

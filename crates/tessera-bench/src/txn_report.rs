@@ -34,18 +34,8 @@ fn ratio_target(
     what: String,
 ) -> Target {
     let run = newest.and_then(|r| r.runs.iter().find(|run| run.ranks == ranks));
-    match run.and_then(|run| summary(&run.reps, metric)) {
-        Some((lo, mid, hi)) => Target {
-            what,
-            measured: format!("{mid:.3}x (min {lo:.3}, max {hi:.3})"),
-            met: Some(mid <= bound),
-        },
-        None => Target {
-            what,
-            measured: "not measured".into(),
-            met: None,
-        },
-    }
+    let measured = run.and_then(|run| summary(&run.reps, metric));
+    Target::on_median(what, measured, 3, "x", |m| m <= bound)
 }
 
 pub fn targets(records: &[TxnRecord]) -> Vec<Target> {
@@ -135,23 +125,21 @@ pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
                 .collect();
             writeln!(md, "| {} |{cells}", name.trim_end_matches("_s"))?;
         }
-        let cells: String = r
-            .runs
-            .iter()
-            .map(|run| match summary(&run.reps, "protocol_over_allreduce") {
-                Some((lo, mid, hi)) => format!(" {lo:.1} / {mid:.1} / {hi:.1} |"),
-                None => " - |".into(),
-            })
-            .collect();
+        // A ratio's min / median / max per rank count, `decimals` shown.
+        let ratio_cells = |metric: &str, decimals: usize| -> String {
+            r.runs
+                .iter()
+                .map(|run| match summary(&run.reps, metric) {
+                    Some((lo, mid, hi)) => {
+                        format!(" {lo:.decimals$} / {mid:.decimals$} / {hi:.decimals$} |")
+                    }
+                    None => " - |".into(),
+                })
+                .collect()
+        };
+        let cells = ratio_cells("protocol_over_allreduce", 1);
         writeln!(md, "| total / allreduce (x) |{cells}")?;
-        let cells: String = r
-            .runs
-            .iter()
-            .map(|run| match summary(&run.reps, "with_over_without") {
-                Some((lo, mid, hi)) => format!(" {lo:.3} / {mid:.3} / {hi:.3} |"),
-                None => " - |".into(),
-            })
-            .collect();
+        let cells = ratio_cells("with_over_without", 3);
         writeln!(md, "| workload with / without transactions (x) |{cells}\n")?;
         writeln!(
             md,

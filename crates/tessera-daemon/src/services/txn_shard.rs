@@ -241,8 +241,8 @@ impl Node {
         txns.dedup();
         // One being completed here already is left to that completion (which may be what
         // asked, through a file it drops).
-        let done = self.txns.done.lock().expect("done").clone();
-        txns.retain(|t| self.txns.is_prepared(*t) && !done.contains(t));
+        txns.retain(|t| !self.txns.done.lock().expect("done").contains(t));
+        txns.retain(|t| self.txns.is_prepared(*t));
         for txn in txns {
             let status = self.call(txn_home(txn), TxnStatus { txn });
             let verdict = tokio::time::timeout(RESOLVE_WAIT, status)
