@@ -815,3 +815,71 @@ fn a_members_second_thoughts_leave_the_committed_file_and_its_pfs_copy() {
         "the PFS copy went with a file the transaction created"
     );
 }
+
+#[test]
+fn a_truncate_in_a_transaction_changes_the_file_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
+    let path = "/tessera/cut.dat";
+    let writer = inst.client(1);
+    write(&writer, path, 1, 0, 8 * STRIPE);
+    // Flushed: the PFS copy holds the old bytes too, and must not show through a hole.
+    writer.flush_path(path).unwrap();
+    let old = vec![Some(1); 8];
+
+    // An abort leaves the file as it was.
+    let txn = open_joined(&a, &[&a]);
+    a.truncate(path, STRIPE).unwrap();
+    assert_eq!(a.stat(path).unwrap().size, STRIPE);
+    assert_eq!(reader.stat(path).unwrap().size, 8 * STRIPE);
+    a.txn_decide(txn, false, vec!["changed my mind".into()])
+        .unwrap();
+    a.txn_join(None).unwrap();
+    assert_eq!(versions(&read_all(&reader, path), &[1]), old);
+
+    // Members empty it (O_TRUNC), rewrite its head, and write one stripe further on.
+    let txn = open_joined(&a, &[&a, &b]);
+    let mut f = a
+        .open(
+            path,
+            OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(&pattern(2, 0, 2 * STRIPE), 0).unwrap();
+    f.close().unwrap();
+    write(&b, path, 2, 5 * STRIPE, STRIPE);
+    let new = |bytes: &[u8]| {
+        assert_eq!(bytes.len() as u64, 6 * STRIPE);
+        assert!(
+            bytes[2 * STRIPE as usize..5 * STRIPE as usize]
+                .iter()
+                .all(|x| *x == 0),
+            "the cut bytes show through"
+        );
+        versions(bytes, &[2])
+    };
+    let expected = vec![Some(2), Some(2), None, None, None, Some(2)];
+    for m in [&a, &b] {
+        assert_eq!(m.stat(path).unwrap().size, 6 * STRIPE);
+        assert_eq!(new(&read_all(m, path))[..2], expected[..2]);
+    }
+    // Everyone else sees the file whole as it was; another transaction may not write past
+    // the cut.
+    assert_eq!(reader.stat(path).unwrap().size, 8 * STRIPE);
+    assert_eq!(versions(&read_all(&reader, path), &[1]), old);
+    let other = inst.client(0);
+    other.txn_join(Some(other.txn_open().unwrap())).unwrap();
+    assert_eq!(write_err(&other, path).errno, Errno::Busy);
+
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    assert_eq!(reader.stat(path).unwrap().size, 6 * STRIPE);
+    assert_eq!(new(&read_all(&reader, path)), expected);
+    // The process that wrote the old bytes sees the new size too (what it attached is the
+    // daemons' to size).
+    assert_eq!(writer.stat(path).unwrap().size, 6 * STRIPE);
+    let pfs_len = std::fs::metadata(inst.pfs().join("cut.dat")).unwrap().len();
+    assert!(pfs_len <= 2 * STRIPE, "the PFS copy kept {pfs_len} bytes");
+}

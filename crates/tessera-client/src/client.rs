@@ -245,9 +245,11 @@ impl Client {
         let mut g = self.lock();
         let p = g.resolve(path)?;
         let mut a = g.call(Stat { path: p })?;
-        // Our own unattached writes count towards the size we see.
+        // Our own unattached writes count towards the size we see; attached ones are in the
+        // daemon's size already, and may have been cut since by another process's truncate.
         if let Some(fs) = g.files.get(&a.ino) {
-            a.size = a.size.max(fs.local.max_end());
+            let unattached_end = fs.dirty.ranges().map(|(_, end)| end).max().unwrap_or(0);
+            a.size = a.size.max(unattached_end);
         }
         Ok(a)
     }

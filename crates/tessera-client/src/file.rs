@@ -13,7 +13,7 @@
 //! 4. zeros (holes) up to the file size.
 
 use crate::client::{Client, Inner};
-use crate::read::{Ahead, Pattern, ReadAhead, fill};
+use crate::read::{Ahead, Pattern, ReadAhead, Source, fill};
 use tessera_core::locks::{HeldLock, LockKind};
 use tessera_core::placement::attach_batches;
 use tessera_core::posix::OpenIntent;
@@ -118,6 +118,9 @@ pub struct File {
     size: u64,
     /// Owners from the last whole-file query (session and MPI-IO models).
     owners: Option<RunMap<Owner>>,
+    /// Where the PFS copy stops counting, from the last answer with a size (a transaction
+    /// this process sees cut the file there).
+    pfs_upto: Option<u64>,
     /// The file's `view_epoch` when `owners` was learned.
     view_epoch: u64,
     /// This handle's access pattern and the bytes read ahead for it (with cached owners).
@@ -198,6 +201,7 @@ impl File {
             // The query's size was read after the open's and before its extents.
             size: owners.as_ref().and_then(|o| o.size).unwrap_or(attr.size),
             owners: owners.as_ref().map(owners_map),
+            pfs_upto: owners.as_ref().and_then(|o| o.pfs_upto),
             view_epoch,
             pattern: Pattern::default(),
             ahead: Ahead::default(),
@@ -371,9 +375,12 @@ impl File {
         } else {
             None
         };
-        fill(
-            &mut g, self.ino, &self.path, owners, offset, out, read_ahead,
-        )?;
+        let source = Source {
+            path: &self.path,
+            owners,
+            pfs_upto: self.pfs_upto,
+        };
+        fill(&mut g, self.ino, &source, offset, out, read_ahead)?;
         Ok(n)
     }
 
@@ -456,7 +463,10 @@ impl File {
     /// least the end of the owned bytes it returned.
     fn learn_size(&mut self, o: &Owners) {
         self.size = match o.size {
-            Some(s) => s,
+            Some(s) => {
+                self.pfs_upto = o.pfs_upto;
+                s
+            }
             None => self
                 .size
                 .max(o.runs.iter().map(|r| r.run.end()).max().unwrap_or(0)),

@@ -149,16 +149,28 @@ pub(crate) struct ReadAhead<'a> {
     pub predicted: Vec<(u64, u64)>,
 }
 
+/// Where a file's bytes come from, as a read learned it.
+pub(crate) struct Source<'a> {
+    pub path: &'a str,
+    pub owners: &'a RunMap<Owner>,
+    /// Bytes beyond this that no one owns are holes, whatever the PFS copy holds.
+    pub pfs_upto: Option<u64>,
+}
+
 /// Fills `out` with logical bytes `[offset, offset + out.len())` from the newest source.
 pub(crate) fn fill(
     g: &mut Inner,
     ino: u64,
-    path: &str,
-    owners: &RunMap<Owner>,
+    source: &Source<'_>,
     offset: u64,
     out: &mut [u8],
     mut read_ahead: Option<ReadAhead<'_>>,
 ) -> FsResult<()> {
+    let Source {
+        path,
+        owners,
+        pfs_upto,
+    } = *source;
     let end = offset + out.len() as u64;
     let me = Owner {
         node: g.node,
@@ -270,10 +282,11 @@ pub(crate) fn fill(
     for (s, e) in gaps {
         let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
         dst.fill(0);
+        let from_pfs = pfs_upto.map_or(dst.len(), |u| u.saturating_sub(s).min(e - s) as usize);
         let mut done = 0;
         if let Some(f) = &pfs {
-            while done < dst.len() {
-                match f.read_at(&mut dst[done..], s + done as u64) {
+            while done < from_pfs {
+                match f.read_at(&mut dst[done..from_pfs], s + done as u64) {
                     Ok(0) => break,
                     Ok(k) => done += k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

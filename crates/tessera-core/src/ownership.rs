@@ -158,7 +158,7 @@ impl Ownership {
     }
 
     /// The stripes of `ino` this shard holds a map for.
-    fn stripes_of(&self, ino: u64) -> Vec<u64> {
+    pub fn stripes_of(&self, ino: u64) -> Vec<u64> {
         self.maps
             .keys()
             .filter(|(i, _)| *i == ino)

@@ -17,9 +17,13 @@
 //! * then **committed** (its overlay becomes part of the map: [`PendingOwnership::commit`]) or
 //!   **aborted** (its overlay is dropped).
 //!
-//! Two transactions pending at once may not attach the same bytes: the second attach is refused
-//! (first writer wins), so the overlays visible at once never overlap and their order does not
-//! matter. Writes outside any transaction go to the committed map at once; a transaction that
+//! A transaction may also truncate a file: its members then see the file end there (every byte
+//! beyond the cut gone, committed or their own) until their writes extend it again; at commit
+//! the file is cut before the transaction's bytes are laid in, so its later writes stay.
+//!
+//! Two transactions pending at once may not attach the same bytes, nor may one write beyond
+//! another's cut: the second is refused (first writer wins), so the overlays visible at once
+//! never overlap and their order does not matter. Writes outside any transaction go to the committed map at once; a transaction that
 //! commits later lays its bytes over them (it takes effect at its decision).
 //!
 //! Two rules are the daemon's to keep, since they need the transaction's home: an attach
@@ -29,6 +33,7 @@
 //! its decision and, if it committed, completes it here, so that the plain write, made after
 //! the decision, lands on top of the transaction's bytes rather than under them.
 
+use crate::meta::SizeChange;
 use crate::ownership::{OwnerChange, Ownership};
 use crate::run_map::{RunChange, RunMap};
 use crate::txn_state::TxnId;
@@ -62,7 +67,7 @@ pub struct Span {
 
 /// A change to the persisted pending table: overlay rows keyed by (transaction, file, stripe,
 /// run start), and a transaction's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PendingChange {
     Put {
         txn: TxnId,
@@ -77,26 +82,64 @@ pub enum PendingChange {
         stripe: u64,
         start: u64,
     },
-    /// The transaction extends `ino` to at least `end`.
+    /// The transaction extends `ino` to at least `end` (to exactly `end` and beyond by its
+    /// writes, where it also cuts the file).
     Size { txn: TxnId, ino: u64, end: u64 },
+    /// The transaction cuts `ino` at `cut`.
+    Cut { txn: TxnId, ino: u64, cut: Cut },
     /// The transaction is prepared on this shard (no row: active).
     Prepared { txn: TxnId },
     /// Every row and the state of the transaction go.
     Forget { txn: TxnId },
 }
 
+/// Where a transaction cuts a file, and (on the file's inode shard) the name whose PFS copy
+/// is cut with it at commit.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cut {
+    pub at: u64,
+    pub path: Option<String>,
+}
+
 #[derive(Default)]
 struct Overlay {
     state: Option<ShardTxn>,
     maps: HashMap<(u64, u64), RunMap<Owner>>,
-    /// The sizes it extends files of this shard to.
+    /// The sizes it extends files of this shard to; exact sizes for the files it cuts.
     sizes: BTreeMap<u64, u64>,
+    /// The files it truncates, by inode.
+    cuts: BTreeMap<u64, Cut>,
 }
 
 impl Overlay {
     fn state(&self) -> ShardTxn {
         self.state.unwrap_or(ShardTxn::Active)
     }
+
+    fn cut_before(&self, ino: u64, end: u64) -> bool {
+        self.cuts.get(&ino).is_some_and(|c| c.at < end)
+    }
+
+    fn refuse_if_prepared(&self, txn: TxnId) -> FsResult<()> {
+        if self.state() == ShardTxn::Prepared {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "transaction {txn:016x} is committing: it takes no more writes (write before its vote)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn pending_elsewhere(ino: u64, at: u64, other: TxnId) -> FsError {
+    FsError::new(
+        Errno::Busy,
+        format!(
+            "bytes of inode {ino} at {at} are pending in transaction {other:016x}: two transactions cannot write the same bytes at once; commit or abort that one first"
+        ),
+    )
 }
 
 /// The overlays of every transaction pending on one shard.
@@ -127,16 +170,24 @@ fn rows(txn: TxnId, ino: u64, stripe: u64, changes: Vec<RunChange<Owner>>) -> Ve
 }
 
 impl PendingOwnership {
-    /// The shard's pending table as persisted: overlay rows, sizes, and the prepared
+    /// The shard's pending table as persisted: overlay rows, sizes, cuts, and the prepared
     /// transactions.
     pub fn load(
         rows: &[(TxnId, u64, u64, Run, Owner)],
         sizes: &[(TxnId, u64, u64)],
+        cuts: &[(TxnId, u64, Cut)],
         prepared: &[TxnId],
     ) -> Self {
         let mut p = PendingOwnership::default();
         for (txn, ino, end) in sizes {
             p.txns.entry(*txn).or_default().sizes.insert(*ino, *end);
+        }
+        for (txn, ino, cut) in cuts {
+            p.txns
+                .entry(*txn)
+                .or_default()
+                .cuts
+                .insert(*ino, cut.clone());
         }
         for (txn, ino, stripe, run, owner) in rows {
             p.txns
@@ -167,21 +218,15 @@ impl PendingOwnership {
         owner: Owner,
         runs: &[Run],
     ) -> FsResult<Vec<PendingChange>> {
-        if self
-            .txns
-            .get(&txn)
-            .is_some_and(|o| o.state() == ShardTxn::Prepared)
-        {
-            return Err(FsError::new(
-                Errno::Inval,
-                format!(
-                    "transaction {txn:016x} is committing: it takes no more writes (write before its vote)"
-                ),
-            ));
+        if let Some(o) = self.txns.get(&txn) {
+            o.refuse_if_prepared(txn)?;
         }
         for (other, o) in &self.txns {
             if *other == txn {
                 continue;
+            }
+            if let Some(r) = runs.iter().find(|r| o.cut_before(ino, r.end())) {
+                return Err(pending_elsewhere(ino, o.cuts[&ino].at.max(r.start), *other));
             }
             let Some(map) = o.maps.get(&(ino, stripe)) else {
                 continue;
@@ -192,13 +237,7 @@ impl PendingOwnership {
                     .into_iter()
                     .find(|(held, _)| held.overlaps(r))
                 {
-                    return Err(FsError::new(
-                        Errno::Busy,
-                        format!(
-                            "bytes of inode {ino} at {} are pending in transaction {other:016x}: two transactions cannot write the same bytes at once; commit or abort that one first",
-                            held.start.max(r.start)
-                        ),
-                    ));
+                    return Err(pending_elsewhere(ino, held.start.max(r.start), *other));
                 }
             }
         }
@@ -219,14 +258,7 @@ impl PendingOwnership {
     /// `txn` extends `ino` to at least `end` (an attach of its members reached there).
     pub fn extend(&mut self, txn: TxnId, ino: u64, end: u64) -> FsResult<Vec<PendingChange>> {
         let o = self.txns.entry(txn).or_default();
-        if o.state() == ShardTxn::Prepared {
-            return Err(FsError::new(
-                Errno::Inval,
-                format!(
-                    "transaction {txn:016x} is committing: it takes no more writes (write before its vote)"
-                ),
-            ));
-        }
+        o.refuse_if_prepared(txn)?;
         let size = o.sizes.entry(ino).or_insert(0);
         if *size >= end {
             return Ok(Vec::new());
@@ -235,11 +267,96 @@ impl PendingOwnership {
         Ok(vec![PendingChange::Size { txn, ino, end }])
     }
 
-    /// The sizes `txn` extends files to, to apply when it commits (before [`Self::commit`]).
-    pub fn sizes_of(&self, txn: TxnId) -> Vec<(u64, u64)> {
+    /// `txn` truncates `ino` to `size`: for its members the file's bytes at and beyond `size`
+    /// are gone (its own earlier writes there too), and, where `path` is given (this shard
+    /// holds the inode), its size is `size` until their writes extend it. `EBUSY` where
+    /// another pending transaction writes beyond `size` or cuts the file too.
+    pub fn truncate(
+        &mut self,
+        txn: TxnId,
+        ino: u64,
+        size: u64,
+        path: Option<&str>,
+    ) -> FsResult<Vec<PendingChange>> {
+        for (other, o) in &self.txns {
+            if *other == txn {
+                continue;
+            }
+            if let Some(c) = o.cuts.get(&ino) {
+                return Err(pending_elsewhere(ino, c.at.min(size), *other));
+            }
+            for ((i, _), map) in &o.maps {
+                if let Some((held, _)) = map.iter().find(|(r, _)| *i == ino && r.end() > size) {
+                    return Err(pending_elsewhere(ino, held.start.max(size), *other));
+                }
+            }
+        }
+        let o = self.txns.entry(txn).or_default();
+        o.refuse_if_prepared(txn)?;
+        let mut changes = Vec::new();
+        let mut stripes: Vec<u64> = o
+            .maps
+            .keys()
+            .filter(|(i, _)| *i == ino)
+            .map(|(_, s)| *s)
+            .collect();
+        stripes.sort_unstable();
+        for stripe in stripes {
+            let map = o.maps.get_mut(&(ino, stripe)).expect("listed above");
+            changes.extend(rows(txn, ino, stripe, map.truncate(size)));
+        }
+        let cut = Cut {
+            at: o.cuts.get(&ino).map_or(size, |c| c.at.min(size)),
+            path: path
+                .map(str::to_string)
+                .or_else(|| o.cuts.get(&ino).and_then(|c| c.path.clone())),
+        };
+        if o.cuts.get(&ino) != Some(&cut) {
+            o.cuts.insert(ino, cut.clone());
+            changes.push(PendingChange::Cut { txn, ino, cut });
+        }
+        if path.is_some() {
+            o.sizes.insert(ino, size);
+            changes.push(PendingChange::Size {
+                txn,
+                ino,
+                end: size,
+            });
+        }
+        Ok(changes)
+    }
+
+    /// The sizes `txn` gives files, to apply when it commits (before [`Self::commit`]): the
+    /// size it extends a file to, or the exact size of a file it cuts.
+    pub fn sizes_of(&self, txn: TxnId) -> Vec<(u64, SizeChange)> {
         self.txns
             .get(&txn)
-            .map(|o| o.sizes.iter().map(|(i, e)| (*i, *e)).collect())
+            .map(|o| {
+                o.sizes
+                    .iter()
+                    .map(|(i, e)| {
+                        let set = if o.cuts.contains_key(i) {
+                            SizeChange::Set(*e)
+                        } else {
+                            SizeChange::Extend(*e)
+                        };
+                        (*i, set)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The PFS copies `txn` cuts when it commits: (name, where).
+    pub fn pfs_cuts_of(&self, txn: TxnId) -> Vec<(String, u64)> {
+        self.txns
+            .get(&txn)
+            .map(|o| {
+                o.cuts
+                    .values()
+                    .filter_map(|c| Some((c.path.clone()?, c.at)))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -255,11 +372,21 @@ impl PendingOwnership {
     ) -> (u64, Vec<TxnId>) {
         let mut out = size;
         let mut excluded = Vec::new();
+        // A cut sets the size before the extensions count (one transaction at most cuts a
+        // file at a time).
+        let included = |t: &TxnId, o: &Overlay| {
+            Some(*t) == viewer || (o.state() == ShardTxn::Prepared && committed(*t))
+        };
+        for (t, o) in &self.txns {
+            if o.cuts.contains_key(&ino) && included(t, o) {
+                out = o.sizes.get(&ino).copied().unwrap_or(out);
+            }
+        }
         for (t, o) in &self.txns {
             let Some(end) = o.sizes.get(&ino) else {
                 continue;
             };
-            if Some(*t) == viewer || (o.state() == ShardTxn::Prepared && committed(*t)) {
+            if included(t, o) {
                 out = out.max(*end);
             } else {
                 excluded.push(*t);
@@ -268,31 +395,71 @@ impl PendingOwnership {
         (out, excluded)
     }
 
+    /// Where the PFS copy of `ino` stops counting for `viewer` (and with the transactions
+    /// `committed` says were decided): at the deepest cut among them. Bytes beyond it that no
+    /// one owns are holes, whatever the copy still holds until the cut reaches it.
+    pub fn pfs_upto(
+        &self,
+        ino: u64,
+        viewer: Option<TxnId>,
+        committed: &dyn Fn(TxnId) -> bool,
+    ) -> Option<u64> {
+        self.txns
+            .iter()
+            .filter(|(t, o)| {
+                Some(**t) == viewer || (o.state() == ShardTxn::Prepared && committed(**t))
+            })
+            .filter_map(|(_, o)| o.cuts.get(&ino).map(|c| c.at))
+            .min()
+    }
+
     /// Whether any transaction holds bytes of this stripe (a copy of its map may not be
     /// cached elsewhere: it would hide them without saying so).
     pub fn touches_stripe(&self, ino: u64, stripe: u64) -> bool {
         self.txns
             .values()
-            .any(|o| o.maps.contains_key(&(ino, stripe)))
+            .any(|o| o.maps.contains_key(&(ino, stripe)) || o.cuts.contains_key(&ino))
     }
 
     /// The transactions with bytes or a size of `ino` here.
     pub fn touching_file(&self, ino: u64) -> Vec<TxnId> {
         self.txns
             .iter()
-            .filter(|(_, o)| o.sizes.contains_key(&ino) || o.maps.keys().any(|(i, _)| *i == ino))
+            .filter(|(_, o)| {
+                o.sizes.contains_key(&ino)
+                    || o.cuts.contains_key(&ino)
+                    || o.maps.keys().any(|(i, _)| *i == ino)
+            })
             .map(|(t, _)| *t)
             .collect()
     }
 
-    /// The stripes of `ino` some transaction holds bytes of.
-    pub fn stripes_of(&self, ino: u64) -> std::collections::BTreeSet<u64> {
-        self.txns
+    /// The stripes of `ino` some transaction holds bytes of or cuts (of `stripe_size` bytes;
+    /// `own` names the committed ones).
+    pub fn stripes_of(
+        &self,
+        own: &Ownership,
+        ino: u64,
+        stripe_size: u64,
+    ) -> std::collections::BTreeSet<u64> {
+        let mut out: std::collections::BTreeSet<u64> = self
+            .txns
             .values()
             .flat_map(|o| o.maps.keys())
             .filter(|(i, _)| *i == ino)
             .map(|(_, s)| *s)
-            .collect()
+            .collect();
+        if let Some(cut) = self
+            .txns
+            .values()
+            .filter_map(|o| o.cuts.get(&ino))
+            .map(|c| c.at)
+            .min()
+        {
+            let first = cut / stripe_size.max(1);
+            out.extend(own.stripes_of(ino).into_iter().filter(|s| *s >= first));
+        }
+        out
     }
 
     /// Prepares `txn`: its overlay is closed to further attaches. Idempotent; a transaction
@@ -317,6 +484,10 @@ impl PendingOwnership {
             return (Vec::new(), Vec::new());
         };
         let mut changes = Vec::new();
+        // Cut first: what its members wrote after the truncate stays.
+        for (ino, cut) in &o.cuts {
+            changes.extend(own.truncate(*ino, cut.at));
+        }
         let mut keys: Vec<_> = o.maps.keys().copied().collect();
         keys.sort_unstable();
         for (ino, stripe) in keys {
@@ -346,8 +517,11 @@ impl PendingOwnership {
 
     fn touching(&self, span: Span) -> impl Iterator<Item = (TxnId, &Overlay)> + '_ {
         self.txns.iter().filter_map(move |(t, o)| {
-            let map = o.maps.get(&(span.ino, span.stripe))?;
-            (!map.overlapping(span.start, span.end).is_empty()).then_some((*t, o))
+            let writes = o
+                .maps
+                .get(&(span.ino, span.stripe))
+                .is_some_and(|map| !map.overlapping(span.start, span.end).is_empty());
+            (writes || o.cut_before(span.ino, span.end)).then_some((*t, o))
         })
     }
 
@@ -390,8 +564,13 @@ impl PendingOwnership {
                 }
                 m
             });
-            for (run, owner) in o.maps[&(ino, stripe)].overlapping(start, end) {
-                v.insert(run, owner);
+            if let Some(cut) = o.cuts.get(&ino) {
+                v.truncate(cut.at);
+            }
+            if let Some(map) = o.maps.get(&(ino, stripe)) {
+                for (run, owner) in map.overlapping(start, end) {
+                    v.insert(run, owner);
+                }
             }
         }
         let runs = match view {
@@ -515,10 +694,41 @@ mod tests {
         p.prepare(7);
         assert_eq!(p.size_as(1, 10, None, &|t| t == 7), (100, vec![]));
         assert!(p.extend(7, 1, 200).is_err(), "closed once prepared");
-        assert_eq!(p.sizes_of(7), vec![(1, 100)]);
-        let reloaded = PendingOwnership::load(&[], &[(7, 1, 100)], &[7]);
+        assert_eq!(p.sizes_of(7), vec![(1, SizeChange::Extend(100))]);
+        let reloaded = PendingOwnership::load(&[], &[(7, 1, 100)], &[], &[7]);
         assert_eq!(reloaded.size_as(1, 10, Some(7), &never), (100, vec![]));
-        assert_eq!(reloaded.sizes_of(7), vec![(1, 100)]);
+        assert_eq!(reloaded.sizes_of(7), vec![(1, SizeChange::Extend(100))]);
+    }
+
+    #[test]
+    fn a_cut_sets_the_size_for_members_and_at_the_decision() {
+        let mut p = PendingOwnership::default();
+        let never = |_| false;
+        p.extend(7, 1, 100).unwrap();
+        let changes = p.truncate(7, 1, 20, Some("/f")).unwrap();
+        assert!(changes.contains(&PendingChange::Size {
+            txn: 7,
+            ino: 1,
+            end: 20
+        }));
+        assert_eq!(p.size_as(1, 500, Some(7), &never), (20, vec![]));
+        assert_eq!(p.size_as(1, 500, None, &never), (500, vec![7]));
+        p.extend(7, 1, 60).unwrap();
+        assert_eq!(p.size_as(1, 500, Some(7), &never), (60, vec![]));
+        assert_eq!(p.sizes_of(7), vec![(1, SizeChange::Set(60))]);
+        assert_eq!(p.pfs_cuts_of(7), vec![("/f".to_string(), 20)]);
+        // A second, deeper cut on a shard without the inode keeps the name.
+        p.truncate(7, 1, 5, None).unwrap();
+        assert_eq!(p.pfs_cuts_of(7), vec![("/f".to_string(), 5)]);
+        let e = p.truncate(8, 1, 0, None).unwrap_err();
+        assert_eq!(e.errno, Errno::Busy);
+        let e = p
+            .attach(8, 1, 0, owner(2), &[Run::single(4, 2)])
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::Busy, "{e}");
+        p.prepare(7);
+        assert!(p.truncate(7, 1, 0, None).is_err(), "closed once prepared");
+        assert_eq!(p.size_as(1, 500, None, &|t| t == 7), (60, vec![]));
     }
 
     #[test]
@@ -585,6 +795,8 @@ mod tests {
         Plain(u64, u64, u64),
         /// A write of transaction t: start, len.
         InTxn(usize, u64, u64),
+        /// Transaction t truncates the file to a size.
+        Truncate(usize, u64),
         Prepare(usize),
         Commit(usize),
         Abort(usize),
@@ -594,6 +806,7 @@ mod tests {
         prop_oneof![
             (1u64..4, 0u64..200, 1u64..60).prop_map(|(c, s, l)| Op::Plain(c, s, l)),
             (0usize..3, 0u64..200, 1u64..60).prop_map(|(t, s, l)| Op::InTxn(t, s, l)),
+            (0usize..3, 0u64..260).prop_map(|(t, n)| Op::Truncate(t, n)),
             (0usize..3).prop_map(Op::Prepare),
             (0usize..3).prop_map(Op::Commit),
             (0usize..3).prop_map(Op::Abort),
@@ -613,18 +826,23 @@ mod tests {
             // Per transaction (ids 10, 11, 12; owners 100 + t): its pending bytes, and whether
             // prepared.
             let mut pending: Vec<Vec<Option<u64>>> = vec![vec![None; N as usize]; 3];
+            // Where each transaction cuts the file.
+            let mut cuts: [Option<u64>; 3] = [None; 3];
             let mut prepared = [false; 3];
             let mut rows: BTreeMap<(TxnId, u64), (Run, Owner)> = BTreeMap::new();
+            let mut cut_rows: BTreeMap<TxnId, Cut> = BTreeMap::new();
             let mut prepared_rows: Vec<TxnId> = Vec::new();
-            let apply = |rows: &mut BTreeMap<(TxnId, u64), (Run, Owner)>, prepared_rows: &mut Vec<TxnId>, changes: Vec<PendingChange>| {
+            let apply = |rows: &mut BTreeMap<(TxnId, u64), (Run, Owner)>, cut_rows: &mut BTreeMap<TxnId, Cut>, prepared_rows: &mut Vec<TxnId>, changes: Vec<PendingChange>| {
                 for c in changes {
                     match c {
                         PendingChange::Put { txn, run, owner, .. } => { rows.insert((txn, run.start), (run, owner)); }
                         PendingChange::Del { txn, start, .. } => { rows.remove(&(txn, start)); }
                         PendingChange::Prepared { txn } => prepared_rows.push(txn),
                         PendingChange::Size { .. } => {}
+                        PendingChange::Cut { txn, cut, .. } => { cut_rows.insert(txn, cut); }
                         PendingChange::Forget { txn } => {
                             rows.retain(|(t, _), _| *t != txn);
+                            cut_rows.remove(&txn);
                             prepared_rows.retain(|t| *t != txn);
                         }
                     }
@@ -637,30 +855,50 @@ mod tests {
                         for b in s..s + l { committed[b as usize] = Some(c); }
                     }
                     Op::InTxn(t, s, l) => {
-                        let clash = (0..3).filter(|u| *u != t).any(|u| (s..s + l).any(|b| pending[u][b as usize].is_some()));
+                        let clash = (0..3).filter(|u| *u != t).any(|u| {
+                            (s..s + l).any(|b| pending[u][b as usize].is_some())
+                                || cuts[u].is_some_and(|c| c < s + l)
+                        });
                         let r = p.attach(10 + t as u64, 1, 0, owner(100 + t as u64), &[Run::single(s, l)]);
                         prop_assert_eq!(r.is_ok(), !clash && !prepared[t], "{:?}", r);
                         if let Ok(changes) = r {
-                            apply(&mut rows, &mut prepared_rows, changes);
+                            apply(&mut rows, &mut cut_rows, &mut prepared_rows, changes);
                             for b in s..s + l { pending[t][b as usize] = Some(100 + t as u64); }
                         }
                     }
+                    Op::Truncate(t, n) => {
+                        let clash = (0..3).filter(|u| *u != t).any(|u| {
+                            cuts[u].is_some() || (n..N).any(|b| pending[u][b as usize].is_some())
+                        });
+                        let r = p.truncate(10 + t as u64, 1, n, None);
+                        prop_assert_eq!(r.is_ok(), !clash && !prepared[t], "{:?}", r);
+                        if let Ok(changes) = r {
+                            apply(&mut rows, &mut cut_rows, &mut prepared_rows, changes);
+                            cuts[t] = Some(cuts[t].map_or(n, |c| c.min(n)));
+                            for b in n..N { pending[t][b as usize] = None; }
+                        }
+                    }
                     Op::Prepare(t) => {
-                        apply(&mut rows, &mut prepared_rows, p.prepare(10 + t as u64));
+                        apply(&mut rows, &mut cut_rows, &mut prepared_rows, p.prepare(10 + t as u64));
                         prepared[t] = true;
                     }
                     Op::Commit(t) => {
                         let (_, changes) = p.commit(10 + t as u64, &mut own);
-                        apply(&mut rows, &mut prepared_rows, changes);
+                        apply(&mut rows, &mut cut_rows, &mut prepared_rows, changes);
+                        if let Some(c) = cuts[t] {
+                            for b in c..N { committed[b as usize] = None; }
+                        }
                         for b in 0..N as usize {
                             if let Some(o) = pending[t][b] { committed[b] = Some(o); }
                         }
                         pending[t] = vec![None; N as usize];
+                        cuts[t] = None;
                         prepared[t] = false;
                     }
                     Op::Abort(t) => {
-                        apply(&mut rows, &mut prepared_rows, p.abort(10 + t as u64));
+                        apply(&mut rows, &mut cut_rows, &mut prepared_rows, p.abort(10 + t as u64));
                         pending[t] = vec![None; N as usize];
+                        cuts[t] = None;
                         prepared[t] = false;
                     }
                 }
@@ -668,6 +906,9 @@ mod tests {
                 prop_assert_eq!(&bytes(&p, &own, N, None, &never), &committed);
                 for t in 0..3 {
                     let mut mine = committed.clone();
+                    if let Some(c) = cuts[t] {
+                        for b in c..N { mine[b as usize] = None; }
+                    }
                     for b in 0..N as usize {
                         if let Some(o) = pending[t][b] { mine[b] = Some(o); }
                     }
@@ -681,7 +922,8 @@ mod tests {
             }
             // The persisted rows rebuild the same pending state.
             let table: Vec<(TxnId, u64, u64, Run, Owner)> = rows.iter().map(|((t, _), (r, o))| (*t, 1, 0, *r, *o)).collect();
-            let reloaded = PendingOwnership::load(&table, &[], &prepared_rows);
+            let cut_table: Vec<(TxnId, u64, Cut)> = cut_rows.into_iter().map(|(t, c)| (t, 1, c)).collect();
+            let reloaded = PendingOwnership::load(&table, &[], &cut_table, &prepared_rows);
             for t in 0..3u64 {
                 let never = |_| false;
                 prop_assert_eq!(bytes(&reloaded, &own, N, Some(10 + t), &never), bytes(&p, &own, N, Some(10 + t), &never));

@@ -99,6 +99,7 @@ impl Node {
             PeerRequest::CatShardList(r) => self.peer_answer(r).await,
             PeerRequest::CatShardWait(r) => self.peer_answer(r).await,
             PeerRequest::InodeAppend(r) => self.peer_answer(r).await,
+            PeerRequest::TxnTruncate(r) => self.peer_answer(r).await,
         }
     }
 

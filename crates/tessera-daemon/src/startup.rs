@@ -123,6 +123,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
             tessera_core::txn_pending::PendingOwnership::load(
                 &loaded.pending_runs,
                 &loaded.pending_sizes,
+                &loaded.pending_cuts,
                 &loaded.prepared,
             ),
             tessera_core::txn_entries::PendingEntries::load(std::mem::take(

@@ -60,6 +60,9 @@ const PENDING_RUNS: TableDefinition<(u64, u64, u64, u64), OwnerRow> =
     TableDefinition::new("pending_runs");
 /// (txn, ino) -> the size the transaction extends the inode to (schema 3).
 const PENDING_SIZES: TableDefinition<(u64, u64), u64> = TableDefinition::new("pending_sizes");
+/// (txn, ino) -> (where the transaction cuts the inode, the name whose PFS copy it cuts at
+/// commit or "") (schema 5).
+const PENDING_CUTS: TableDefinition<(u64, u64), (u64, &str)> = TableDefinition::new("pending_cuts");
 /// Transactions prepared on this node (schema 3).
 const PREPARED: TableDefinition<u64, ()> = TableDefinition::new("prepared");
 /// Transactions whose home is this node -> 0 open, 1 decided to commit, 2 decided to abort:
@@ -98,7 +101,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`) and the entries
 ///    of files transactions create (`pending_dentries`); a version 2 or 3 database is
 ///    upgraded by adding the tables it lacks, empty.
-pub const STATE_SCHEMA_VERSION: u64 = 4;
+/// 5: the files transactions truncate (`pending_cuts`); upgraded from 2 to 4 the same way.
+pub const STATE_SCHEMA_VERSION: u64 = 5;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -223,6 +227,12 @@ pub enum DbOp {
         parent: String,
         name: String,
     },
+    /// Where a transaction cuts a file (it goes with `ForgetPending`).
+    PutPendingCut {
+        txn: u64,
+        ino: u64,
+        cut: tessera_core::txn_pending::Cut,
+    },
 }
 
 /// A pending entry's change, as the row it writes or deletes.
@@ -287,6 +297,7 @@ impl From<tessera_core::txn_pending::PendingChange> for DbOp {
                 start,
             },
             P::Size { txn, ino, end } => DbOp::PutPendingSize { txn, ino, end },
+            P::Cut { txn, ino, cut } => DbOp::PutPendingCut { txn, ino, cut },
             P::Prepared { txn } => DbOp::PutPrepared(txn),
             P::Forget { txn } => DbOp::ForgetPending(txn),
         }
@@ -354,6 +365,8 @@ pub struct Loaded {
     pub pending_runs: Vec<(u64, u64, u64, Run, Owner)>,
     /// Transactions' pending sizes: (txn, ino, end).
     pub pending_sizes: Vec<(u64, u64, u64)>,
+    /// Transactions' cuts: (txn, ino, cut).
+    pub pending_cuts: Vec<(u64, u64, tessera_core::txn_pending::Cut)>,
     pub prepared: Vec<u64>,
     /// The transactions this node is the home of, with their record (0 open, 1 commit,
     /// 2 abort).
@@ -443,8 +456,8 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Versions 2 and 3 lack only tables created below.
-                    2 | 3 | STATE_SCHEMA_VERSION => {
+                    // Versions 2 to 4 lack only tables created below.
+                    2..=4 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                     }
@@ -469,6 +482,8 @@ impl Store {
                 .map_err(|e| db_err("pending runs", e))?;
             txn.open_table(PENDING_SIZES)
                 .map_err(|e| db_err("pending sizes", e))?;
+            txn.open_table(PENDING_CUTS)
+                .map_err(|e| db_err("pending cuts", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -641,6 +656,14 @@ fn load(db: &Database) -> FsResult<Loaded> {
         out.pending_sizes.push((t, ino, v.value()));
         Ok(())
     })?;
+    each_row(&txn, PENDING_CUTS, "pending cuts", |k, v| {
+        let (t, ino) = k.value();
+        let (at, path) = v.value();
+        let path = (!path.is_empty()).then(|| path.to_string());
+        out.pending_cuts
+            .push((t, ino, tessera_core::txn_pending::Cut { at, path }));
+        Ok(())
+    })?;
     each_row(&txn, PREPARED, "prepared transactions", |k, _| {
         out.prepared.push(k.value());
         Ok(())
@@ -763,6 +786,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut published = txn.open_table(PUBLISHED).map_err(|x| e(x.into()))?;
         let mut pending_runs = txn.open_table(PENDING_RUNS).map_err(|x| e(x.into()))?;
         let mut pending_sizes = txn.open_table(PENDING_SIZES).map_err(|x| e(x.into()))?;
+        let mut pending_cuts = txn.open_table(PENDING_CUTS).map_err(|x| e(x.into()))?;
         let mut prepared = txn.open_table(PREPARED).map_err(|x| e(x.into()))?;
         let mut home_txns = txn.open_table(HOME_TXNS).map_err(|x| e(x.into()))?;
         let mut cat_versions = txn.open_table(CAT_VERSIONS).map_err(|x| e(x.into()))?;
@@ -834,6 +858,12 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutPendingSize { txn, ino, end } => {
                     pending_sizes.insert((*txn, *ino), *end).map(drop)
                 }
+                DbOp::PutPendingCut { txn, ino, cut } => pending_cuts
+                    .insert(
+                        (*txn, *ino),
+                        (cut.at, cut.path.as_deref().unwrap_or_default()),
+                    )
+                    .map(drop),
                 DbOp::PutPrepared(t) => prepared.insert(*t, ()).map(drop),
                 DbOp::ForgetPending(t) => pending_runs
                     .retain_in(
@@ -841,6 +871,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                         |_, _| false,
                     )
                     .and_then(|()| pending_sizes.retain_in((*t, 0)..=(*t, u64::MAX), |_, _| false))
+                    .and_then(|()| pending_cuts.retain_in((*t, 0)..=(*t, u64::MAX), |_, _| false))
                     .and_then(|()| prepared.remove(*t).map(drop))
                     .and_then(|()| match t.checked_add(1) {
                         Some(after) => cat_pending.retain_in((*t, "")..(after, ""), |_, _| false),
@@ -1141,6 +1172,7 @@ mod tests {
             DbOp::PutPendingRun { .. } => "PutPendingRun",
             DbOp::DelPendingRun { .. } => "DelPendingRun",
             DbOp::PutPendingSize { .. } => "PutPendingSize",
+            DbOp::PutPendingCut { .. } => "PutPendingCut",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1267,6 +1299,14 @@ mod tests {
                 parent: "/a".into(),
                 name: "b".into(),
             },
+            DbOp::PutPendingCut {
+                txn: 1 << 48 | 7,
+                ino: 5,
+                cut: tessera_core::txn_pending::Cut {
+                    at: 10,
+                    path: Some("/a/b".into()),
+                },
+            },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1275,7 +1315,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 24, "one sample per operation kind");
+        assert_eq!(seen.len(), 25, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

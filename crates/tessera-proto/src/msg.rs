@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -55,6 +55,9 @@ pub fn sorted_extents(runs: &[OwnedRun]) -> Vec<OwnedExtent> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     pub size: Option<u64>,
+    /// Bytes at and beyond this that no one owns are holes, not the PFS copy's (a
+    /// transaction the asker sees cut the file there).
+    pub pfs_upto: Option<u64>,
     pub runs: Vec<OwnedRun>,
     pub next: Option<u64>,
 }

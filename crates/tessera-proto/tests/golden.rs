@@ -93,6 +93,7 @@ fn owned_run() -> OwnedRun {
 fn owners() -> Owners {
     Owners {
         size: Some(9000),
+        pfs_upto: Some(4096),
         runs: vec![owned_run()],
         next: Some(1 << 30),
     }
@@ -684,6 +685,7 @@ fn peer_samples(s: &mut Samples) {
         AttrAs {
             attr: attr(),
             excluded: vec![txn()],
+            pfs_upto: None,
         },
     );
     s.peer(
@@ -724,6 +726,15 @@ fn peer_samples(s: &mut Samples) {
         5,
     );
     s.peer(InodeAppend { ino: 5, len: 12 }, 4096);
+    s.peer(
+        TxnTruncate {
+            txn: txn(),
+            ino: 5,
+            size: 10,
+            path: "/out/data.h5".into(),
+        },
+        (),
+    );
 }
 
 fn samples() -> Samples {

@@ -72,6 +72,7 @@ fn whole_file(client: &Client, path: &str) -> anyhow::Result<(u64, tessera_proto
     let mut f = client.open(path, OpenOptions::new().read(true).model(Model::Session))?;
     let runs = f.query_file()?;
     let owners = tessera_proto::Owners {
+        pfs_upto: None,
         size: Some(f.len()?),
         runs,
         next: None,

@@ -15,7 +15,7 @@ use tessera_proto::{
     AppendAt, Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry,
     DropFile, FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr,
     InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
-    SetAttr, SizeChange, Stat, Truncate, TxnView, Unlink,
+    SetAttr, SizeChange, Stat, Truncate, TxnTruncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -67,13 +67,13 @@ impl ServeClient<Open> for Node {
         if dentry.kind == FileKind::Dir {
             return Err(self.eisdir(&p));
         }
-        if flags.truncate && attr.size > 0 {
-            attr = self.truncate_ino(&p, dentry.ino, 0).await?;
-        }
         let view = self.view_of(client);
         if view.viewer.is_some() {
-            // A member sees the size its transaction extended the file to.
+            // A member sees the size its transaction gave the file.
             attr = self.inode_get_as(&view, dentry.ino).await?.attr;
+        }
+        if flags.truncate && attr.size > 0 {
+            attr = self.truncate_ino(&p, dentry.ino, 0, &view).await?;
         }
         let owners = if want_owners {
             Some(self.query_file_as(&view, dentry.ino, 0).await?)
@@ -101,15 +101,12 @@ impl ServeClient<AppendAt> for Node {
 impl ServeClient<Stat> for Node {
     async fn serve_client(&self, client: u64, r: Stat) -> FsResult<Attr> {
         let p = path::normalize(&r.path)?;
-        let (d, attr) = self
+        // As the client's view sees it: the lookup asks for the size of a file a
+        // transaction changes as the view sees it.
+        let (_, attr) = self
             .lookup_for(client, &p)
             .await?
             .ok_or_else(|| self.enoent(&p))?;
-        let view = self.view_of(client);
-        if view.viewer.is_some() && d.kind == FileKind::File {
-            // A member sees the size its transaction extended the file to.
-            return Ok(self.inode_get_as(&view, d.ino).await?.attr);
-        }
         Ok(attr)
     }
 }
@@ -361,7 +358,8 @@ impl ServeClient<Truncate> for Node {
             FileKind::Symlink => return Err(self.no_change_through_link(&p, "truncate")),
             FileKind::File => {}
         }
-        self.truncate_ino(&p, d.ino, r.size).await
+        self.truncate_ino(&p, d.ino, r.size, &self.view_of(client))
+            .await
     }
 }
 
@@ -469,7 +467,7 @@ impl Node {
         match self.call(path_shard(p, self.cfg.nodes), get).await? {
             None => Ok(None),
             Some((d, Some(a))) => Ok(Some((d, a))),
-            Some((d, None)) => Ok(Some((d, self.inode_get(d.ino).await?))),
+            Some((d, None)) => Ok(Some((d, self.inode_get_as(view, d.ino).await?.attr))),
         }
     }
 
@@ -558,8 +556,19 @@ impl Node {
         Ok(())
     }
 
-    /// Sets a file's size everywhere: inode, ownership on every node, PFS copy.
-    async fn truncate_ino(&self, p: &str, ino: u64, size: u64) -> FsResult<Attr> {
+    /// Sets a file's size everywhere: inode, ownership on every node, PFS copy. In a
+    /// transaction (`view.viewer`) every node holds the cut back until it completes.
+    async fn truncate_ino(&self, p: &str, ino: u64, size: u64, view: &TxnView) -> FsResult<Attr> {
+        if let Some(txn) = view.viewer {
+            let cut = || TxnTruncate {
+                txn,
+                ino,
+                size,
+                path: p.to_string(),
+            };
+            self.call_all(self.every_node(cut)).await?;
+            return Ok(self.inode_get_as(view, ino).await?.attr);
+        }
         let set = InodeSetSize {
             ino,
             change: SizeChange::Set(size),

@@ -36,14 +36,20 @@ impl ServePeer<DentryGet> for Node {
             .txns
             .entries()
             .seen_by(&p, r.view.viewer, &r.view.committed);
-        match seen {
+        let found = match seen {
             Some(Seen::Pending(Some(dentry))) => {
                 let attr = self.ns.lock().expect("ns").attr(dentry.ino);
-                Ok(Some((dentry, attr)))
+                Some((dentry, attr))
             }
-            Some(Seen::Pending(None)) => Ok(None),
-            Some(Seen::Committed) | None => self.dentry_get(&p).await,
-        }
+            Some(Seen::Pending(None)) => None,
+            Some(Seen::Committed) | None => self.dentry_get(&p).await?,
+        };
+        // The size of a file a transaction changes depends on the view: the asker learns it
+        // as the view sees it (`InodeGetAs`).
+        Ok(found.map(|(d, attr)| {
+            let pending = !self.txns.pending().touching_file(d.ino).is_empty();
+            (d, attr.filter(|_| !pending))
+        }))
     }
 }
 

@@ -298,8 +298,10 @@ impl Node {
     async fn query_once(&self, probe: &Probe, ino: u64, start: u64, end: u64) -> FsResult<Owners> {
         let ss = self.cfg.stripe_size;
         if start >= end {
+            let (size, pfs_upto) = self.size_as(probe, ino).await?;
             return Ok(Owners {
-                size: Some(self.size_as(probe, ino).await?),
+                size: Some(size),
+                pfs_upto,
                 runs: Vec::new(),
                 next: None,
             });
@@ -308,12 +310,13 @@ impl Node {
         if stripes > MAX_STRIPES_PER_REQUEST {
             // From the whole file's pages: runs are cut at stripes, so none that starts before
             // the range's first stripe reaches into it. `next` continues with QueryFile.
-            let size = self.size_as(probe, ino).await?;
+            let (size, pfs_upto) = self.size_as(probe, ino).await?;
             let (runs, next) = self
                 .query_file_page(probe, ino, None, start - start % ss)
                 .await?;
             return Ok(Owners {
                 size: Some(size),
+                pfs_upto,
                 runs: clip_runs(&runs, start, end),
                 next: next.filter(|n| *n < end),
             });
@@ -324,11 +327,12 @@ impl Node {
         if owned == end - start {
             return Ok(Owners {
                 size: None,
+                pfs_upto: None,
                 runs,
                 next: None,
             });
         }
-        let size = self.size_as(probe, ino).await?;
+        let (size, pfs_upto) = self.size_as(probe, ino).await?;
         let below = end.min(size);
         let runs = if below > start && owned_below(&runs, below) < below - start {
             // A gap below the size: ask again, after the size.
@@ -338,13 +342,14 @@ impl Node {
         };
         Ok(Owners {
             size: Some(size),
+            pfs_upto,
             runs,
             next: None,
         })
     }
 
     /// The size of `ino` as the probe's view sees it.
-    async fn size_as(&self, probe: &Probe, ino: u64) -> FsResult<u64> {
+    async fn size_as(&self, probe: &Probe, ino: u64) -> FsResult<(u64, Option<u64>)> {
         let shard = ino_shard(ino);
         let got = self
             .call(
@@ -356,7 +361,7 @@ impl Node {
             )
             .await?;
         probe.left_out(got.excluded);
-        Ok(got.attr.size)
+        Ok((got.attr.size, got.pfs_upto))
     }
 
     /// The owners of `[start, end)`, stripe by stripe, ascending by start within each.
@@ -449,11 +454,12 @@ impl Node {
     pub async fn query_file_as(&self, view: &TxnView, ino: u64, from: u64) -> FsResult<Owners> {
         let mut probe = Probe::new(view.clone());
         loop {
-            let size = self.size_as(&probe, ino).await?;
+            let (size, pfs_upto) = self.size_as(&probe, ino).await?;
             let (runs, next) = self.query_file_page(&probe, ino, None, from).await?;
             if self.settle(&mut probe, ino).await? {
                 return Ok(Owners {
                     size: Some(size),
+                    pfs_upto,
                     runs,
                     next,
                 });
@@ -466,11 +472,12 @@ impl Node {
     pub async fn query_file_whole(&self, ino: u64) -> FsResult<Owners> {
         let mut probe = Probe::new(TxnView::default());
         loop {
-            let size = self.size_as(&probe, ino).await?;
+            let (size, pfs_upto) = self.size_as(&probe, ino).await?;
             let runs = self.query_file_only(&probe, ino, None).await?;
             if self.settle(&mut probe, ino).await? {
                 return Ok(Owners {
                     size: Some(size),
+                    pfs_upto,
                     runs,
                     next: None,
                 });

@@ -138,7 +138,7 @@ impl ServePeer<OwnQueryFile> for Node {
         let own = self.own.lock().expect("own");
         let (mut runs, mut resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
         let pending = self.txns.pending();
-        let stripes = pending.stripes_of(r.ino);
+        let stripes = pending.stripes_of(&own, r.ino, self.cfg.stripe_size);
         if stripes.is_empty() {
             return Ok(OwnedPage {
                 runs,

@@ -14,11 +14,11 @@ use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_core::meta::SizeChange;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::{
-    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnVerdict, TxnView, txn_home,
+    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict, TxnView,
+    txn_home,
 };
 
 /// How long a query keeps asking again, 10 ms apart, while a transaction it left out is
@@ -57,16 +57,44 @@ impl ServePeer<TxnComplete> for Node {
     }
 }
 
+impl ServePeer<TxnTruncate> for Node {
+    async fn serve_peer(&self, r: TxnTruncate) -> FsResult<()> {
+        self.check_txn_id(r.txn)?;
+        let holds_inode = tessera_core::placement::ino_shard(r.ino) == self.id;
+        if holds_inode {
+            self.inode(r.ino)?;
+        }
+        let (durable, tell) = {
+            let _own = self.own.lock().expect("own");
+            // Under the lock, as an attach: a completion running now cannot slip between.
+            self.check_not_done(r.txn)?;
+            let path = holds_inode.then_some(r.path.as_str());
+            let ops = self.txns.pending().truncate(r.txn, r.ino, r.size, path)?;
+            // Copies cached elsewhere would hide the cut from the members' answers.
+            let mut callbacks = self.callbacks.lock().expect("callbacks");
+            let keys = callbacks.held_stripes(r.ino);
+            let tell = callbacks.change(keys);
+            let ops = ops.into_iter().map(DbOp::from).collect();
+            (self.store.submit(ops), tell)
+        };
+        durable.durable().await?;
+        self.tell_holders(tell).await;
+        Ok(())
+    }
+}
+
 impl ServePeer<InodeGetAs> for Node {
     async fn serve_peer(&self, r: InodeGetAs) -> FsResult<AttrAs> {
         let mut attr = self.inode(r.ino)?;
         let committed = |t| r.view.committed.contains(&t);
-        let (size, excluded) =
-            self.txns
-                .pending()
-                .size_as(r.ino, attr.size, r.view.viewer, &committed);
+        let pending = self.txns.pending();
+        let (size, excluded) = pending.size_as(r.ino, attr.size, r.view.viewer, &committed);
         attr.size = size;
-        Ok(AttrAs { attr, excluded })
+        Ok(AttrAs {
+            attr,
+            excluded,
+            pfs_upto: pending.pfs_upto(r.ino, r.view.viewer, &committed),
+        })
     }
 }
 
@@ -183,13 +211,16 @@ impl Node {
             };
             return durable.durable().await;
         }
-        let sizes = self.txns.pending().sizes_of(txn);
-        // Every extension in one durable batch: one wait for the state log, not one per file.
+        let (sizes, pfs_cuts) = {
+            let pending = self.txns.pending();
+            (pending.sizes_of(txn), pending.pfs_cuts_of(txn))
+        };
+        // Every size in one durable batch: one wait for the state log, not one per file.
         self.change_namespace(|ns| {
             let now = super::namespace_shard::now_ns();
             let mut changes = Vec::new();
-            for (ino, end) in sizes {
-                match ns.set_size(ino, SizeChange::Extend(end), now) {
+            for (ino, size) in sizes {
+                match ns.set_size(ino, size, now) {
                     Ok((_, c)) => changes.extend(c),
                     // Unlinked meanwhile: nothing to extend.
                     Err(e) => tracing::debug!("extending {ino:#x} for {txn:016x}: {e}"),
@@ -198,6 +229,11 @@ impl Node {
             Ok(((), changes))
         })
         .await?;
+        // The PFS copies of the files it cut lose the bytes beyond the cut (a read of a hole
+        // would find them there otherwise). Idempotent: a copy is only ever shortened.
+        for (p, at) in pfs_cuts {
+            self.on_pfs(&p, move |pfs, p| pfs.truncate(p, at)).await?;
+        }
         let (durable, tell) = {
             let mut own = self.own.lock().expect("own");
             let mut pending = self.txns.pending();

@@ -204,6 +204,7 @@ protocol! {
         CatShardWait = "cat_shard_wait" -> u64,
         /// Where the reserved bytes start.
         InodeAppend = "inode_append" -> u64,
+        TxnTruncate = "txn_truncate" -> (),
     }
 }
 
@@ -310,7 +311,9 @@ impl PeerRequest {
             | PeerRequest::TxnMembers(_)
             | PeerRequest::CatShardLookup(_)
             | PeerRequest::CatShardList(_)
-            | PeerRequest::CatShardWait(_) => true,
+            | PeerRequest::CatShardWait(_)
+            // A cut is a minimum; the size it sets is the same when resent at once.
+            | PeerRequest::TxnTruncate(_) => true,
             // As `Request::CatChange`, `Request::AppendAt`.
             PeerRequest::CatShardChange(_) | PeerRequest::InodeAppend(_) => false,
             PeerRequest::TableListUnlock(_) => false,

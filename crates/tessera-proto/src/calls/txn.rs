@@ -75,6 +75,16 @@ pub struct TxnPrepare {
     pub txn: u64,
 }
 
+/// A member of `txn` truncates `ino` to `size`: every node holds the cut back for the
+/// transaction; the inode's node also the size, and `path`, whose PFS copy it cuts at commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnTruncate {
+    pub txn: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub path: String,
+}
+
 /// `txn` was decided: lay its pending state into the maps (`commit`) or drop it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TxnComplete {
@@ -124,4 +134,7 @@ pub struct InodeGetAs {
 pub struct AttrAs {
     pub attr: Attr,
     pub excluded: Vec<u64>,
+    /// Beyond this, the file's PFS copy is not part of it: a transaction the view includes
+    /// cut the file there, and the copy may not be cut yet.
+    pub pfs_upto: Option<u64>,
 }
