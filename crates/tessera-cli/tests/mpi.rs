@@ -523,6 +523,32 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     wait_no_transactions(&inst, "the crashed job's transaction");
     run_ranks(run("3", &[]));
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    // Killed after emptying the file (as HDF5 does for H5F_ACC_TRUNC) and writing it anew:
+    // the file keeps every byte it had.
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("5", &["trunc,crash"]).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    // The checkpoint idiom (write aside, rename over): killed, the old checkpoint stays and
+    // no temporary is left; finished, the new one is in place.
+    let tmp = format!("{path}.tmp");
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("6", &["ckpt,crash"]).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    assert!(
+        inst.client(0).stat(&tmp).is_err(),
+        "the temporary is visible"
+    );
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    run_ranks(run("7", &["ckpt,trunc"]));
+    assert_eq!(tessera_bytes(&inst, path), vec![7u8; 4 * BLOCK]);
+    assert!(inst.client(0).stat(&tmp).is_err(), "the temporary stayed");
     // The same program built for MPICH: its handles are constants, not addresses.
     let mpich = build_c("mpicc.mpich", "txn_job");
     let env = [("TESSERA_TXN", "job")];

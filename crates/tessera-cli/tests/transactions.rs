@@ -576,16 +576,17 @@ fn a_file_a_transaction_creates_appears_only_when_it_commits() {
     }
     assert!(names(&reader, "/tessera/out").is_empty());
     assert_eq!(names(&b, "/tessera/out").len(), paths.len());
-    // Someone else creating the same name waits for the transaction; a member cannot rename
-    // what has no committed name yet; the directory cannot go from under the files.
+    // Someone else creating the same name waits for the transaction; a member renames a new
+    // file (and back); the directory cannot go from under the files.
     let e = reader
         .open(&paths[0], OpenOptions::new().write(true).create(true))
         .err()
         .expect("an outsider created a file a transaction is creating");
     assert_eq!(e.errno, Errno::Busy, "{e}");
     assert!(e.message.contains(&format!("{txn:016x}")), "{e}");
-    let e = a.rename(&paths[0], "/tessera/out/renamed").unwrap_err();
-    assert_eq!(e.errno, Errno::XDev, "{e}");
+    a.rename(&paths[0], "/tessera/out/renamed").unwrap();
+    assert!(!exists(&b, &paths[0]) && exists(&b, "/tessera/out/renamed"));
+    b.rename("/tessera/out/renamed", &paths[0]).unwrap();
     let e = reader.rmdir("/tessera/out").unwrap_err();
     assert_eq!(e.errno, Errno::NotEmpty, "{e}");
     // A member removes one of its new files again: it never appears.
@@ -882,4 +883,93 @@ fn a_truncate_in_a_transaction_changes_the_file_only_when_it_commits() {
     assert_eq!(writer.stat(path).unwrap().size, 6 * STRIPE);
     let pfs_len = std::fs::metadata(inst.pfs().join("cut.dat")).unwrap().len();
     assert!(pfs_len <= 2 * STRIPE, "the PFS copy kept {pfs_len} bytes");
+}
+
+#[test]
+fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
+    reader.mkdir("/tessera/mv", 0o755).unwrap();
+    let at = |name: &str| format!("/tessera/mv/{name}");
+    let writer = inst.client(0);
+    for (name, id) in [("ckpt.tmp", 1), ("ckpt", 3), ("a", 4), ("gone", 5)] {
+        write(&writer, &at(name), id, 0, STRIPE);
+    }
+    // Flushed: the PFS copies must follow the names at commit.
+    writer.flush_path(&at("ckpt.tmp")).unwrap();
+    writer.flush_path(&at("ckpt")).unwrap();
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+
+    // An abort leaves every name as it was.
+    let txn = open_joined(&a, &[&a]);
+    a.rename(&at("a"), &at("b")).unwrap();
+    assert!(!exists(&a, &at("a")) && exists(&a, &at("b")));
+    assert!(exists(&reader, &at("a")) && !exists(&reader, &at("b")));
+    a.txn_decide(txn, false, vec!["changed my mind".into()])
+        .unwrap();
+    a.txn_join(None).unwrap();
+    assert!(exists(&reader, &at("a")) && !exists(&reader, &at("b")));
+    assert_eq!(versions(&read_all(&reader, &at("a")), &[4]), vec![Some(4)]);
+
+    let txn = open_joined(&a, &[&a, &b]);
+    // The checkpoint idiom: write aside, rename over the old one.
+    a.rename(&at("ckpt.tmp"), &at("ckpt")).unwrap();
+    // A file the transaction created, renamed (refused before renames were pending).
+    write(&b, &at("new"), 2, 0, STRIPE);
+    b.rename(&at("new"), &at("final")).unwrap();
+    // A committed file renamed twice, and one renamed and then removed.
+    a.rename(&at("a"), &at("a2")).unwrap();
+    b.rename(&at("a2"), &at("a3")).unwrap();
+    a.rename(&at("gone"), &at("gone2")).unwrap();
+    a.unlink(&at("gone2")).unwrap();
+    let after = ["a3", "ckpt", "final"];
+    for m in [&a, &b] {
+        assert_eq!(sorted(names(m, "/tessera/mv")), after);
+        assert_eq!(versions(&read_all(m, &at("ckpt")), &[1]), vec![Some(1)]);
+        assert_eq!(versions(&read_all(m, &at("a3")), &[4]), vec![Some(4)]);
+    }
+    // Everyone else sees the committed names, and cannot change the ones being renamed.
+    assert_eq!(
+        sorted(names(&reader, "/tessera/mv")),
+        ["a", "ckpt", "ckpt.tmp", "gone"]
+    );
+    assert_eq!(
+        versions(&read_all(&reader, &at("ckpt")), &[3]),
+        vec![Some(3)]
+    );
+    assert_eq!(
+        reader.unlink(&at("ckpt.tmp")).unwrap_err().errno,
+        Errno::Busy
+    );
+    assert_eq!(
+        reader.rename(&at("a"), &at("z")).unwrap_err().errno,
+        Errno::Busy
+    );
+
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    assert_eq!(sorted(names(&reader, "/tessera/mv")), after);
+    assert_eq!(
+        versions(&read_all(&reader, &at("ckpt")), &[1]),
+        vec![Some(1)]
+    );
+    assert_eq!(
+        versions(&read_all(&reader, &at("final")), &[2]),
+        vec![Some(2)]
+    );
+    assert_eq!(versions(&read_all(&reader, &at("a3")), &[4]), vec![Some(4)]);
+    assert!(!exists(&reader, &at("gone")) && !exists(&reader, &at("z")));
+    wait_resolved(&inst);
+    let pfs = inst.pfs().join("mv");
+    assert!(
+        !pfs.join("ckpt.tmp").exists(),
+        "the old name's PFS copy stayed"
+    );
+    assert_eq!(
+        std::fs::read(pfs.join("ckpt")).unwrap(),
+        pattern(1, 0, STRIPE),
+        "the PFS copy did not follow the renamed file"
+    );
 }

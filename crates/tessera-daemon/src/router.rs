@@ -100,6 +100,8 @@ impl Node {
             PeerRequest::CatShardWait(r) => self.peer_answer(r).await,
             PeerRequest::InodeAppend(r) => self.peer_answer(r).await,
             PeerRequest::TxnTruncate(r) => self.peer_answer(r).await,
+            PeerRequest::DentryMoveOut(r) => self.peer_answer(r).await,
+            PeerRequest::DentryMoveIn(r) => self.peer_answer(r).await,
         }
     }
 

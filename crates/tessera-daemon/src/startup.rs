@@ -126,9 +126,10 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
                 &loaded.pending_cuts,
                 &loaded.prepared,
             ),
-            tessera_core::txn_entries::PendingEntries::load(std::mem::take(
-                &mut loaded.pending_dentries,
-            )),
+            tessera_core::txn_entries::PendingEntries::load(
+                std::mem::take(&mut loaded.pending_dentries),
+                std::mem::take(&mut loaded.pending_moves),
+            ),
             loaded.next_txn,
         ),
         catalogue: crate::services::catalogue_shard::CatalogueShard::new(

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
-use tessera_core::txn_entries::{EntryChange, PendingName};
+use tessera_core::txn_entries::{EntryChange, Moves, PendingName};
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
@@ -81,6 +81,11 @@ const CAT_PENDING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("c
 /// the entry it creates, the committed one it removes), pending until it ends (schema 4).
 const PENDING_DENTRIES: TableDefinition<(u64, &str, &str), &[u8]> =
     TableDefinition::new("pending_dentries");
+/// (txn, parent, name) -> (the committed path the created entry was renamed from, the path
+/// the removed entry was renamed to; "" for none): how a pending name takes part in its
+/// transaction's renames (schema 5).
+const PENDING_MOVES: TableDefinition<(u64, &str, &str), (&str, &str)> =
+    TableDefinition::new("pending_moves");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -101,7 +106,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`) and the entries
 ///    of files transactions create (`pending_dentries`); a version 2 or 3 database is
 ///    upgraded by adding the tables it lacks, empty.
-/// 5: the files transactions truncate (`pending_cuts`); upgraded from 2 to 4 the same way.
+/// 5: the files transactions truncate (`pending_cuts`) and the names they rename
+///    (`pending_moves`); upgraded from 2 to 4 the same way.
 pub const STATE_SCHEMA_VERSION: u64 = 5;
 const SCHEMA_KEY: &str = "schema";
 
@@ -233,6 +239,14 @@ pub enum DbOp {
         ino: u64,
         cut: tessera_core::txn_pending::Cut,
     },
+    /// How a pending name takes part in its transaction's renames (it goes with
+    /// `DelPendingDentry` and `ForgetPending`).
+    PutPendingMoves {
+        txn: u64,
+        parent: String,
+        name: String,
+        moves: Moves,
+    },
 }
 
 /// A pending entry's change, as the row it writes or deletes.
@@ -251,6 +265,17 @@ impl From<EntryChange> for DbOp {
                 pending,
             },
             EntryChange::Del { txn, parent, name } => DbOp::DelPendingDentry { txn, parent, name },
+            EntryChange::Moves {
+                txn,
+                parent,
+                name,
+                moves,
+            } => DbOp::PutPendingMoves {
+                txn,
+                parent,
+                name,
+                moves,
+            },
         }
     }
 }
@@ -378,6 +403,8 @@ pub struct Loaded {
     pub cat_pending: Vec<(u64, PendingOp)>,
     /// Names transactions create or remove: (txn, parent, name, changes).
     pub pending_dentries: Vec<(u64, String, String, PendingName)>,
+    /// Their parts in renames: (parent, name, moves).
+    pub pending_moves: Vec<(String, String, Moves)>,
 }
 
 struct Batch {
@@ -484,6 +511,8 @@ impl Store {
                 .map_err(|e| db_err("pending sizes", e))?;
             txn.open_table(PENDING_CUTS)
                 .map_err(|e| db_err("pending cuts", e))?;
+            txn.open_table(PENDING_MOVES)
+                .map_err(|e| db_err("pending moves", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -691,6 +720,20 @@ fn load(db: &Database) -> FsResult<Loaded> {
         ));
         Ok(())
     })?;
+    each_row(&txn, PENDING_MOVES, "pending moves", |k, v| {
+        let (_, parent, name) = k.value();
+        let (from, to) = v.value();
+        let named = |p: &str| (!p.is_empty()).then(|| p.to_string());
+        out.pending_moves.push((
+            parent.to_string(),
+            name.to_string(),
+            Moves {
+                from: named(from),
+                to: named(to),
+            },
+        ));
+        Ok(())
+    })?;
     each_row(&txn, CAT_PENDING, "catalogue pending", |k, v| {
         let (t, _) = k.value();
         out.cat_pending
@@ -793,6 +836,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut cat_next = txn.open_table(CAT_NEXT).map_err(|x| e(x.into()))?;
         let mut cat_pending = txn.open_table(CAT_PENDING).map_err(|x| e(x.into()))?;
         let mut pending_dentries = txn.open_table(PENDING_DENTRIES).map_err(|x| e(x.into()))?;
+        let mut pending_moves = txn.open_table(PENDING_MOVES).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -882,6 +926,12 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                             pending_dentries.retain_in((*t, "", "")..(after, "", ""), |_, _| false)
                         }
                         None => pending_dentries.retain_in((*t, "", "").., |_, _| false),
+                    })
+                    .and_then(|()| match t.checked_add(1) {
+                        Some(after) => {
+                            pending_moves.retain_in((*t, "", "")..(after, "", ""), |_, _| false)
+                        }
+                        None => pending_moves.retain_in((*t, "", "").., |_, _| false),
                     }),
                 DbOp::PutHomeTxn { txn, state } => home_txns.insert(*txn, *state).map(drop),
                 DbOp::DelHomeTxn(t) => home_txns.remove(*t).map(drop),
@@ -907,6 +957,21 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                     .map(drop),
                 DbOp::DelPendingDentry { txn, parent, name } => pending_dentries
                     .remove((*txn, parent.as_str(), name.as_str()))
+                    .and_then(|_| pending_moves.remove((*txn, parent.as_str(), name.as_str())))
+                    .map(drop),
+                DbOp::PutPendingMoves {
+                    txn,
+                    parent,
+                    name,
+                    moves,
+                } => pending_moves
+                    .insert(
+                        (*txn, parent.as_str(), name.as_str()),
+                        (
+                            moves.from.as_deref().unwrap_or_default(),
+                            moves.to.as_deref().unwrap_or_default(),
+                        ),
+                    )
                     .map(drop),
                 DbOp::PutCatPending { txn, op } => cat_pending
                     .insert(
@@ -1173,6 +1238,7 @@ mod tests {
             DbOp::DelPendingRun { .. } => "DelPendingRun",
             DbOp::PutPendingSize { .. } => "PutPendingSize",
             DbOp::PutPendingCut { .. } => "PutPendingCut",
+            DbOp::PutPendingMoves { .. } => "PutPendingMoves",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1307,6 +1373,15 @@ mod tests {
                     path: Some("/a/b".into()),
                 },
             },
+            DbOp::PutPendingMoves {
+                txn: 1 << 48 | 7,
+                parent: "/a".into(),
+                name: "b".into(),
+                moves: Moves {
+                    from: Some("/a/c".into()),
+                    to: None,
+                },
+            },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1315,7 +1390,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 25, "one sample per operation kind");
+        assert_eq!(seen.len(), 26, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

@@ -735,6 +735,30 @@ fn peer_samples(s: &mut Samples) {
         },
         (),
     );
+    s.peer(
+        DentryMoveOut {
+            path: "/out/ckpt.tmp".into(),
+            ino: 5,
+            txn: txn(),
+            to: Some("/out/ckpt".into()),
+        },
+        MovedOut {
+            committed: true,
+            moved_from: None,
+        },
+    );
+    s.peer(
+        DentryMoveIn {
+            path: "/out/ckpt".into(),
+            dentry: dentry(),
+            txn: txn(),
+            from: Some("/out/ckpt.tmp".into()),
+        },
+        MovedIn {
+            replaced: Some(dentry()),
+            moved_from: Some("/out/old".into()),
+        },
+    );
 }
 
 fn samples() -> Samples {

@@ -12,6 +12,7 @@
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
 //! * [`txn`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000): joining one, its
 //!   two-phase commit at its home, and the state every node holds back until the decision;
+//!   [`txn_rename`]: renames by its members, pending between the two names' shards;
 //! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
 //!   pending under transactions like their writes;
 //! * [`admin`]: liveness, status, shutdown.
@@ -33,4 +34,5 @@ pub mod read;
 pub mod space;
 pub mod txn;
 pub mod txn_home;
+pub mod txn_rename;
 pub mod txn_shard;

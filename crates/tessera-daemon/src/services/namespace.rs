@@ -262,20 +262,6 @@ impl ServeClient<Rename> for Node {
         if from == to {
             return Ok(());
         }
-        if self.txns.member(client).is_some()
-            && self
-                .lookup(&TxnView::default(), &from)
-                .await?
-                .is_none_or(|(d, _)| d.ino != src.ino)
-        {
-            return Err(FsError::new(
-                Errno::XDev,
-                format!(
-                    "{} was created in this transaction and has no committed name yet: renaming it is not supported until the transaction commits; copy it instead (mv does so by itself)",
-                    self.user_path(&from)
-                ),
-            ));
-        }
         if path::is_within(&to, &from) {
             return Err(FsError::new(
                 Errno::Inval,
@@ -291,9 +277,10 @@ impl ServeClient<Rename> for Node {
                 ),
             ));
         }
+        let txn = self.txns.member(client);
         let (to_parent, _) = path::split(&to).expect("not the root");
-        self.require_dir(to_parent, None).await?;
-        if self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
+        self.require_dir(to_parent, txn).await?;
+        if txn.is_none() && self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
             // The PFS copy will move there: fail before the namespace changes if it cannot.
             self.on_pfs(to_parent, |pfs, p| pfs.make_dirs(p).map(drop))
                 .await?;
@@ -318,15 +305,41 @@ impl ServeClient<Rename> for Node {
                 _ => {}
             }
         }
+        if let Some(txn) = txn {
+            return self.rename_in_txn(txn, &from, &to, src).await;
+        }
         let put = DentryPut {
             path: to.clone(),
             dentry: src,
         };
         let replaced = self.call(path_shard(&to, self.cfg.nodes), put).await?;
+        if let Err(e) = self.remove_entry(&from, src.ino).await {
+            // The old name stays (a transaction is changing it, say): so does the new one's
+            // entry as it was.
+            let undone = match replaced {
+                Some(old) => {
+                    let put_back = DentryPut {
+                        path: to.clone(),
+                        dentry: old,
+                    };
+                    self.call(path_shard(&to, self.cfg.nodes), put_back)
+                        .await
+                        .map(drop)
+                }
+                None => self.remove_entry(&to, src.ino).await,
+            };
+            if let Err(u) = undone {
+                tracing::warn!(
+                    "rename of {} failed ({e}); undoing it at {} failed too: {u}",
+                    self.user_path(&from),
+                    self.user_path(&to)
+                );
+            }
+            return Err(e);
+        }
         if let Some(old) = replaced.filter(|o| o.ino != src.ino) {
             self.destroy_file(old.ino).await?;
         }
-        self.remove_entry(&from, src.ino).await?;
         // The PFS copy moves with the file (a link moves as a link); a replaced file's copy
         // goes.
         let pfs = self.pfs.clone();
@@ -550,7 +563,7 @@ impl Node {
     }
 
     /// Forgets a file everywhere: inode, ownership, logs on every node.
-    async fn destroy_file(&self, ino: u64) -> FsResult<()> {
+    pub(crate) async fn destroy_file(&self, ino: u64) -> FsResult<()> {
         self.call(ino_shard(ino), InodeRemove { ino }).await?;
         self.call_all(self.every_node(|| DropFile { ino })).await?;
         Ok(())

@@ -12,7 +12,7 @@ use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::placement::ino_shard;
-use tessera_core::txn_entries::{PendingName, Seen, busy};
+use tessera_core::txn_entries::{Seen, Taken, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
@@ -132,23 +132,23 @@ impl ServePeer<DentryRemove> for Node {
         if let Some(txn) = r.txn {
             self.check_not_done(txn)?;
         }
+        // A committed file a member renamed here, then removes: its committed name's rename
+        // becomes a removal.
+        let mut renamed_from = None;
         let (removed, durable) = {
             let mut ns = self.ns.lock().expect("ns");
             let mut entries = self.txns.entries();
             let pending = entries.get(&p);
             let mut ops: Vec<DbOp> = Vec::new();
             let removed = match (pending, r.txn) {
-                // A file its creating transaction removes again.
+                // A file its creating transaction removes again (or renamed here).
                 (Some((t, n)), _)
                     if Some(t) == r.txn && n.created.is_some_and(|d| d.ino == r.ino) =>
                 {
-                    ops.extend(
-                        entries
-                            .remove_created(&p, r.ino)?
-                            .into_iter()
-                            .map(DbOp::from),
-                    );
-                    true
+                    let (changes, from) = entries.take_created(&p, r.ino)?;
+                    ops.extend(changes.into_iter().map(DbOp::from));
+                    renamed_from = from;
+                    renamed_from.is_none()
                 }
                 (Some((t, _)), _) if Some(t) != r.txn => {
                     return Err(busy(&self.user_path(&p), t));
@@ -174,6 +174,19 @@ impl ServePeer<DentryRemove> for Node {
             (removed, self.store.submit(ops))
         };
         durable.durable().await?;
+        if let (Some(from), Some(txn)) = (renamed_from, r.txn) {
+            let removal = tessera_proto::DentryMoveOut {
+                path: from.clone(),
+                ino: r.ino,
+                txn,
+                to: None,
+            };
+            self.call(
+                tessera_core::placement::path_shard(&from, self.cfg.nodes),
+                removal,
+            )
+            .await?;
+        }
         Ok(removed)
     }
 }
@@ -327,7 +340,7 @@ impl Node {
 
     /// Before a lookup or change of `p` (by `viewer`'s transaction, or outside any): another
     /// transaction's pending entry there is resolved if it is prepared here.
-    async fn settle_entry(&self, p: &str, viewer: Option<u64>) -> FsResult<()> {
+    pub(crate) async fn settle_entry(&self, p: &str, viewer: Option<u64>) -> FsResult<()> {
         let pending = self.txns.entries().get(p);
         match pending {
             Some((txn, _)) if Some(txn) != viewer => self.complete_decided(vec![txn]).await,
@@ -340,9 +353,9 @@ impl Node {
     /// Abort: the files it created are destroyed; the entries it removed stay.
     pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<()> {
         let mut mine = self.txns.entries().take(txn);
-        while let Some((parent, name, n)) = mine.first().cloned() {
+        while let Some(taken) = mine.first() {
             let done = self
-                .complete_name(&path::join(&parent, &name), n, commit)
+                .complete_name(&path::join(&taken.parent, &taken.name), taken, commit)
                 .await;
             if let Err(e) = done {
                 // Left for the next completion: every step above is idempotent.
@@ -354,17 +367,38 @@ impl Node {
         Ok(())
     }
 
-    /// Applies (`commit`) or undoes one name's pending changes.
-    async fn complete_name(&self, p: &str, n: PendingName, commit: bool) -> FsResult<()> {
+    /// Applies (`commit`) or undoes one name's pending changes. A name renamed away goes
+    /// without its file, whose PFS copy follows it (a crash after the copy moved finds it
+    /// gone and leaves it); a file renamed here from its committed name stays at abort.
+    async fn complete_name(&self, p: &str, taken: &Taken, commit: bool) -> FsResult<()> {
+        let (n, moves) = (taken.pending, &taken.moves);
+        if let (true, Some(old), Some(dest)) = (commit, n.removed, &moves.to) {
+            let dest = dest.clone();
+            let moved = self.on_pfs(p, move |pfs, p| pfs.rename(p, &dest)).await;
+            if let Err(e) = moved {
+                tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(p));
+            }
+            self.change_namespace(|ns| Ok(((), ns.remove(p, old.ino)?.1)))
+                .await?;
+            if let Some(new) = n.created {
+                self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))
+                    .await?;
+            }
+            return Ok(());
+        }
         let (gone, kept) = if commit {
             (n.removed, n.created)
         } else {
-            (n.created, None)
+            // A committed file renamed here is not the transaction's to destroy.
+            (n.created.filter(|_| moves.from.is_none()), None)
         };
         if let Some(old) = gone {
             if commit {
                 self.change_namespace(|ns| Ok(((), ns.remove(p, old.ino)?.1)))
                     .await?;
+            }
+            // A file renamed over it brings its own PFS copy, from its old name.
+            if commit && moves.from.is_none() {
                 let dir = old.kind == FileKind::Dir;
                 let removed = self
                     .on_pfs(p, move |pfs, p| {

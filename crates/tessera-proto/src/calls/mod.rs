@@ -205,6 +205,8 @@ protocol! {
         /// Where the reserved bytes start.
         InodeAppend = "inode_append" -> u64,
         TxnTruncate = "txn_truncate" -> (),
+        DentryMoveOut = "dentry_move_out" -> MovedOut,
+        DentryMoveIn = "dentry_move_in" -> MovedIn,
     }
 }
 
@@ -269,6 +271,8 @@ impl PeerRequest {
             PeerRequest::DentryCreate(c) => !c.exclusive,
             // Returns the entry it replaced: the second copy would return the first's entry.
             PeerRequest::DentryPut(_) => false,
+            // A second copy finds the first's work done and answers differently.
+            PeerRequest::DentryMoveOut(_) | PeerRequest::DentryMoveIn(_) => false,
             PeerRequest::Shutdown(_) => false,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).

@@ -118,6 +118,44 @@ pub struct DentryRemove {
     pub txn: Option<u64>,
 }
 
+/// A member of `txn` renames the entry of `path` (naming `ino`) away to `to` (`None`: the
+/// file goes at commit after all, as a removal): pending until the transaction ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryMoveOut {
+    pub path: String,
+    pub ino: u64,
+    pub txn: u64,
+    pub to: Option<String>,
+}
+
+/// Answer to [`DentryMoveOut`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MovedOut {
+    /// The entry was the committed one (its removal is now pending), not one the
+    /// transaction created.
+    pub committed: bool,
+    /// The created entry was the committed file of this path, renamed there before.
+    pub moved_from: Option<String>,
+}
+
+/// A member of `txn` renames `dentry` to `path`, from the committed name `from` (`None`: a
+/// file the transaction created): pending until the transaction ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryMoveIn {
+    pub path: String,
+    pub dentry: Dentry,
+    pub txn: u64,
+    pub from: Option<String>,
+}
+
+/// Answer to [`DentryMoveIn`]: an entry the transaction had created at the path, which the
+/// renamed one replaced, and the committed name it had been renamed from, if it had.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MovedIn {
+    pub replaced: Option<Dentry>,
+    pub moved_from: Option<String>,
+}
+
 /// Insert or replace an entry (rename target); returns the replaced entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DentryPut {

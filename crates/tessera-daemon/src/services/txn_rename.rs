@@ -1,0 +1,149 @@
+//! Renames inside a transaction (seed 000): a member's rename is pending like its creates and
+//! removals. The old name's shard marks the entry renamed away (`DentryMoveOut`), the new
+//! name's shard marks it created there (`DentryMoveIn`); the pair is tied by
+//! `tessera_core::txn_entries::Moves`, so that at commit the old name goes without its file
+//! (whose PFS copy follows it to the new name) and at abort the file stays where it was. The
+//! members see the new name at once, everyone else the committed names until the decision.
+
+use crate::Node;
+use crate::rpc::ServePeer;
+use crate::store::DbOp;
+use tessera_core::placement::path_shard;
+use tessera_core::txn_entries::busy;
+use tessera_core::{FsResult, path};
+use tessera_proto::{Dentry, DentryMoveIn, DentryMoveOut, MovedIn, MovedOut};
+
+impl ServePeer<DentryMoveOut> for Node {
+    async fn serve_peer(&self, r: DentryMoveOut) -> FsResult<MovedOut> {
+        let p = path::normalize(&r.path)?;
+        let to = r.to.as_deref().map(path::normalize).transpose()?;
+        self.check_txn_id(r.txn)?;
+        self.settle_entry(&p, Some(r.txn)).await?;
+        let (out, durable) = {
+            let ns = self.ns.lock().expect("ns");
+            let mut entries = self.txns.entries();
+            // Under the entries lock, as the completion marks it done.
+            self.check_not_done(r.txn)?;
+            let (changes, out) = match entries.get(&p) {
+                Some((other, _)) if other != r.txn => {
+                    return Err(busy(&self.user_path(&p), other));
+                }
+                // One it created (or renamed) there: that creation goes.
+                Some((_, n)) if n.created.is_some_and(|d| d.ino == r.ino) => {
+                    let (changes, moved_from) = entries.take_created(&p, r.ino)?;
+                    let out = MovedOut {
+                        committed: false,
+                        moved_from,
+                    };
+                    (changes, out)
+                }
+                _ => match ns.get(&p).filter(|d| d.ino == r.ino) {
+                    Some(dentry) => {
+                        let changes = entries.move_away(r.txn, &p, dentry, to.as_deref())?;
+                        let out = MovedOut {
+                            committed: true,
+                            moved_from: None,
+                        };
+                        (changes, out)
+                    }
+                    None => return Err(self.enoent(&p)),
+                },
+            };
+            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+            (out, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(out)
+    }
+}
+
+impl ServePeer<DentryMoveIn> for Node {
+    async fn serve_peer(&self, r: DentryMoveIn) -> FsResult<MovedIn> {
+        let p = path::normalize(&r.path)?;
+        let from = r.from.as_deref().map(path::normalize).transpose()?;
+        self.check_txn_id(r.txn)?;
+        self.settle_entry(&p, Some(r.txn)).await?;
+        let (out, durable) = {
+            let ns = self.ns.lock().expect("ns");
+            let mut entries = self.txns.entries();
+            self.check_not_done(r.txn)?;
+            let committed = ns.get(&p);
+            let (changes, replaced) =
+                entries.move_in(r.txn, &p, r.dentry, from.as_deref(), committed)?;
+            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+            let out = MovedIn {
+                replaced: replaced.created,
+                moved_from: replaced.moved_from,
+            };
+            (out, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(out)
+    }
+}
+
+impl Node {
+    /// A member of `txn` renames `src` from `from` to `to` (both normalised, checked as a
+    /// rename outside a transaction is): pending until the transaction ends.
+    pub(crate) async fn rename_in_txn(
+        &self,
+        txn: u64,
+        from: &str,
+        to: &str,
+        src: Dentry,
+    ) -> FsResult<()> {
+        let nodes = self.cfg.nodes;
+        let move_out = |path: &str, ino: u64, to: Option<&str>| DentryMoveOut {
+            path: path.to_string(),
+            ino,
+            txn,
+            to: to.map(str::to_string),
+        };
+        let out = self
+            .call(path_shard(from, nodes), move_out(from, src.ino, Some(to)))
+            .await?;
+        // The committed name the file has outside the transaction, if it has one.
+        let origin = if out.committed {
+            Some(from.to_string())
+        } else {
+            out.moved_from.clone()
+        };
+        let move_in = |path: &str| DentryMoveIn {
+            path: path.to_string(),
+            dentry: src,
+            txn,
+            from: origin.clone(),
+        };
+        let moved_in = match self.call(path_shard(to, nodes), move_in(to)).await {
+            Ok(m) => m,
+            Err(e) => {
+                // Back where it was: renamed from there to there is no rename at all.
+                if let Err(back) = self.call(path_shard(from, nodes), move_in(from)).await {
+                    tracing::warn!(
+                        "rename of {} in transaction {txn:016x} failed ({e}), and putting it back failed too: {back}",
+                        self.user_path(from)
+                    );
+                }
+                return Err(e);
+            }
+        };
+        // A file renamed twice: its committed name now leads to the new one (unless it went
+        // home, which the new name's shard settled).
+        if let Some(orig) = out.moved_from.filter(|o| o != to) {
+            self.call(path_shard(&orig, nodes), move_out(&orig, src.ino, Some(to)))
+                .await?;
+        }
+        // What the member saw at the new name is gone for it: a file the transaction made
+        // goes now; a committed file it had renamed there goes at commit, from its own name.
+        if let Some(old) = moved_in.replaced {
+            match moved_in.moved_from {
+                Some(orig) => {
+                    self.call(path_shard(&orig, nodes), move_out(&orig, old.ino, None))
+                        .await?;
+                }
+                None => self.destroy_file(old.ino).await?,
+            }
+        }
+        Ok(())
+    }
+}
