@@ -892,12 +892,19 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
     reader.mkdir("/tessera/mv", 0o755).unwrap();
     let at = |name: &str| format!("/tessera/mv/{name}");
     let writer = inst.client(0);
-    for (name, id) in [("ckpt.tmp", 1), ("ckpt", 3), ("a", 4), ("gone", 5)] {
+    for (name, id) in [
+        ("ckpt.tmp", 1),
+        ("ckpt", 3),
+        ("a", 4),
+        ("gone", 5),
+        ("kept", 6),
+    ] {
         write(&writer, &at(name), id, 0, STRIPE);
     }
-    // Flushed: the PFS copies must follow the names at commit.
-    writer.flush_path(&at("ckpt.tmp")).unwrap();
+    // Flushed: the old checkpoint's PFS copy goes with it at commit; a flushed file is not
+    // renamed inside a transaction.
     writer.flush_path(&at("ckpt")).unwrap();
+    writer.flush_path(&at("kept")).unwrap();
     let sorted = |mut v: Vec<String>| {
         v.sort();
         v
@@ -915,6 +922,9 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
     assert_eq!(versions(&read_all(&reader, &at("a")), &[4]), vec![Some(4)]);
 
     let txn = open_joined(&a, &[&a, &b]);
+    let e = a.rename(&at("kept"), &at("moved")).unwrap_err();
+    assert_eq!(e.errno, Errno::XDev, "{e}");
+    assert!(e.message.contains("PFS"), "{e}");
     // The checkpoint idiom: write aside, rename over the old one.
     a.rename(&at("ckpt.tmp"), &at("ckpt")).unwrap();
     // A file the transaction created, renamed (refused before renames were pending).
@@ -925,7 +935,7 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
     b.rename(&at("a2"), &at("a3")).unwrap();
     a.rename(&at("gone"), &at("gone2")).unwrap();
     a.unlink(&at("gone2")).unwrap();
-    let after = ["a3", "ckpt", "final"];
+    let after = ["a3", "ckpt", "final", "kept"];
     for m in [&a, &b] {
         assert_eq!(sorted(names(m, "/tessera/mv")), after);
         assert_eq!(versions(&read_all(m, &at("ckpt")), &[1]), vec![Some(1)]);
@@ -934,7 +944,7 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
     // Everyone else sees the committed names, and cannot change the ones being renamed.
     assert_eq!(
         sorted(names(&reader, "/tessera/mv")),
-        ["a", "ckpt", "ckpt.tmp", "gone"]
+        ["a", "ckpt", "ckpt.tmp", "gone", "kept"]
     );
     assert_eq!(
         versions(&read_all(&reader, &at("ckpt")), &[3]),
@@ -964,12 +974,42 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
     wait_resolved(&inst);
     let pfs = inst.pfs().join("mv");
     assert!(
-        !pfs.join("ckpt.tmp").exists(),
-        "the old name's PFS copy stayed"
+        !pfs.join("ckpt").exists(),
+        "the replaced checkpoint's PFS copy stayed"
     );
+    assert!(pfs.join("kept").exists());
+}
+
+#[test]
+fn a_write_after_the_decision_is_not_cut_by_the_transactions_truncate() {
+    let inst = start(&[]);
+    // A file whose entry and inode live on node 1, which dies when the decision reaches it.
+    let path = path_on(1, "grow");
+    let (a, b) = (inst.client(0), inst.client(1));
+    write(&b, &path, 1, 0, 4 * STRIPE);
+    drop((a, b));
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let a = inst.client(0);
+    let txn = open_joined(&a, &[&a]);
+    a.truncate(&path, STRIPE).unwrap();
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    inst.restart(1);
+    // Made after the decision, the write extends the file the truncate cut: the size the
+    // transaction set comes first, not over it.
+    let c = inst.client(0);
+    write(&c, &path, 3, 6 * STRIPE, STRIPE);
+    wait_resolved(&inst);
+    let reader = inst.client(1);
+    assert_eq!(reader.stat(&path).unwrap().size, 7 * STRIPE);
+    let bytes = read_all(&reader, &path);
     assert_eq!(
-        std::fs::read(pfs.join("ckpt")).unwrap(),
-        pattern(1, 0, STRIPE),
-        "the PFS copy did not follow the renamed file"
+        versions(&bytes, &[1, 3]),
+        vec![Some(1), None, None, None, None, None, Some(3)]
+    );
+    assert!(
+        bytes[STRIPE as usize..6 * STRIPE as usize]
+            .iter()
+            .all(|x| *x == 0)
     );
 }

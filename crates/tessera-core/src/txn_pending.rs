@@ -347,14 +347,14 @@ impl PendingOwnership {
             .unwrap_or_default()
     }
 
-    /// The PFS copies `txn` cuts when it commits: (name, where).
-    pub fn pfs_cuts_of(&self, txn: TxnId) -> Vec<(String, u64)> {
+    /// The PFS copies `txn` cuts when it commits: (inode, its name, where).
+    pub fn pfs_cuts_of(&self, txn: TxnId) -> Vec<(u64, String, u64)> {
         self.txns
             .get(&txn)
             .map(|o| {
                 o.cuts
-                    .values()
-                    .filter_map(|c| Some((c.path.clone()?, c.at)))
+                    .iter()
+                    .filter_map(|(ino, c)| Some((*ino, c.path.clone()?, c.at)))
                     .collect()
             })
             .unwrap_or_default()
@@ -716,10 +716,10 @@ mod tests {
         p.extend(7, 1, 60).unwrap();
         assert_eq!(p.size_as(1, 500, Some(7), &never), (60, vec![]));
         assert_eq!(p.sizes_of(7), vec![(1, SizeChange::Set(60))]);
-        assert_eq!(p.pfs_cuts_of(7), vec![("/f".to_string(), 20)]);
+        assert_eq!(p.pfs_cuts_of(7), vec![(1, "/f".to_string(), 20)]);
         // A second, deeper cut on a shard without the inode keeps the name.
         p.truncate(7, 1, 5, None).unwrap();
-        assert_eq!(p.pfs_cuts_of(7), vec![("/f".to_string(), 5)]);
+        assert_eq!(p.pfs_cuts_of(7), vec![(1, "/f".to_string(), 5)]);
         let e = p.truncate(8, 1, 0, None).unwrap_err();
         assert_eq!(e.errno, Errno::Busy);
         let e = p

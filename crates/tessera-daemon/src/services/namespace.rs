@@ -306,6 +306,7 @@ impl ServeClient<Rename> for Node {
             }
         }
         if let Some(txn) = txn {
+            self.check_movable_in_txn(&from, &to, src).await?;
             return self.rename_in_txn(txn, &from, &to, src).await;
         }
         let put = DentryPut {
@@ -313,7 +314,14 @@ impl ServeClient<Rename> for Node {
             dentry: src,
         };
         let replaced = self.call(path_shard(&to, self.cfg.nodes), put).await?;
-        if let Err(e) = self.remove_entry(&from, src.ino).await {
+        // Gone meanwhile (a transaction's decided removal completed on the way, say): the
+        // rename did not happen.
+        let removed = match self.remove_entry_in(&from, src.ino, None).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.enoent(&from)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = removed {
             // The old name stays (a transaction is changing it, say): so does the new one's
             // entry as it was.
             let undone = match replaced {
@@ -573,13 +581,27 @@ impl Node {
     /// transaction (`view.viewer`) every node holds the cut back until it completes.
     async fn truncate_ino(&self, p: &str, ino: u64, size: u64, view: &TxnView) -> FsResult<Attr> {
         if let Some(txn) = view.viewer {
-            let cut = || TxnTruncate {
-                txn,
-                ino,
-                size,
-                path: p.to_string(),
+            let cut = |n| {
+                self.call(
+                    n,
+                    TxnTruncate {
+                        txn,
+                        ino,
+                        size,
+                        path: p.to_string(),
+                    },
+                )
             };
-            self.call_all(self.every_node(cut)).await?;
+            let answers = futures::future::join_all((0..self.cfg.nodes).map(cut)).await;
+            let failed = answers.iter().filter(|a| a.is_err()).count();
+            if let Some(Err(e)) = answers.into_iter().find(Result::is_err) {
+                if failed < self.cfg.nodes as usize {
+                    // Cut on some nodes and not on others: the transaction cannot commit
+                    // whole any more.
+                    self.doom(txn, &e).await;
+                }
+                return Err(e);
+            }
             return Ok(self.inode_get_as(view, ino).await?.attr);
         }
         let set = InodeSetSize {

@@ -175,17 +175,13 @@ impl ServePeer<DentryRemove> for Node {
         };
         durable.durable().await?;
         if let (Some(from), Some(txn)) = (renamed_from, r.txn) {
-            let removal = tessera_proto::DentryMoveOut {
-                path: from.clone(),
-                ino: r.ino,
-                txn,
-                to: None,
-            };
-            self.call(
-                tessera_core::placement::path_shard(&from, self.cfg.nodes),
-                removal,
-            )
-            .await?;
+            let removal = super::txn_rename::move_out(txn, &from, r.ino, None);
+            let shard = tessera_core::placement::path_shard(&from, self.cfg.nodes);
+            if let Err(e) = self.call(shard, removal).await {
+                // The name went and its committed one would still lead here.
+                self.doom(txn, &e).await;
+                return Err(e);
+            }
         }
         Ok(removed)
     }
@@ -246,11 +242,10 @@ impl ServePeer<InodeSetSize> for Node {
             self.extend_pending(txn, r.ino, end).await?;
             return self.inode(r.ino);
         }
-        if let SizeChange::Set(_) = r.change {
-            // A truncate comes after the decided transactions that extended the file.
-            let touching = self.txns.pending().touching_file(r.ino);
-            self.complete_decided(touching).await?;
-        }
+        // A plain truncate or extension comes after the decided transactions that set the
+        // file's size: theirs is applied first, not over it.
+        let touching = self.txns.pending().touching_file(r.ino);
+        self.complete_decided(touching).await?;
         self.change_namespace(|ns| ns.set_size(r.ino, r.change, now_ns()))
             .await
     }
@@ -258,6 +253,8 @@ impl ServePeer<InodeSetSize> for Node {
 
 impl ServePeer<InodeAppend> for Node {
     async fn serve_peer(&self, r: InodeAppend) -> FsResult<u64> {
+        let touching = self.txns.pending().touching_file(r.ino);
+        self.complete_decided(touching).await?;
         self.change_namespace(|ns| ns.append(r.ino, r.len, now_ns()))
             .await
     }
@@ -368,8 +365,9 @@ impl Node {
     }
 
     /// Applies (`commit`) or undoes one name's pending changes. A name renamed away goes
-    /// without its file, whose PFS copy follows it (a crash after the copy moved finds it
-    /// gone and leaves it); a file renamed here from its committed name stays at abort.
+    /// without its file; a file renamed here from its committed name stays at abort. Files
+    /// are renamed in a transaction only while they have no PFS copy; one a flush made
+    /// meanwhile follows the file (a crash after it moved finds it gone and leaves it).
     async fn complete_name(&self, p: &str, taken: &Taken, commit: bool) -> FsResult<()> {
         let (n, moves) = (taken.pending, &taken.moves);
         if let (true, Some(old), Some(dest)) = (commit, n.removed, &moves.to) {
@@ -396,9 +394,6 @@ impl Node {
             if commit {
                 self.change_namespace(|ns| Ok(((), ns.remove(p, old.ino)?.1)))
                     .await?;
-            }
-            // A file renamed over it brings its own PFS copy, from its old name.
-            if commit && moves.from.is_none() {
                 let dir = old.kind == FileKind::Dir;
                 let removed = self
                     .on_pfs(p, move |pfs, p| {

@@ -273,6 +273,22 @@ impl ServeClient<TxnDecide> for Node {
 }
 
 impl Node {
+    /// A member's change failed after part of it took effect on some shards: `txn` can no
+    /// longer commit whole, so it is aborted, with the failure as the reason its processes
+    /// are told.
+    pub(crate) async fn doom(&self, txn: u64, failure: &FsError) {
+        let abort = TxnHomeDecide {
+            txn,
+            commit: false,
+            reasons: vec![format!(
+                "a change was made on some daemons and not on others: {failure}"
+            )],
+        };
+        if let Err(e) = self.call(txn_home(txn), abort).await {
+            tracing::warn!("aborting transaction {txn:016x} after a partial change: {e}");
+        }
+    }
+
     /// A transaction id from the wire must name a home in this instance.
     pub(crate) fn check_txn_id(&self, txn: u64) -> FsResult<()> {
         if txn_home(txn) >= self.cfg.nodes {

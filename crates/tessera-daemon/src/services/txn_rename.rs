@@ -10,8 +10,18 @@ use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use tessera_core::placement::path_shard;
 use tessera_core::txn_entries::busy;
-use tessera_core::{FsResult, path};
-use tessera_proto::{Dentry, DentryMoveIn, DentryMoveOut, MovedIn, MovedOut};
+use tessera_core::{Errno, FsError, FsResult, path};
+use tessera_proto::{Dentry, DentryMoveIn, DentryMoveOut, MovedIn, MovedOut, TxnView};
+
+/// `txn` renames the entry of `path` naming `ino` away to `to` (`None`: removes it after all).
+pub(crate) fn move_out(txn: u64, path: &str, ino: u64, to: Option<&str>) -> DentryMoveOut {
+    DentryMoveOut {
+        path: path.to_string(),
+        ino,
+        txn,
+        to: to.map(str::to_string),
+    }
+}
 
 impl ServePeer<DentryMoveOut> for Node {
     async fn serve_peer(&self, r: DentryMoveOut) -> FsResult<MovedOut> {
@@ -83,8 +93,39 @@ impl ServePeer<DentryMoveIn> for Node {
 }
 
 impl Node {
+    /// A member may rename a committed file only while it has no PFS copy (it lives in the
+    /// burst buffer alone): a copy would have to move at commit, one name's shard at a time,
+    /// and the members' reads of its bytes there would look under the new name meanwhile.
+    /// Files the transaction wrote qualify; a flushed or imported one is refused with `EXDEV`
+    /// (which `mv` answers by copying, itself pending).
+    pub(crate) async fn check_movable_in_txn(
+        &self,
+        from: &str,
+        to: &str,
+        src: Dentry,
+    ) -> FsResult<()> {
+        let committed = self.lookup(&TxnView::default(), from).await?;
+        if committed.is_none_or(|(d, _)| d.ino != src.ino) {
+            // Made (or renamed here) by the transaction: no copy of its own.
+            return Ok(());
+        }
+        if self.on_pfs(from, |pfs, p| pfs.lstat(p)).await?.is_some() {
+            return Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "{} has a copy in the PFS directory (it was flushed or imported): a transaction renames only files that live in the burst buffer alone; copy it to {} instead (mv does so by itself), or rename it outside the transaction",
+                    self.user_path(from),
+                    self.user_path(to)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// A member of `txn` renames `src` from `from` to `to` (both normalised, checked as a
-    /// rename outside a transaction is): pending until the transaction ends.
+    /// rename outside a transaction is): pending until the transaction ends. A failure after
+    /// the first shard changed, other than the new name's refusal (undone), aborts the
+    /// transaction: its names could no longer commit whole.
     pub(crate) async fn rename_in_txn(
         &self,
         txn: u64,
@@ -93,14 +134,11 @@ impl Node {
         src: Dentry,
     ) -> FsResult<()> {
         let nodes = self.cfg.nodes;
-        let move_out = |path: &str, ino: u64, to: Option<&str>| DentryMoveOut {
-            path: path.to_string(),
-            ino,
-            txn,
-            to: to.map(str::to_string),
-        };
         let out = self
-            .call(path_shard(from, nodes), move_out(from, src.ino, Some(to)))
+            .call(
+                path_shard(from, nodes),
+                move_out(txn, from, src.ino, Some(to)),
+            )
             .await?;
         // The committed name the file has outside the transaction, if it has one.
         let origin = if out.committed {
@@ -119,27 +157,50 @@ impl Node {
             Err(e) => {
                 // Back where it was: renamed from there to there is no rename at all.
                 if let Err(back) = self.call(path_shard(from, nodes), move_in(from)).await {
-                    tracing::warn!(
-                        "rename of {} in transaction {txn:016x} failed ({e}), and putting it back failed too: {back}",
-                        self.user_path(from)
-                    );
+                    self.doom(txn, &back).await;
                 }
                 return Err(e);
             }
         };
+        let done = self
+            .finish_rename(txn, to, src, out.moved_from, moved_in)
+            .await;
+        if let Err(e) = &done {
+            self.doom(txn, e).await;
+        }
+        done
+    }
+
+    /// The rest of [`Node::rename_in_txn`] once both names are marked: the committed name of
+    /// a file renamed twice, and what the new name held.
+    async fn finish_rename(
+        &self,
+        txn: u64,
+        to: &str,
+        src: Dentry,
+        moved_from: Option<String>,
+        moved_in: MovedIn,
+    ) -> FsResult<()> {
+        let nodes = self.cfg.nodes;
         // A file renamed twice: its committed name now leads to the new one (unless it went
         // home, which the new name's shard settled).
-        if let Some(orig) = out.moved_from.filter(|o| o != to) {
-            self.call(path_shard(&orig, nodes), move_out(&orig, src.ino, Some(to)))
-                .await?;
+        if let Some(orig) = moved_from.filter(|o| o != to) {
+            self.call(
+                path_shard(&orig, nodes),
+                move_out(txn, &orig, src.ino, Some(to)),
+            )
+            .await?;
         }
         // What the member saw at the new name is gone for it: a file the transaction made
         // goes now; a committed file it had renamed there goes at commit, from its own name.
         if let Some(old) = moved_in.replaced {
             match moved_in.moved_from {
                 Some(orig) => {
-                    self.call(path_shard(&orig, nodes), move_out(&orig, old.ino, None))
-                        .await?;
+                    self.call(
+                        path_shard(&orig, nodes),
+                        move_out(txn, &orig, old.ino, None),
+                    )
+                    .await?;
                 }
                 None => self.destroy_file(old.ino).await?,
             }

@@ -230,8 +230,23 @@ impl Node {
         })
         .await?;
         // The PFS copies of the files it cut lose the bytes beyond the cut (a read of a hole
-        // would find them there otherwise). Idempotent: a copy is only ever shortened.
-        for (p, at) in pfs_cuts {
+        // would find them there otherwise): the copy under the name the file had, if the name
+        // (as the decision left it) still leads to it, out of a flush's way. Idempotent: a
+        // copy is only ever shortened.
+        let decided = TxnView {
+            viewer: None,
+            committed: vec![txn],
+        };
+        for (ino, p, at) in pfs_cuts {
+            if self
+                .lookup(&decided, &p)
+                .await?
+                .is_none_or(|(d, _)| d.ino != ino)
+            {
+                continue;
+            }
+            let flushing = self.flush_lock(ino);
+            let _flush = flushing.lock().await;
             self.on_pfs(&p, move |pfs, p| pfs.truncate(p, at)).await?;
         }
         let (durable, tell) = {
