@@ -562,6 +562,33 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
 }
 
 #[test]
+fn shared_file_pointers_and_ordered_calls_work_under_the_default_model() {
+    let exe = build_c("mpicc", "shared_fp");
+    // The reference: the same program on a local directory, without Tessera.
+    let local = scratch("shared-fp-local");
+    let reference = local.join("f").display().to_string();
+    let ok = |o: &Output| assert!(printed(o).contains("shared_fp: ok"), "{}", printed(o));
+    ok(&mpirun(None, "ompio", &exe, &[&reference]));
+    let inst = Inst::start(3);
+    for io in IMPLS {
+        ok(&mpirun(
+            Some(&inst),
+            io,
+            &exe,
+            &[&format!("/tessera/shared-{io}")],
+        ));
+    }
+    let mpich = build_c("mpicc.mpich", "shared_fp");
+    ok(&mpirun_mpich(
+        &inst,
+        &[],
+        &mpich,
+        &["/tessera/shared-mpich"],
+    ));
+    let _ = std::fs::remove_dir_all(&local);
+}
+
+#[test]
 fn parallel_hdf5_runs_as_one_transaction_with_txn_job() {
     let exe = build_c("h5pcc", "h5par");
     let local = scratch("h5-txn-local");

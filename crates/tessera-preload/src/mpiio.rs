@@ -27,8 +27,12 @@
 //! `whole`) are exclusive for reads too, as ROMIO's are: ROMIO's extent locks then nest inside
 //! them, owned by the same process.
 //!
-//! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`), the
-//! ordered shared-pointer calls (`MPI_File_write_ordered`, `MPI_File_read_ordered`) and MPI-4's
+//! The shared-pointer calls outside atomic mode, and the ordered calls in either mode (they are
+//! collective, so never under a lock), publish a write when they return and re-learn the file
+//! before a read (see [`shared_pointer_sync`]): what ranks write through the shared pointer is
+//! seen by reads ordered after it by a barrier, as on a local disk.
+//!
+//! Not covered (they pass through unchanged): split collectives (`*_begin`/`*_end`) and MPI-4's
 //! large-count `_c` forms (which Open MPI 4.1 does not have).
 //!
 //! MPI handles are passed as machine words: `MPI_Datatype`, `MPI_Comm`, `MPI_Info` and
@@ -137,9 +141,23 @@ unsafe fn tessera_file(name: *const c_char) -> Option<String> {
 /// The lock handle of an atomic Tessera file (opened at its first access), or `None` for a
 /// file the wrappers leave alone.
 fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
+    let atomic = {
+        let _b = Busy::enter();
+        files().get(&fh).is_some_and(|f| f.atomic)
+    };
+    if !atomic {
+        return Ok(None);
+    }
+    tessera_handle(fh)
+}
+
+/// The wrappers' own handle of a Tessera file (opened at first use; it takes the atomic mode's
+/// locks, and publishes and refreshes for the shared-pointer calls), or `None` for a file
+/// elsewhere.
+fn tessera_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
     let _b = Busy::enter();
     let mut g = files();
-    let Some(f) = g.get_mut(&fh).filter(|f| f.atomic) else {
+    let Some(f) = g.get_mut(&fh) else {
         return Ok(None);
     };
     if f.lock.is_none() {
@@ -148,6 +166,36 @@ fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
         f.lock = Some(Arc::new(Mutex::new(client()?.open(&f.path, &o)?)));
     }
     Ok(f.lock.clone())
+}
+
+/// Shared-pointer and ordered accesses outside atomic mode, on Tessera files: a write is
+/// published when the call returns, and a read first makes the process re-learn the file, so
+/// that a read ordered after another rank's write by a barrier alone sees it. MPI asks for
+/// `MPI_File_sync` in between; programs (ROMIO's shared_fp test among them) count on what a
+/// local disk gives, and a shared file pointer is itself a promise of coordination. Returns
+/// the MPI error of a failure.
+fn shared_pointer_sync(fh: Handle, write: bool) -> Result<(), c_int> {
+    let handle = match tessera_handle(fh) {
+        Ok(None) => return Ok(()),
+        Ok(Some(h)) => h,
+        Err(e) => {
+            let _b = Busy::enter();
+            report(&e);
+            return Err(mpi_err_io());
+        }
+    };
+    let _b = Busy::enter();
+    let mut f = lock_file(&handle);
+    let done = if write {
+        f.attach_file()
+    } else {
+        f.refresh();
+        Ok(())
+    };
+    done.map_err(|e| {
+        report(&e);
+        mpi_err_io()
+    })
 }
 
 /// How atomic accesses are locked: `TESSERA_ATOMIC_LOCKS=list|extent|whole|none`.
@@ -528,6 +576,8 @@ macro_rules! access {
         /// As the MPI function.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            // Whether this is a shared-pointer access outside atomic mode (and a write).
+            let mut shared = None;
             if let Some(_in) = Inside::enter() {
                 let a = Access {
                     write: access!(@rw $rw),
@@ -538,13 +588,70 @@ macro_rules! access {
                 if let Some(rc) = atomically($fh, a, || $atomic) {
                     return rc;
                 }
+                if matches!(a.at, At::Shared) {
+                    shared = Some(a.write);
+                }
             }
             let f = next!($sym: fn($($fty),*) -> c_int);
-            // SAFETY: forwarding the caller's arguments.
-            unsafe { f($($fwd),*) }
+            forward_shared($fh, shared, || {
+                // SAFETY: forwarding the caller's arguments.
+                unsafe { f($($fwd),*) }
+            })
         }
     };
 }
+
+/// Runs a forwarded access; for a shared-pointer one (`shared`: whether it writes), with the
+/// publication or refresh of [`shared_pointer_sync`] around it.
+fn forward_shared(fh: Handle, shared: Option<bool>, call: impl FnOnce() -> c_int) -> c_int {
+    if shared == Some(false)
+        && let Err(rc) = shared_pointer_sync(fh, false)
+    {
+        return rc;
+    }
+    let rc = call();
+    if rc == 0
+        && shared == Some(true)
+        && let Err(e) = shared_pointer_sync(fh, true)
+    {
+        return e;
+    }
+    rc
+}
+
+/// Defines the MPI_ and PMPI_ names of an ordered call (collective, on the shared pointer in
+/// rank order): never under a lock (it is collective), published and refreshed as the
+/// shared-pointer calls are outside atomic mode, in either mode.
+macro_rules! ordered {
+    ($rw:ident $name:ident, $pname:ident) => {
+        ordered!(@one $rw $name);
+        ordered!(@one $rw $pname);
+    };
+    (@one $rw:ident $sym:ident) => {
+        #[doc = concat!("`", stringify!($sym), "`: published or refreshed on Tessera files (see [`shared_pointer_sync`]).")]
+        ///
+        /// # Safety
+        /// As the MPI function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $sym(
+            fh: Handle,
+            buf: *mut c_void,
+            count: c_int,
+            dt: Handle,
+            status: *mut c_void,
+        ) -> c_int {
+            let shared = Inside::enter().map(|_| access!(@rw $rw));
+            let f = next!($sym: fn(Handle, *mut c_void, c_int, Handle, *mut c_void) -> c_int);
+            forward_shared(fh, shared, || {
+                // SAFETY: forwarding the caller's arguments.
+                unsafe { f(fh, buf, count, dt, status) }
+            })
+        }
+    };
+}
+
+ordered!(write MPI_File_write_ordered, PMPI_File_write_ordered);
+ordered!(read MPI_File_read_ordered, PMPI_File_read_ordered);
 
 access!(at write MPI_File_write_at, PMPI_File_write_at, MPI_File_write_at, PMPI_File_write_at);
 access!(at write MPI_File_write_at_all, PMPI_File_write_at_all, MPI_File_write_at, PMPI_File_write_at);
