@@ -114,14 +114,15 @@ pub fn run(o: TxnOpts) -> Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let command = format!(
-        "tessera bench txn --ranks {} --reps {} --daemons {}",
+        "tessera bench txn --ranks {} --reps {} --daemons {} --dir {}",
         o.ranks
             .iter()
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(","),
         o.reps,
-        o.daemons
+        o.daemons,
+        o.dir.display()
     );
     let record = serde_json::json!({
         "workload": "txn",
