@@ -1013,3 +1013,26 @@ fn a_write_after_the_decision_is_not_cut_by_the_transactions_truncate() {
             .all(|x| *x == 0)
     );
 }
+
+#[test]
+fn a_truncate_refused_by_one_daemon_aborts_its_transaction() {
+    let inst = start(&[]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
+    let path = "/tessera/split";
+    write(&reader, path, 1, 0, 8 * STRIPE);
+    // Another transaction holds one stripe beyond the cut, on one daemon's shard only.
+    let other = open_joined(&b, &[&b]);
+    write(&b, path, 2, 4 * STRIPE, STRIPE);
+    let txn = open_joined(&a, &[&a]);
+    let e = a.truncate(path, 0).unwrap_err();
+    assert_eq!(e.errno, Errno::Busy, "{e}");
+    // Cut on one daemon and refused on the other: the transaction cannot commit whole.
+    let e = a.txn_decide(txn, true, Vec::new()).unwrap_err();
+    assert_eq!(e.errno, Errno::Canceled, "{e}");
+    assert!(e.message.contains("some daemons"), "{e}");
+    a.txn_join(None).unwrap();
+    b.txn_decide(other, true, Vec::new()).unwrap();
+    assert_eq!(reader.stat(path).unwrap().size, 8 * STRIPE);
+    let expected: Vec<Option<u32>> = (0..8).map(|i| Some(if i == 4 { 2 } else { 1 })).collect();
+    assert_eq!(versions(&read_all(&reader, path), &[1, 2]), expected);
+}
