@@ -665,16 +665,20 @@ fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
     assert!(names(&reader, "/tessera").contains(&path["/tessera/".len()..].to_string()));
 }
 
+/// A file (`stem` on node 1, pattern 1 over `[0, len)`) whose entry and inode live on node 1,
+/// restarted to die when a decision reaches it.
+fn on_a_node_dying_at_completion(inst: &Inst, stem: &str, len: u64) -> String {
+    let path = path_on(1, stem);
+    write(&inst.client(0), &path, 1, 0, len);
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    path
+}
+
 #[test]
 fn a_truncate_after_the_decision_cuts_what_the_transaction_wrote() {
     let inst = start(&[]);
-    // A file whose entry and inode live on node 1, which dies when the decision reaches it.
-    let path = path_on(1, "cut");
-    let (a, b) = (inst.client(0), inst.client(1));
-    write(&a, &path, 1, 0, 2 * STRIPE);
-    drop((a, b));
-    inst.kill9(1);
-    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let path = on_a_node_dying_at_completion(&inst, "cut", 2 * STRIPE);
     let (a, b) = (inst.client(0), inst.client(1));
     let txn = open_joined(&a, &[&a, &b]);
     write(&a, &path, 2, 0, 4 * STRIPE);
@@ -983,13 +987,7 @@ fn a_rename_in_a_transaction_changes_the_names_only_when_it_commits() {
 #[test]
 fn a_write_after_the_decision_is_not_cut_by_the_transactions_truncate() {
     let inst = start(&[]);
-    // A file whose entry and inode live on node 1, which dies when the decision reaches it.
-    let path = path_on(1, "grow");
-    let (a, b) = (inst.client(0), inst.client(1));
-    write(&b, &path, 1, 0, 4 * STRIPE);
-    drop((a, b));
-    inst.kill9(1);
-    inst.restart_with(1, &[("TESSERA_FAILPOINT", "shard-before-complete")]);
+    let path = on_a_node_dying_at_completion(&inst, "grow", 4 * STRIPE);
     let a = inst.client(0);
     let txn = open_joined(&a, &[&a]);
     a.truncate(&path, STRIPE).unwrap();

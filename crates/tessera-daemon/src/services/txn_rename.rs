@@ -8,8 +8,9 @@
 use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
+use tessera_core::namespace::Namespace;
 use tessera_core::placement::path_shard;
-use tessera_core::txn_entries::busy;
+use tessera_core::txn_entries::{EntryChange, PendingEntries, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{Dentry, DentryMoveIn, DentryMoveOut, MovedIn, MovedOut, TxnView};
 
@@ -27,17 +28,9 @@ impl ServePeer<DentryMoveOut> for Node {
     async fn serve_peer(&self, r: DentryMoveOut) -> FsResult<MovedOut> {
         let p = path::normalize(&r.path)?;
         let to = r.to.as_deref().map(path::normalize).transpose()?;
-        self.check_txn_id(r.txn)?;
-        self.settle_entry(&p, Some(r.txn)).await?;
-        let (out, durable) = {
-            let ns = self.ns.lock().expect("ns");
-            let mut entries = self.txns.entries();
-            // Under the entries lock, as the completion marks it done.
-            self.check_not_done(r.txn)?;
-            let (changes, out) = match entries.get(&p) {
-                Some((other, _)) if other != r.txn => {
-                    return Err(busy(&self.user_path(&p), other));
-                }
+        self.change_entries(&p, r.txn, |ns, entries| {
+            match entries.get(&p) {
+                Some((other, _)) if other != r.txn => Err(busy(&self.user_path(&p), other)),
                 // One it created (or renamed) there: that creation goes.
                 Some((_, n)) if n.created.is_some_and(|d| d.ino == r.ino) => {
                     let (changes, moved_from) = entries.take_created(&p, r.ino)?;
@@ -45,7 +38,7 @@ impl ServePeer<DentryMoveOut> for Node {
                         committed: false,
                         moved_from,
                     };
-                    (changes, out)
+                    Ok((changes, out))
                 }
                 _ => match ns.get(&p).filter(|d| d.ino == r.ino) {
                     Some(dentry) => {
@@ -54,16 +47,13 @@ impl ServePeer<DentryMoveOut> for Node {
                             committed: true,
                             moved_from: None,
                         };
-                        (changes, out)
+                        Ok((changes, out))
                     }
-                    None => return Err(self.enoent(&p)),
+                    None => Err(self.enoent(&p)),
                 },
-            };
-            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
-            (out, self.store.submit(ops))
-        };
-        durable.durable().await?;
-        Ok(out)
+            }
+        })
+        .await
     }
 }
 
@@ -71,28 +61,44 @@ impl ServePeer<DentryMoveIn> for Node {
     async fn serve_peer(&self, r: DentryMoveIn) -> FsResult<MovedIn> {
         let p = path::normalize(&r.path)?;
         let from = r.from.as_deref().map(path::normalize).transpose()?;
-        self.check_txn_id(r.txn)?;
-        self.settle_entry(&p, Some(r.txn)).await?;
-        let (out, durable) = {
-            let ns = self.ns.lock().expect("ns");
-            let mut entries = self.txns.entries();
-            self.check_not_done(r.txn)?;
-            let committed = ns.get(&p);
+        self.change_entries(&p, r.txn, |ns, entries| {
             let (changes, replaced) =
-                entries.move_in(r.txn, &p, r.dentry, from.as_deref(), committed)?;
-            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+                entries.move_in(r.txn, &p, r.dentry, from.as_deref(), ns.get(&p))?;
             let out = MovedIn {
                 replaced: replaced.created,
                 moved_from: replaced.moved_from,
             };
+            Ok((changes, out))
+        })
+        .await
+    }
+}
+
+impl Node {
+    /// For `txn`'s change of the pending name `p`: settles another transaction's decided
+    /// entry there, applies `change` under the namespace and entries locks (the completion
+    /// marks a transaction done under them, so none slips between), and waits until its rows
+    /// are durable.
+    async fn change_entries<T>(
+        &self,
+        p: &str,
+        txn: u64,
+        change: impl FnOnce(&Namespace, &mut PendingEntries) -> FsResult<(Vec<EntryChange>, T)>,
+    ) -> FsResult<T> {
+        self.check_txn_id(txn)?;
+        self.settle_entry(p, Some(txn)).await?;
+        let (out, durable) = {
+            let ns = self.ns.lock().expect("ns");
+            let mut entries = self.txns.entries();
+            self.check_not_done(txn)?;
+            let (changes, out) = change(&ns, &mut entries)?;
+            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
             (out, self.store.submit(ops))
         };
         durable.durable().await?;
         Ok(out)
     }
-}
 
-impl Node {
     /// A member may rename a committed file only while it has no PFS copy (it lives in the
     /// burst buffer alone): a copy would have to move at commit, one name's shard at a time,
     /// and the members' reads of its bytes there would look under the new name meanwhile.
