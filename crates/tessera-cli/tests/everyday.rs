@@ -639,3 +639,132 @@ fn sqlite_works_with_a_rollback_journal_and_refuses_wal_with_the_reason() {
         stderr(&wal)
     );
 }
+
+/// Extended attributes are stored: python's calls (path, descriptor, flags, a value larger
+/// than its first buffer), `cp -a` into Tessera and back, and `tar --xattrs` both ways keep
+/// them, across a kill -9 and restart of every daemon.
+#[test]
+fn extended_attributes_are_kept_by_cp_tar_and_python() {
+    let inst = Inst::start(3);
+    let local = common::scratch("xattrs");
+    let src = local.join("src");
+    std::fs::write(&src, b"data\n").unwrap();
+    let set_local = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import os, sys; os.setxattr(sys.argv[1], 'user.origin', b'run 7')")
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(set_local.status.success(), "{}", stderr(&set_local));
+    let src = src.to_str().unwrap();
+    ok(&inst, 0, "cp", &["-a", src, "/tessera/copy"]);
+    ok(&inst, 1, "mkdir", &["/tessera/ex"]);
+    let tar = local.join("t.tar");
+    let out = std::process::Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=user.*", "-C"])
+        .arg(&local)
+        .arg("-cf")
+        .arg(&tar)
+        .arg("src")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tar = tar.to_str().unwrap();
+    ok(
+        &inst,
+        2,
+        "tar",
+        &[
+            "--xattrs",
+            "--xattrs-include=user.*",
+            "-C",
+            "/tessera/ex",
+            "-xf",
+            tar,
+        ],
+    );
+    let script = r#"
+import errno, os
+def fails(code, f, *a):
+    try:
+        f(*a)
+    except OSError as e:
+        assert e.errno == code, (f, e)
+    else:
+        raise AssertionError(f"{f.__name__}{a} succeeded")
+for p in ["/tessera/copy", "/tessera/ex/src"]:
+    assert os.getxattr(p, "user.origin") == b"run 7", p
+    assert os.listxattr(p) == ["user.origin"], os.listxattr(p)
+p = "/tessera/copy"
+fails(errno.EEXIST, os.setxattr, p, "user.origin", b"x", os.XATTR_CREATE)
+fails(errno.ENODATA, os.setxattr, p, "user.none", b"x", os.XATTR_REPLACE)
+fails(errno.ENODATA, os.getxattr, p, "user.none")
+fails(errno.ENOTSUP, os.setxattr, p, "system.posix_acl_access", b"x")
+big = bytes(range(256)) * 4
+fd = os.open(p, os.O_RDONLY)
+os.setxattr(fd, "user.big", big)
+assert os.getxattr(fd, "user.big") == big
+assert sorted(os.listxattr(fd)) == ["user.big", "user.origin"]
+os.close(fd)
+os.setxattr("/tessera/ex", "user.dir", b"d")
+os.removexattr("/tessera/ex/src", "user.origin")
+fails(errno.ENODATA, os.removexattr, "/tessera/ex/src", "user.origin")
+print("set")
+"#;
+    assert_eq!(stdout(&ok(&inst, 0, "python3", &["-c", script])), "set\n");
+    for n in 0..3 {
+        inst.kill9(n);
+        inst.restart(n);
+    }
+    let check = r#"
+import os
+big = bytes(range(256)) * 4
+assert os.getxattr("/tessera/copy", "user.big") == big
+assert os.getxattr("/tessera/ex", "user.dir") == b"d"
+assert os.listxattr("/tessera/ex/src") == []
+print("kept")
+"#;
+    assert_eq!(stdout(&ok(&inst, 1, "python3", &["-c", check])), "kept\n");
+    // Back out of Tessera: cp -a and tar carry them to a local disk.
+    let back = local.join("back");
+    let back_s = back.to_str().unwrap();
+    ok(&inst, 2, "cp", &["-a", "/tessera/copy", back_s]);
+    let out_tar = local.join("out.tar");
+    ok(
+        &inst,
+        0,
+        "tar",
+        &[
+            "--xattrs",
+            "-C",
+            "/tessera",
+            "-cf",
+            out_tar.to_str().unwrap(),
+            "copy",
+        ],
+    );
+    let untar = local.join("untar");
+    std::fs::create_dir_all(&untar).unwrap();
+    let out = std::process::Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=user.*", "-C"])
+        .arg(&untar)
+        .arg("-xf")
+        .arg(&out_tar)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read_local = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import os, sys; print(*(os.getxattr(p, 'user.origin').decode() for p in sys.argv[1:]), sep=',')")
+        .arg(&back)
+        .arg(untar.join("copy"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&read_local),
+        "run 7,run 7\n",
+        "{}",
+        stderr(&read_local)
+    );
+    let _ = std::fs::remove_dir_all(&local);
+}

@@ -257,6 +257,12 @@ impl Client {
     /// Like [`Client::stat`], but a symbolic link (found in the PFS directory) is followed to
     /// its target, which must lie beneath the PFS root.
     pub fn stat_follow(&self, path: &str) -> FsResult<Attr> {
+        self.follow(path).map(|(_, a)| a)
+    }
+
+    /// The path (as the user writes it) that `path` leads to through symbolic links found in
+    /// the PFS directory, each to a target beneath the PFS root, and its attributes.
+    pub fn follow(&self, path: &str) -> FsResult<(String, Attr)> {
         let (mut p, pfs) = {
             let g = self.lock();
             (g.resolve(path)?, g.cfg.pfs_dir.display().to_string())
@@ -266,7 +272,7 @@ impl Client {
             let user = self.lock().user_path(&p);
             let a = self.stat(&user)?;
             if a.kind != tessera_proto::FileKind::Symlink {
-                return Ok(a);
+                return Ok((user, a));
             }
             let target = self.readlink(&user)?;
             p = path::link_target(&p, &target, &pfs)?;

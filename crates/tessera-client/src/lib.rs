@@ -27,6 +27,7 @@ mod conn;
 mod file;
 mod list_lock;
 mod read;
+mod xattr;
 
 pub use client::{Client, ReadSources, Stats};
 pub use file::{File, OpenOptions, Whence};
@@ -36,6 +37,7 @@ pub use tessera_core::lock_list::{LockList, LockRun};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;
 pub use tessera_core::posix;
+pub use tessera_core::xattrs::{SetMode, XattrOp, XattrReply};
 pub use tessera_core::{Errno, FsError, FsResult, Model, catch_panic};
 pub use tessera_proto::{
     Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,

@@ -76,6 +76,8 @@ pub enum Errno {
     Canceled,
     /// A wait (for a catalogue version) ran out of time.
     TimedOut,
+    /// An argument too large (an extended attribute's value).
+    TooBig,
 }
 
 impl Errno {
@@ -115,6 +117,7 @@ impl Errno {
             Errno::Stale => libc::ESTALE,
             Errno::Canceled => libc::ECANCELED,
             Errno::TimedOut => libc::ETIMEDOUT,
+            Errno::TooBig => libc::E2BIG,
         }
     }
 
@@ -154,6 +157,7 @@ impl Errno {
             Errno::Stale => "ESTALE",
             Errno::Canceled => "ECANCELED",
             Errno::TimedOut => "ETIMEDOUT",
+            Errno::TooBig => "E2BIG",
         }
     }
 

@@ -31,6 +31,7 @@ pub mod txn_pending;
 pub mod txn_state;
 pub mod txn_tiers;
 pub mod wal;
+pub mod xattrs;
 
 pub use consistency::Model;
 pub use error::{Errno, FsError, FsResult, catch_panic};

@@ -10,6 +10,7 @@
 
 use crate::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 use crate::placement::make_ino;
+use crate::xattrs::{XattrOp, XattrReply, Xattrs};
 use crate::{Errno, FsError, FsResult, path};
 use std::collections::{BTreeMap, HashMap};
 
@@ -35,6 +36,8 @@ pub enum NamespaceChange {
     DelInode(u64),
     /// The counter from which the next inode number is minted.
     NextIno(u64),
+    /// An extended attribute set or removed.
+    Xattr(crate::xattrs::XattrChange),
 }
 
 /// Attributes of a new file or directory (or of one found on the PFS).
@@ -53,6 +56,7 @@ pub struct Namespace {
     next_counter: u64,
     entries: BTreeMap<(String, String), Dentry>,
     inodes: HashMap<u64, Attr>,
+    xattrs: Xattrs,
 }
 
 fn key(p: &str) -> FsResult<(String, String)> {
@@ -75,6 +79,7 @@ impl Namespace {
             next_counter: next_counter.max(FIRST_COUNTER),
             entries: dentries.into_iter().map(|(p, n, d)| ((p, n), d)).collect(),
             inodes: inodes.into_iter().map(|a| (a.ino, a)).collect(),
+            xattrs: Xattrs::default(),
         }
     }
 
@@ -84,6 +89,29 @@ impl Namespace {
 
     pub fn attr(&self, ino: u64) -> Option<Attr> {
         self.inodes.get(&ino).cloned()
+    }
+
+    /// The shard's extended attributes as persisted: (inode, name, value).
+    pub fn with_xattrs(mut self, rows: impl IntoIterator<Item = (u64, String, Vec<u8>)>) -> Self {
+        self.xattrs = Xattrs::load(rows);
+        self
+    }
+
+    /// Reads or changes the extended attributes of an inode held here.
+    pub fn xattr(&mut self, ino: u64, op: XattrOp) -> FsResult<(XattrReply, Vec<NamespaceChange>)> {
+        self.inode_mut(ino)?;
+        let changes = match op {
+            XattrOp::Get { name } => {
+                return Ok((XattrReply::Value(self.xattrs.get(ino, &name)?), Vec::new()));
+            }
+            XattrOp::List => return Ok((XattrReply::Names(self.xattrs.list(ino)), Vec::new())),
+            XattrOp::Set { name, value, mode } => self.xattrs.set(ino, &name, value, mode)?,
+            XattrOp::Remove { name } => self.xattrs.remove(ino, &name)?,
+        };
+        Ok((
+            XattrReply::Done,
+            changes.into_iter().map(NamespaceChange::Xattr).collect(),
+        ))
     }
 
     pub fn inode_count(&self) -> usize {
@@ -267,7 +295,16 @@ impl Namespace {
 
     pub fn remove_inode(&mut self, ino: u64) -> Vec<NamespaceChange> {
         match self.inodes.remove(&ino) {
-            Some(_) => vec![NamespaceChange::DelInode(ino)],
+            Some(_) => {
+                let mut changes: Vec<NamespaceChange> = self
+                    .xattrs
+                    .remove_all(ino)
+                    .into_iter()
+                    .map(NamespaceChange::Xattr)
+                    .collect();
+                changes.push(NamespaceChange::DelInode(ino));
+                changes
+            }
             None => Vec::new(),
         }
     }
@@ -385,6 +422,8 @@ mod tests {
                         self.inodes.remove(&ino);
                     }
                     NamespaceChange::NextIno(n) => self.next_ino = n,
+                    // Extended attributes have their own model test (`xattrs`).
+                    NamespaceChange::Xattr(_) => {}
                 }
             }
         }

@@ -49,6 +49,7 @@ impl Node {
             Request::CatList(r) => self.client_answer(client, r).await,
             Request::CatWait(r) => self.client_answer(client, r).await,
             Request::AppendAt(r) => self.client_answer(client, r).await,
+            Request::Xattr(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -102,6 +103,7 @@ impl Node {
             PeerRequest::TxnTruncate(r) => self.peer_answer(r).await,
             PeerRequest::DentryMoveOut(r) => self.peer_answer(r).await,
             PeerRequest::DentryMoveIn(r) => self.peer_answer(r).await,
+            PeerRequest::InodeXattr(r) => self.peer_answer(r).await,
         }
     }
 

@@ -93,12 +93,15 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
     let node = Arc::new(Node {
         id,
-        ns: Mutex::new(tessera_core::namespace::Namespace::new(
-            id,
-            loaded.next_ino,
-            std::mem::take(&mut loaded.dentries),
-            std::mem::take(&mut loaded.inodes),
-        )),
+        ns: Mutex::new(
+            tessera_core::namespace::Namespace::new(
+                id,
+                loaded.next_ino,
+                std::mem::take(&mut loaded.dentries),
+                std::mem::take(&mut loaded.inodes),
+            )
+            .with_xattrs(std::mem::take(&mut loaded.xattrs)),
+        ),
         own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
         peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),

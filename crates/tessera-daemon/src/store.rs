@@ -33,6 +33,7 @@ use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::txn_entries::{EntryChange, Moves, PendingName};
+use tessera_core::xattrs::XattrChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::config::StateDurability;
 use tessera_proto::{Attr, Dentry};
@@ -86,6 +87,8 @@ const PENDING_DENTRIES: TableDefinition<(u64, &str, &str), &[u8]> =
 /// transaction's renames (schema 5).
 const PENDING_MOVES: TableDefinition<(u64, &str, &str), (&str, &str)> =
     TableDefinition::new("pending_moves");
+/// (ino, name) -> value: the extended attributes of this shard's inodes (schema 5).
+const XATTRS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("xattrs");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -106,8 +109,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 4: the catalogue of variables (`cat_versions`, `cat_next`, `cat_pending`) and the entries
 ///    of files transactions create (`pending_dentries`); a version 2 or 3 database is
 ///    upgraded by adding the tables it lacks, empty.
-/// 5: the files transactions truncate (`pending_cuts`) and the names they rename
-///    (`pending_moves`); upgraded from 2 to 4 the same way.
+/// 5: the files transactions truncate (`pending_cuts`), the names they rename
+///    (`pending_moves`), and extended attributes (`xattrs`); upgraded from 2 to 4 the same
+///    way.
 pub const STATE_SCHEMA_VERSION: u64 = 5;
 const SCHEMA_KEY: &str = "schema";
 
@@ -247,6 +251,16 @@ pub enum DbOp {
         name: String,
         moves: Moves,
     },
+    /// An inode's extended attribute (they all go with `DelInode`).
+    PutXattr {
+        ino: u64,
+        name: String,
+        value: Vec<u8>,
+    },
+    DelXattr {
+        ino: u64,
+        name: String,
+    },
 }
 
 /// A pending entry's change, as the row it writes or deletes.
@@ -366,6 +380,10 @@ impl From<NamespaceChange> for DbOp {
             NamespaceChange::PutInode(attr) => DbOp::PutInode(attr),
             NamespaceChange::DelInode(ino) => DbOp::DelInode(ino),
             NamespaceChange::NextIno(n) => DbOp::SetMeta(MetaKey::NextIno, n),
+            NamespaceChange::Xattr(XattrChange::Put { ino, name, value }) => {
+                DbOp::PutXattr { ino, name, value }
+            }
+            NamespaceChange::Xattr(XattrChange::Del { ino, name }) => DbOp::DelXattr { ino, name },
         }
     }
 }
@@ -405,6 +423,8 @@ pub struct Loaded {
     pub pending_dentries: Vec<(u64, String, String, PendingName)>,
     /// Their parts in renames: (parent, name, moves).
     pub pending_moves: Vec<(String, String, Moves)>,
+    /// Extended attributes: (ino, name, value).
+    pub xattrs: Vec<(u64, String, Vec<u8>)>,
 }
 
 struct Batch {
@@ -513,6 +533,8 @@ impl Store {
                 .map_err(|e| db_err("pending cuts", e))?;
             txn.open_table(PENDING_MOVES)
                 .map_err(|e| db_err("pending moves", e))?;
+            txn.open_table(XATTRS)
+                .map_err(|e| db_err("extended attributes", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -720,6 +742,11 @@ fn load(db: &Database) -> FsResult<Loaded> {
         ));
         Ok(())
     })?;
+    each_row(&txn, XATTRS, "extended attributes", |k, v| {
+        let (ino, name) = k.value();
+        out.xattrs.push((ino, name.to_string(), v.value().to_vec()));
+        Ok(())
+    })?;
     each_row(&txn, PENDING_MOVES, "pending moves", |k, v| {
         let (_, parent, name) = k.value();
         let (from, to) = v.value();
@@ -837,6 +864,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut cat_pending = txn.open_table(CAT_PENDING).map_err(|x| e(x.into()))?;
         let mut pending_dentries = txn.open_table(PENDING_DENTRIES).map_err(|x| e(x.into()))?;
         let mut pending_moves = txn.open_table(PENDING_MOVES).map_err(|x| e(x.into()))?;
+        let mut xattrs = txn.open_table(XATTRS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -855,7 +883,13 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutInode(attr) => inodes
                     .insert(attr.ino, tessera_proto::frame::encode(attr).as_slice())
                     .map(drop),
-                DbOp::DelInode(ino) => inodes.remove(*ino).map(drop),
+                DbOp::DelInode(ino) => inodes.remove(*ino).map(drop).and_then(|()| {
+                    xattrs.retain_in((*ino, "")..(ino.saturating_add(1), ""), |_, _| false)
+                }),
+                DbOp::PutXattr { ino, name, value } => xattrs
+                    .insert((*ino, name.as_str()), value.as_slice())
+                    .map(drop),
+                DbOp::DelXattr { ino, name } => xattrs.remove((*ino, name.as_str())).map(drop),
                 DbOp::PutOwner {
                     ino,
                     stripe,
@@ -1239,6 +1273,8 @@ mod tests {
             DbOp::PutPendingSize { .. } => "PutPendingSize",
             DbOp::PutPendingCut { .. } => "PutPendingCut",
             DbOp::PutPendingMoves { .. } => "PutPendingMoves",
+            DbOp::PutXattr { .. } => "PutXattr",
+            DbOp::DelXattr { .. } => "DelXattr",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1382,6 +1418,15 @@ mod tests {
                     to: None,
                 },
             },
+            DbOp::PutXattr {
+                ino: 5,
+                name: "user.origin".into(),
+                value: b"run 7".to_vec(),
+            },
+            DbOp::DelXattr {
+                ino: 5,
+                name: "user.origin".into(),
+            },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1390,7 +1435,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 26, "one sample per operation kind");
+        assert_eq!(seen.len(), 28, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

@@ -76,6 +76,7 @@ pub mod stdio;
 pub mod tempfiles;
 pub mod txn;
 pub mod txn_job;
+pub mod xattrs;
 
 use libc::{c_char, c_int};
 use state::{Busy, busy, prefix};

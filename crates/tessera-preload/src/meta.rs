@@ -1,12 +1,12 @@
 //! Path calls and attributes: the stat family (with the symbol names Debian 12's glibc binds
 //! and the older `__xstat` ones), statx, access, unlink, mkdir, rmdir, rename, truncate,
 //! statfs, and the calls Tessera answers without storing anything (modes, owners, times,
-//! extended attributes, links).
+//! links). Extended attributes are in [`crate::xattrs`].
 
 use crate::state;
 use crate::state::{Object, client, desc, lookup};
 use crate::{fail, real, run, show, tessera_path};
-use libc::{c_char, c_int, c_uint, c_void, mode_t, off_t, size_t, ssize_t};
+use libc::{c_char, c_int, c_uint, mode_t, off_t, size_t, ssize_t};
 use tessera_client::{Attr, AttrChange, Errno, FileKind, FsError, FsResult};
 
 /// `st_dev` of Tessera files ("TS").
@@ -444,6 +444,55 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 }
 
 /// # Safety
+/// As `mknod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { mknodat(libc::AT_FDCWD, path, mode, dev) }
+}
+/// `mknodat(2)`: a regular file is created empty (tar makes files this way to set their
+/// extended attributes before it writes them); FIFOs, sockets and devices are not kept.
+///
+/// # Safety
+/// As `mknodat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: libc::dev_t,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            let p = p?;
+            let kind = mode & libc::S_IFMT;
+            if kind != 0 && kind != libc::S_IFREG {
+                return Err(FsError::new(
+                    Errno::Perm,
+                    format!(
+                        "{p}: Tessera keeps regular files, directories and PFS links, not FIFOs, sockets or device nodes"
+                    ),
+                ));
+            }
+            let mut o = tessera_client::OpenOptions::new();
+            o.write(true)
+                .create(true)
+                .exclusive(true)
+                .mode(mode & 0o7777 & !crate::files::umask());
+            client()?.open(&p, &o)?.close().map(|()| 0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::mknodat(dirfd, crate::at(&k, path), mode, dev) }
+        }
+    }
+}
+
+/// # Safety
 /// As `rename(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
@@ -699,7 +748,7 @@ fn chmod_path(p: &str, mode: mode_t) -> FsResult<c_int> {
     client()?.set_attr(p, change).map(|_| 0)
 }
 
-fn fd_path(fd: c_int) -> FsResult<String> {
+pub(crate) fn fd_path(fd: c_int) -> FsResult<String> {
     let d = lookup(fd).ok_or_else(|| crate::ebadf(fd))?;
     Ok(state::lock_desc(&d).path.clone())
 }
@@ -886,129 +935,6 @@ pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_
     }
     // SAFETY: libc's own call, with the caller's arguments under the same contract.
     unsafe { real::futimens(fd, times) }
-}
-
-fn no_xattr(what: &str) -> FsError {
-    FsError::new(
-        Errno::NoData,
-        format!("{what}: Tessera files have no extended attributes"),
-    )
-}
-
-/// # Safety
-/// As `getxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn getxattr(
-    path: *const c_char,
-    name: *const c_char,
-    v: *mut c_void,
-    n: size_t,
-) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| {
-            let p = p?;
-            Err(no_xattr(&p))
-        }),
-        None => {
-            // SAFETY: NUL-terminated or NULL by the caller's contract.
-            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
-            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
-            // it named a real place through Tessera).
-            unsafe { real::getxattr(crate::at(&k, path), name, v, n) }
-        }
-    }
-}
-/// # Safety
-/// As `lgetxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn lgetxattr(
-    path: *const c_char,
-    name: *const c_char,
-    v: *mut c_void,
-    n: size_t,
-) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| {
-            let p = p?;
-            Err(no_xattr(&p))
-        }),
-        None => {
-            // SAFETY: NUL-terminated or NULL by the caller's contract.
-            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
-            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
-            // it named a real place through Tessera).
-            unsafe { real::lgetxattr(crate::at(&k, path), name, v, n) }
-        }
-    }
-}
-/// # Safety
-/// As `fgetxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fgetxattr(
-    fd: c_int,
-    name: *const c_char,
-    v: *mut c_void,
-    n: size_t,
-) -> ssize_t {
-    if desc(fd).is_some() {
-        return run(|| Err(no_xattr(&format!("descriptor {fd}"))));
-    }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
-    unsafe { real::fgetxattr(fd, name, v, n) }
-}
-/// An empty list of extended attributes.
-///
-/// # Safety
-/// As `listxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| {
-            let p = p?;
-            client()?.stat(&p).map(|_| 0)
-        }),
-        None => {
-            // SAFETY: NUL-terminated or NULL by the caller's contract.
-            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
-            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
-            // it named a real place through Tessera).
-            unsafe { real::listxattr(crate::at(&k, path), list, n) }
-        }
-    }
-}
-/// # Safety
-/// As `llistxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| {
-            let p = p?;
-            client()?.stat(&p).map(|_| 0)
-        }),
-        None => {
-            // SAFETY: NUL-terminated or NULL by the caller's contract.
-            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
-            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
-            // it named a real place through Tessera).
-            unsafe { real::llistxattr(crate::at(&k, path), list, n) }
-        }
-    }
-}
-/// # Safety
-/// As `flistxattr(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> ssize_t {
-    crate::guarded(|| {
-        if desc(fd).is_some() {
-            return 0;
-        }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
-        unsafe { real::flistxattr(fd, list, n) }
-    })
 }
 
 /// The target of a symbolic link found in the PFS directory (Tessera creates none); EINVAL

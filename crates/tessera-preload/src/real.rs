@@ -70,6 +70,7 @@ real_fns! {
     fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int;
     fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
     fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
+    fn mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int;
     fn renameat2(od: c_int, old: *const c_char, nd: c_int, new: *const c_char, flags: libc::c_uint) -> c_int;
     fn opendir(path: *const c_char) -> *mut libc::DIR;
     fn fdopendir(fd: c_int) -> *mut libc::DIR;
@@ -109,6 +110,12 @@ real_fns! {
     fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t;
     fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t;
     fn flistxattr(fd: c_int, list: *mut c_char, n: size_t) -> ssize_t;
+    fn setxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, flags: c_int) -> c_int;
+    fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, flags: c_int) -> c_int;
+    fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_void, n: size_t, flags: c_int) -> c_int;
+    fn removexattr(path: *const c_char, name: *const c_char) -> c_int;
+    fn lremovexattr(path: *const c_char, name: *const c_char) -> c_int;
+    fn fremovexattr(fd: c_int, name: *const c_char) -> c_int;
     fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t;
     fn chdir(path: *const c_char) -> c_int;
     fn fchdir(fd: c_int) -> c_int;

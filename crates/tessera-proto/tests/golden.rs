@@ -431,6 +431,15 @@ fn client_samples(s: &mut Samples) {
         4,
     );
     s.client(AppendAt { ino: 5, len: 12 }, 4096);
+    s.client(
+        Xattr {
+            path: "/run1/ckpt".into(),
+            op: XattrOp::Get {
+                name: "user.origin".into(),
+            },
+        },
+        XattrReply::Value(b"run 7".to_vec()),
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -758,6 +767,17 @@ fn peer_samples(s: &mut Samples) {
             replaced: Some(dentry()),
             moved_from: Some("/out/old".into()),
         },
+    );
+    s.peer(
+        InodeXattr {
+            ino: 5,
+            op: XattrOp::Set {
+                name: "user.origin".into(),
+                value: b"run 7".to_vec(),
+                mode: SetMode::Create,
+            },
+        },
+        XattrReply::Done,
     );
 }
 

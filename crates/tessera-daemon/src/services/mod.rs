@@ -15,6 +15,7 @@
 //!   [`txn_rename`]: renames by its members, pending between the two names' shards;
 //! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
 //!   pending under transactions like their writes;
+//! * [`xattr`]: extended attributes, kept beside the inodes;
 //! * [`admin`]: liveness, status, shutdown.
 //!
 //! Locality answers join as a further module here, with its requests in
@@ -36,3 +37,4 @@ pub mod txn;
 pub mod txn_home;
 pub mod txn_rename;
 pub mod txn_shard;
+pub mod xattr;

@@ -19,6 +19,7 @@ pub mod ownership;
 pub mod read;
 pub mod space;
 pub mod txn;
+pub mod xattr;
 
 use crate::frame;
 use serde::{Serialize, de::DeserializeOwned};
@@ -34,6 +35,7 @@ pub use ownership::*;
 pub use read::*;
 pub use space::*;
 pub use txn::*;
+pub use xattr::*;
 
 /// What a daemon sends back for a request: its reply, or why it failed.
 pub type Answer<T> = Result<T, FsError>;
@@ -144,6 +146,7 @@ protocol! {
         CatWait = "cat_wait" -> u64,
         /// Where the reserved bytes start.
         AppendAt = "append_at" -> u64,
+        Xattr = "xattr" -> XattrReply,
     }
 }
 
@@ -207,6 +210,7 @@ protocol! {
         TxnTruncate = "txn_truncate" -> (),
         DentryMoveOut = "dentry_move_out" -> MovedOut,
         DentryMoveIn = "dentry_move_in" -> MovedIn,
+        InodeXattr = "inode_xattr" -> XattrReply,
     }
 }
 
@@ -235,6 +239,7 @@ impl Request {
             Request::CatChange(_) => false,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
+            Request::Xattr(r) => r.op.is_idempotent(),
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)
@@ -273,6 +278,7 @@ impl PeerRequest {
             PeerRequest::DentryPut(_) => false,
             // A second copy finds the first's work done and answers differently.
             PeerRequest::DentryMoveOut(_) | PeerRequest::DentryMoveIn(_) => false,
+            PeerRequest::InodeXattr(r) => r.op.is_idempotent(),
             PeerRequest::Shutdown(_) => false,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
