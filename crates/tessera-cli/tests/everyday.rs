@@ -768,3 +768,72 @@ print("kept")
     );
     let _ = std::fs::remove_dir_all(&local);
 }
+
+/// Symbolic links are made in Tessera (links in the PFS directory, targets kept as given):
+/// `ln -s`, `readlink`, reading through one, `ls -l`, and tar and rsync carry them both ways.
+/// A hard link fails with EPERM and the reason.
+#[test]
+fn symbolic_links_are_made_and_carried_and_hard_links_refused_by_name() {
+    let inst = Inst::start(3);
+    ok(&inst, 0, "mkdir", &["/tessera/d"]);
+    ok(&inst, 0, "sh", &["-c", "echo hello > /tessera/d/file"]);
+    ok(&inst, 1, "ln", &["-s", "file", "/tessera/d/link"]);
+    assert_eq!(
+        stdout(&ok(&inst, 2, "readlink", &["/tessera/d/link"])),
+        "file\n"
+    );
+    assert_eq!(
+        stdout(&ok(&inst, 2, "cat", &["/tessera/d/link"])),
+        "hello\n"
+    );
+    let ls = stdout(&ok(&inst, 0, "ls", &["-l", "/tessera/d"]));
+    assert!(ls.contains("link -> file"), "{ls}");
+    let again = under(&inst, 0, "ln", &["-s", "other", "/tessera/d/link"])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("File exists"), "{}", stderr(&again));
+
+    // Into Tessera with tar and rsync.
+    let local = common::scratch("links");
+    std::fs::create_dir_all(local.join("tree")).unwrap();
+    std::fs::write(local.join("tree/f"), b"x\n").unwrap();
+    std::os::unix::fs::symlink("f", local.join("tree/l")).unwrap();
+    let tar = local.join("t.tar");
+    let out = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&local)
+        .arg("-cf")
+        .arg(&tar)
+        .arg("tree")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok(
+        &inst,
+        1,
+        "tar",
+        &["-C", "/tessera", "-xf", tar.to_str().unwrap()],
+    );
+    let tree = format!("{}/", local.join("tree").display());
+    ok(&inst, 2, "rsync", &["-a", &tree, "/tessera/rs/"]);
+    for l in ["/tessera/tree/l", "/tessera/rs/l"] {
+        assert_eq!(stdout(&ok(&inst, 0, "readlink", &[l])), "f\n", "{l}");
+        assert_eq!(stdout(&ok(&inst, 0, "cat", &[l])), "x\n", "{l}");
+    }
+    // And back out.
+    let back = local.join("back");
+    let back_s = format!("{}/", back.display());
+    ok(&inst, 1, "rsync", &["-a", "/tessera/d/", &back_s]);
+    assert_eq!(
+        std::fs::read_link(back.join("link")).unwrap(),
+        std::path::Path::new("file")
+    );
+
+    let hard = under(&inst, 1, "ln", &["/tessera/d/file", "/tessera/d/hard"])
+        .output()
+        .unwrap();
+    assert!(!hard.status.success());
+    assert!(stderr(&hard).contains("hard links"), "{}", stderr(&hard));
+    let _ = std::fs::remove_dir_all(&local);
+}

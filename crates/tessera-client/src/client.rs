@@ -12,7 +12,7 @@ use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
     Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Mkdir,
     NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
-    Stat, Status, Truncate, TxnDecide, TxnJoin, TxnOpen, Unlink, Writing,
+    Stat, Status, Symlink, Truncate, TxnDecide, TxnJoin, TxnOpen, Unlink, Writing,
 };
 
 use serde::{Deserialize, Serialize};
@@ -284,6 +284,16 @@ impl Client {
                 path::MAX_LINK_HOPS
             ),
         ))
+    }
+
+    /// Creates the symbolic link `path` to `target` (kept as given).
+    pub fn symlink(&self, target: &str, path: &str) -> FsResult<()> {
+        let mut g = self.lock();
+        let p = g.resolve(path)?;
+        g.call(Symlink {
+            path: p,
+            target: target.to_string(),
+        })
     }
 
     /// The target of a symbolic link found in the PFS directory.

@@ -159,6 +159,20 @@ impl Pfs {
         })
     }
 
+    /// Creates the symbolic link `p` (its parent directories too) with `target` as given.
+    pub fn symlink(&self, target: &str, p: &str) -> FsResult<()> {
+        let (parent, name) = path::split(p).ok_or_else(|| {
+            FsError::new(Errno::Exist, "the root directory cannot be a symbolic link")
+        })?;
+        let dir = self.make_dirs(parent)?;
+        rustix::fs::symlinkat(target, &dir, name).map_err(|e| {
+            io_err(
+                format!("creating the symbolic link {} -> {target}", self.show(p)),
+                e,
+            )
+        })
+    }
+
     /// The entries of directory `p` that Tessera can show (UTF-8 names of files,
     /// directories and links, temporaries left out); empty if it does not exist.
     pub fn list(&self, p: &str) -> FsResult<Vec<(String, FileKind)>> {

@@ -50,6 +50,7 @@ impl Node {
             Request::CatWait(r) => self.client_answer(client, r).await,
             Request::AppendAt(r) => self.client_answer(client, r).await,
             Request::Xattr(r) => self.client_answer(client, r).await,
+            Request::Symlink(r) => self.client_answer(client, r).await,
         }
     }
 

@@ -444,6 +444,102 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 }
 
 /// # Safety
+/// As `symlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { symlinkat(target, libc::AT_FDCWD, path) }
+}
+/// `symlinkat(2)`: a link inside Tessera is made (as a link in the PFS directory, with its
+/// target kept as given).
+///
+/// # Safety
+/// As `symlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            let p = p?;
+            if target.is_null() {
+                return Err(efault("symlink: the target"));
+            }
+            // SAFETY: NUL-terminated by the caller's contract.
+            let t = unsafe { std::ffi::CStr::from_ptr(target) }
+                .to_str()
+                .map_err(|_| {
+                    FsError::new(Errno::Inval, format!("{p}: the link target is not UTF-8"))
+                })?;
+            client()?.symlink(t, &p).map(|()| 0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the link's path rewritten
+            // where it named a real place through Tessera).
+            unsafe { real::symlinkat(target, dirfd, crate::at(&k, path)) }
+        }
+    }
+}
+
+/// # Safety
+/// As `link(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { linkat(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
+}
+/// `linkat(2)`: Tessera keeps one name per file, so a hard link into or inside it fails with
+/// `EPERM` (the kernel's answer for a file system without hard links) and the reason.
+///
+/// # Safety
+/// As `linkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn linkat(
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    let (from, to) = unsafe { (tessera_path(olddirfd, old), tessera_path(newdirfd, new)) };
+    if let Some(p) = to.or(from) {
+        return run(|| {
+            let p = p?;
+            Err(FsError::new(
+                Errno::Perm,
+                format!(
+                    "{p}: Tessera keeps one name per file and makes no hard links; copy the file, or make a symbolic link"
+                ),
+            ))
+        });
+    }
+    // SAFETY: NUL-terminated or NULL by the caller's contract.
+    let (ko, kn) = unsafe {
+        (
+            crate::kernel_at(olddirfd, old),
+            crate::kernel_at(newdirfd, new),
+        )
+    };
+    // SAFETY: libc's own call, with the caller's arguments (paths rewritten where they named
+    // real places through Tessera).
+    unsafe {
+        real::linkat(
+            olddirfd,
+            crate::at(&ko, old),
+            newdirfd,
+            crate::at(&kn, new),
+            flags,
+        )
+    }
+}
+
+/// # Safety
 /// As `mknod(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
@@ -740,6 +836,16 @@ fn same_or_refuse(a: &Attr, owner: (u32, u32), what: &str) -> FsResult<c_int> {
     }
 }
 
+/// The entry a change of `p` acts on: `p` itself with `AT_SYMLINK_NOFOLLOW`, else where the
+/// links at its end lead.
+fn at_end(p: String, flags: c_int) -> FsResult<String> {
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+        Ok(p)
+    } else {
+        Ok(client()?.follow(&p)?.0)
+    }
+}
+
 fn chmod_path(p: &str, mode: mode_t) -> FsResult<c_int> {
     let change = AttrChange {
         mode: Some(mode & 0o7777),
@@ -772,7 +878,7 @@ pub unsafe extern "C" fn fchmodat(
     // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
-            let p = p?;
+            let p = at_end(p?, flags)?;
             chmod_path(&p, mode)
         }),
         None => {
@@ -912,7 +1018,7 @@ pub unsafe extern "C" fn utimensat(
     // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
-            let p = p?;
+            let p = at_end(p?, flags)?;
             // SAFETY: `times` is NULL or two timespecs (utimensat's contract).
             unsafe { set_times(&p, times) }
         }),

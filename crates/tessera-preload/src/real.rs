@@ -71,6 +71,8 @@ real_fns! {
     fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
     fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
     fn mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int;
+    fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int;
+    fn linkat(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: c_int) -> c_int;
     fn renameat2(od: c_int, old: *const c_char, nd: c_int, new: *const c_char, flags: libc::c_uint) -> c_int;
     fn opendir(path: *const c_char) -> *mut libc::DIR;
     fn fdopendir(fd: c_int) -> *mut libc::DIR;

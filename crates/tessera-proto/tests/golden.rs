@@ -440,6 +440,13 @@ fn client_samples(s: &mut Samples) {
         },
         XattrReply::Value(b"run 7".to_vec()),
     );
+    s.client(
+        Symlink {
+            path: "/run1/latest".into(),
+            target: "ckpt".into(),
+        },
+        (),
+    );
 }
 
 fn peer_samples(s: &mut Samples) {

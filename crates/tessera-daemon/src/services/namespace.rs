@@ -15,7 +15,7 @@ use tessera_proto::{
     AppendAt, Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry,
     DropFile, FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr,
     InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
-    SetAttr, SizeChange, Stat, Truncate, TxnTruncate, TxnView, Unlink,
+    SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -366,6 +366,50 @@ impl ServeClient<Rename> for Node {
     }
 }
 
+impl ServeClient<Symlink> for Node {
+    async fn serve_client(&self, client: u64, r: Symlink) -> FsResult<()> {
+        let p = path::normalize(&r.path)?;
+        if r.target.is_empty() || r.target.contains('\0') {
+            return Err(FsError::new(
+                Errno::NoEnt,
+                "a symbolic link needs a non-empty target without NUL bytes",
+            ));
+        }
+        if r.target.len() >= path::MAX_PATH {
+            return Err(FsError::new(
+                Errno::NameTooLong,
+                format!("a link target of {} bytes is too long", r.target.len()),
+            ));
+        }
+        if let Some(txn) = self.txns.member(client) {
+            return Err(FsError::new(
+                Errno::NotSup,
+                format!(
+                    "{}: transaction {txn:016x} would not hold a symbolic link back until its commit; make links outside the transaction",
+                    self.user_path(&p)
+                ),
+            ));
+        }
+        let (parent, _) = path::split(&p).ok_or_else(|| self.exists_error(&p))?;
+        self.require_dir(parent, None).await?;
+        if self.lookup_for(client, &p).await?.is_some() {
+            return Err(self.exists_error(&p));
+        }
+        // Made on the PFS, where links live; the lookup that follows imports it.
+        let target = r.target.clone();
+        self.on_pfs(&p, move |pfs, p| pfs.symlink(&target, p))
+            .await
+            .map_err(|e| match e.errno {
+                Errno::Exist => self.exists_error(&p),
+                _ => e,
+            })?;
+        self.lookup(&TxnView::default(), &p)
+            .await?
+            .ok_or_else(|| self.enoent(&p))
+            .map(drop)
+    }
+}
+
 impl ServeClient<Truncate> for Node {
     async fn serve_client(&self, client: u64, r: Truncate) -> FsResult<Attr> {
         tessera_core::run::end_within_limit(r.size, 0, "truncate")?;
@@ -391,8 +435,15 @@ impl ServeClient<SetAttr> for Node {
             .lookup_for(client, &p)
             .await?
             .ok_or_else(|| self.enoent(&p))?;
-        if d.kind == FileKind::Symlink {
-            return Err(self.no_change_through_link(&p, "chmod or utimes"));
+        // A link's own times change (lutimes); it has no mode of its own, as on Linux.
+        if d.kind == FileKind::Symlink && r.change.mode.is_some() {
+            return Err(FsError::new(
+                Errno::NotSup,
+                format!(
+                    "{} is a symbolic link: links have no mode of their own (change the target's)",
+                    self.user_path(&p)
+                ),
+            ));
         }
         let change = InodeSetAttr {
             ino: d.ino,
@@ -424,6 +475,13 @@ impl Node {
         FsError::new(
             Errno::NoEnt,
             format!("{}: no such file or directory", self.user_path(p)),
+        )
+    }
+
+    fn exists_error(&self, p: &str) -> FsError {
+        FsError::new(
+            Errno::Exist,
+            format!("{} already exists", self.user_path(p)),
         )
     }
 

@@ -147,6 +147,7 @@ protocol! {
         /// Where the reserved bytes start.
         AppendAt = "append_at" -> u64,
         Xattr = "xattr" -> XattrReply,
+        Symlink = "symlink" -> (),
     }
 }
 
@@ -240,6 +241,8 @@ impl Request {
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
+            // A second copy finds the link made (EEXIST).
+            Request::Symlink(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)

@@ -108,6 +108,14 @@ pub struct Created {
     pub attr: Option<Attr>,
 }
 
+/// Create the symbolic link `path` to `target` (kept as given, as a link in the PFS
+/// directory).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Symlink {
+    pub path: String,
+    pub target: String,
+}
+
 /// Remove the entry if it still names `ino`. Under `txn` a committed entry's removal is
 /// pending until the transaction ends (the answer is then `false`: nothing was removed yet,
 /// and the file must stay).
