@@ -15,6 +15,23 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Archives `what` (relative to `dir`) with the system's tar, outside Tessera, into
+/// `dir/<what>.tar`, with `extra` options first.
+fn local_tar(dir: &std::path::Path, what: &str, extra: &[&str]) -> std::path::PathBuf {
+    let tar = dir.join(format!("{what}.tar"));
+    let out = std::process::Command::new("tar")
+        .args(extra)
+        .arg("-C")
+        .arg(dir)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(what)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    tar
+}
+
 /// mkdir honours the umask, F_GETFD reports the descriptor's own close-on-exec flag, and
 /// df shows the burst buffer's size.
 #[test]
@@ -166,16 +183,7 @@ fn times_set_by_tar_and_cp_stick() {
     };
     set("tree/f", "2002-01-01 00:00:00 UTC");
     set("src", "2001-02-03 04:05:06 UTC");
-    let tar = local.join("t.tar");
-    let out = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&local)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("tree")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let tar = local_tar(&local, "tree", &[]);
     ok(
         &inst,
         0,
@@ -659,16 +667,7 @@ fn extended_attributes_are_kept_by_cp_tar_and_python() {
     let src = src.to_str().unwrap();
     ok(&inst, 0, "cp", &["-a", src, "/tessera/copy"]);
     ok(&inst, 1, "mkdir", &["/tessera/ex"]);
-    let tar = local.join("t.tar");
-    let out = std::process::Command::new("tar")
-        .args(["--xattrs", "--xattrs-include=user.*", "-C"])
-        .arg(&local)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("src")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let tar = local_tar(&local, "src", &["--xattrs", "--xattrs-include=user.*"]);
     let tar = tar.to_str().unwrap();
     ok(
         &inst,
@@ -799,16 +798,7 @@ fn symbolic_links_are_made_and_carried_and_hard_links_refused_by_name() {
     std::fs::create_dir_all(local.join("tree")).unwrap();
     std::fs::write(local.join("tree/f"), b"x\n").unwrap();
     std::os::unix::fs::symlink("f", local.join("tree/l")).unwrap();
-    let tar = local.join("t.tar");
-    let out = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&local)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("tree")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let tar = local_tar(&local, "tree", &[]);
     ok(
         &inst,
         1,
