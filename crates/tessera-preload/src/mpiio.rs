@@ -141,23 +141,22 @@ unsafe fn tessera_file(name: *const c_char) -> Option<String> {
 /// The lock handle of an atomic Tessera file (opened at its first access), or `None` for a
 /// file the wrappers leave alone.
 fn lock_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
-    let atomic = {
-        let _b = Busy::enter();
-        files().get(&fh).is_some_and(|f| f.atomic)
-    };
-    if !atomic {
-        return Ok(None);
-    }
-    tessera_handle(fh)
+    handle_of(fh, |f| f.atomic)
 }
 
 /// The wrappers' own handle of a Tessera file (opened at first use; it takes the atomic mode's
 /// locks, and publishes and refreshes for the shared-pointer calls), or `None` for a file
 /// elsewhere.
 fn tessera_handle(fh: Handle) -> FsResult<Option<Arc<Mutex<File>>>> {
+    handle_of(fh, |_| true)
+}
+
+/// The wrappers' handle of `fh` if it is a Tessera file that `wanted` accepts (one lookup of
+/// the map, on every wrapped access).
+fn handle_of(fh: Handle, wanted: impl Fn(&MpiFile) -> bool) -> FsResult<Option<Arc<Mutex<File>>>> {
     let _b = Busy::enter();
     let mut g = files();
-    let Some(f) = g.get_mut(&fh) else {
+    let Some(f) = g.get_mut(&fh).filter(|f| wanted(f)) else {
         return Ok(None);
     };
     if f.lock.is_none() {

@@ -390,17 +390,17 @@ impl ServeClient<Symlink> for Node {
                 ),
             ));
         }
-        let (parent, _) = path::split(&p).ok_or_else(|| self.exists_error(&p))?;
+        let (parent, _) = path::split(&p).ok_or_else(|| self.exists(&p))?;
         self.require_dir(parent, None).await?;
         if self.lookup_for(client, &p).await?.is_some() {
-            return Err(self.exists_error(&p));
+            return Err(self.exists(&p));
         }
         // Made on the PFS, where links live; the lookup that follows imports it.
         let target = r.target.clone();
         self.on_pfs(&p, move |pfs, p| pfs.symlink(&target, p))
             .await
             .map_err(|e| match e.errno {
-                Errno::Exist => self.exists_error(&p),
+                Errno::Exist => self.exists(&p),
                 _ => e,
             })?;
         self.lookup(&TxnView::default(), &p)
@@ -475,13 +475,6 @@ impl Node {
         FsError::new(
             Errno::NoEnt,
             format!("{}: no such file or directory", self.user_path(p)),
-        )
-    }
-
-    fn exists_error(&self, p: &str) -> FsError {
-        FsError::new(
-            Errno::Exist,
-            format!("{} already exists", self.user_path(p)),
         )
     }
 

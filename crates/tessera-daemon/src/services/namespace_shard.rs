@@ -443,7 +443,7 @@ impl Node {
         out
     }
 
-    fn exists(&self, p: &str) -> FsError {
+    pub(crate) fn exists(&self, p: &str) -> FsError {
         FsError::new(
             Errno::Exist,
             format!("{} already exists", self.user_path(p)),
