@@ -182,6 +182,9 @@ impl Run {
         if self.end() <= r.start || r.end() <= self.start {
             return vec![*self];
         }
+        if self.count > 1 && r.count > 1 && self.stride == r.stride {
+            return coalesce(self.minus_same_stride(r));
+        }
         let mut out = self.clip(self.start, r.start);
         for part in self.clip(r.start, r.end()) {
             out.extend(part.minus_within(r));
@@ -219,41 +222,70 @@ impl Run {
         }
     }
 
-    /// `self \ r` for two strided runs of one stride, `self` within `r`'s extent: each piece
-    /// of self sits at the same offset `d` past a piece of r, so all but the last piece lose
-    /// the same bytes, and what is left of them is at most two runs.
+    /// `self \ r` for two runs of one stride (interleaved writers of one pattern). A piece of
+    /// self meets at most two pieces of r (the one at or before it and the next), and which of
+    /// those exist changes only where self passes r's ends. So self's pieces fall into at most
+    /// five stretches, every piece of a stretch loses the same bytes, and neighbouring
+    /// stretches that lose the same bytes join: the difference is at most seven runs.
     fn minus_same_stride(&self, r: &Run) -> Vec<Run> {
-        let stride = self.stride;
-        let d = (self.start - r.start) % stride;
-        // Index in r of the piece at or before self's first piece.
-        let j0 = (self.start - d - r.start) / stride;
-        // Pieces of self that have r's next piece after them too.
-        let uniform = self.count.min((r.count - 1).saturating_sub(j0));
-        let mut out = Vec::new();
-        if uniform > 0 {
-            let keep = [
-                (r.len.saturating_sub(d), self.len.min(stride - d)),
-                (stride - d + r.len, self.len),
-            ];
-            for (u0, u1) in keep {
-                if u0 < u1 {
-                    out.push(
-                        Run {
-                            start: self.start + u0,
-                            len: u1 - u0,
-                            stride,
-                            count: uniform,
-                        }
-                        .normalized(),
-                    );
-                }
+        let stride = i128::from(self.stride);
+        // Index in r of the piece at or before self's first piece (negative before r).
+        let j0 = (i128::from(self.start) - i128::from(r.start)).div_euclid(stride);
+        let r_count = i128::from(r.count);
+        let mut cuts = vec![0];
+        for j in [-1, 0, r_count - 1, r_count] {
+            // Clamped to self's pieces, so the value fits.
+            cuts.push((j - j0).clamp(0, i128::from(self.count)) as u64);
+        }
+        cuts.push(self.count);
+        let mut stretches: Vec<Stretch> = Vec::new();
+        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+            let keep = self.piece_keep(w[0], r);
+            match stretches.last_mut() {
+                Some(last) if last.keep == keep => last.count += w[1] - w[0],
+                _ => stretches.push(Stretch {
+                    first: w[0],
+                    count: w[1] - w[0],
+                    keep,
+                }),
             }
         }
-        for i in uniform..self.count {
-            let s = self.piece_start(i);
-            out.extend(Run::single(s, self.len).minus_within(r));
+        stretches
+            .iter()
+            .flat_map(|s| self.stretch_runs(s))
+            .collect()
+    }
+
+    /// What piece `i` keeps once the pieces of `r` are taken, as offsets from its start.
+    fn piece_keep(&self, i: u64, r: &Run) -> Vec<(u64, u64)> {
+        let (s, e) = (self.piece_start(i), self.piece_start(i) + self.len);
+        let mut keep = Vec::new();
+        let mut lo = s;
+        for c in r.clip(s, e) {
+            for (a, b) in c.pieces() {
+                if lo < a {
+                    keep.push((lo - s, a - s));
+                }
+                lo = b;
+            }
         }
-        out
+        if lo < e {
+            keep.push((lo - s, e - s));
+        }
+        keep
+    }
+
+    /// The runs a stretch of self's pieces leaves.
+    fn stretch_runs<'a>(&'a self, stretch: &'a Stretch) -> impl Iterator<Item = Run> + 'a {
+        stretch.keep.iter().map(move |&(u0, u1)| {
+            Run {
+                start: self.piece_start(stretch.first) + u0,
+                len: u1 - u0,
+                stride: self.stride,
+                count: stretch.count,
+            }
+            .normalized()
+        })
     }
 
     /// One run holding the bytes of `self` and of `next` (which starts after `self` ends), if
@@ -290,6 +322,14 @@ impl Run {
     fn with_start(self, start: u64) -> Run {
         Run { start, ..self }
     }
+}
+
+/// Consecutive pieces of a run that keep the same bytes in a difference (see
+/// [`Run::minus`]): `count` pieces from piece `first`, each keeping the `[from, to)` offsets.
+struct Stretch {
+    first: u64,
+    count: u64,
+    keep: Vec<(u64, u64)>,
 }
 
 /// Sorts runs by start and joins neighbours that continue one pattern (see [`Run::merged`]).
