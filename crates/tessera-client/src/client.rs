@@ -718,9 +718,9 @@ impl Inner {
             }
         };
         match rustix::fs::fstat(&fd) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
-                Ok(Some(std::fs::File::from(fd)))
-            }
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => Ok(Some(
+                std::fs::File::from(tessera_logstore::high_fd::raise(fd)),
+            )),
             _ => Ok(None),
         }
     }

@@ -55,6 +55,8 @@ impl Conn {
                 ),
             )
         })?;
+        // Held for the process's life: out of the way of descriptors the program places.
+        let stream = UnixStream::from(tessera_logstore::high_fd::raise(stream.into()));
         let mut conn = Conn {
             stream,
             max_frame,

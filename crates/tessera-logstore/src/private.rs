@@ -67,7 +67,7 @@ pub fn open_existing(path: &Path, write: bool) -> FsResult<File> {
         Mode::empty(),
     )
     .map_err(|e| io(format!("opening {}", path.display()), e))?;
-    let f = File::from(fd);
+    let f = File::from(crate::high_fd::raise(fd));
     check_file(&f, path)?;
     Ok(f)
 }
@@ -80,7 +80,7 @@ pub fn create_or_open(path: &Path) -> FsResult<(File, bool)> {
         OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     ) {
-        Ok(fd) => Ok((File::from(fd), true)),
+        Ok(fd) => Ok((File::from(crate::high_fd::raise(fd)), true)),
         Err(rustix::io::Errno::EXIST) => Ok((open_existing(path, true)?, false)),
         Err(e) => Err(io(format!("creating {}", path.display()), e)),
     }
