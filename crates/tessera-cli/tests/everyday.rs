@@ -400,6 +400,80 @@ fn shell_builtins_redirect_into_tessera() {
     }
 }
 
+/// Tessera descriptors survive exec and share their position across fork, as the kernel's
+/// do: an external command writes through the shell's redirection (`>`, `>>`, `2>`, `<`,
+/// `exec 3>`), the shell and its children write one after the other into one file, a
+/// close-on-exec descriptor is not passed on, python's `subprocess` and `os.system` hand
+/// their children the file, and a program the interposer cannot serve fails loudly on it.
+#[test]
+fn descriptors_survive_exec_and_share_their_position_across_fork() {
+    let inst = Inst::start(3);
+    for (node, shell) in [(0, "bash"), (1, "dash")] {
+        let d = format!("/tessera/fds-{shell}");
+        let script = format!(
+            "mkdir {d} && printf 'in1\\nin2\\n' > {d}/in && /bin/echo one > {d}/x && \
+             {{ echo a; /bin/echo b; echo c; /bin/sh -c 'echo d; /bin/echo e'; }} > {d}/g && \
+             /bin/cat < {d}/in > {d}/copy && sed -n 2p < {d}/in > {d}/second && \
+             /bin/echo more >> {d}/x && ls /nowhere 2> {d}/err; \
+             exec 3> {d}/h; /bin/echo h1 >&3; /bin/echo h2 >&3; echo h3 >&3; exec 3>&-; \
+             echo done"
+        );
+        let out = ok(&inst, node, shell, &["-c", &script]);
+        assert_eq!(stdout(&out), "done\n", "{shell}: {}", stderr(&out));
+        let cat = |f: &str| stdout(&ok(&inst, 2, "cat", &[&format!("{d}/{f}")]));
+        assert_eq!(cat("x"), "one\nmore\n", "{shell}: > and >> into /bin/echo");
+        assert_eq!(cat("g"), "a\nb\nc\nd\ne\n", "{shell}: one position for all");
+        assert_eq!(cat("copy"), "in1\nin2\n", "{shell}: < into /bin/cat");
+        assert_eq!(cat("second"), "in2\n", "{shell}: stdin as a stdio stream");
+        assert_eq!(cat("h"), "h1\nh2\nh3\n", "{shell}: exec 3>");
+        assert!(cat("err").contains("nowhere"), "{shell}: 2> into ls");
+    }
+    // A close-on-exec descriptor stays behind; python's children get the file.
+    let py = r#"
+import os, subprocess, sys
+f = open("/tessera/py/out", "w")
+f.write("1\n"); f.flush()
+subprocess.run(["/bin/echo", "2"], stdout=f, check=True)
+f.write("3\n"); f.flush()
+os.set_inheritable(f.fileno(), True)
+os.system("/bin/echo 4 >&%d" % f.fileno())
+os.set_inheritable(f.fileno(), False)
+r = subprocess.run(["/bin/sh", "-c", "echo x >&%d" % f.fileno()], close_fds=False, capture_output=True)
+print("cloexec", r.returncode != 0)
+f.write("5\n"); f.close()
+"#;
+    ok(&inst, 0, "mkdir", &["/tessera/py"]);
+    let out = ok(&inst, 1, "python3", &["-c", py]);
+    assert_eq!(stdout(&out), "cloexec True\n", "{}", stderr(&out));
+    let got = stdout(&ok(&inst, 2, "cat", &["/tessera/py/out"]));
+    assert_eq!(got, "1\n2\n3\n4\n5\n");
+    // A program the interposer cannot serve fails loudly on the placeholder it inherits.
+    let dir = common::scratch("static-writer");
+    let src = dir.join("w.c");
+    std::fs::write(
+        &src,
+        "#include <errno.h>\n#include <unistd.h>\n\
+         int main(void) { return write(1, \"x\", 1) == 1 ? 0 : errno == EPERM ? 3 : 4; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("w");
+    let built = std::process::Command::new("cc")
+        .args(["-static", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let script = format!("{} > /tessera/py/static; echo $?", exe.display());
+    let out = ok(&inst, 0, "bash", &["-c", &script]);
+    assert_eq!(
+        stdout(&out),
+        "3\n",
+        "a static program's write must fail with EPERM"
+    );
+    assert_eq!(stdout(&ok(&inst, 2, "cat", &["/tessera/py/static"])), "");
+}
+
 /// `tessera doctor` tells a program the interposer serves from one it cannot: statically
 /// linked, Go, setuid; a script is judged by its interpreter.
 #[test]

@@ -11,6 +11,7 @@ pub mod datatype;
 pub mod error;
 pub mod file_view;
 pub mod index;
+pub mod inherited_fds;
 pub mod lock_list;
 pub mod lock_manager;
 pub mod locks;

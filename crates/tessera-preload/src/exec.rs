@@ -91,12 +91,15 @@ fn void_kernel_cwd() {
     }
 }
 
-/// `envp` with `TESSERA_CWD` set to the virtual working directory, or removed when there is
-/// none.
+/// `envp` for a new program: `TESSERA_CWD` set to the virtual working directory and
+/// `TESSERA_FDS` to the Tessera descriptors it inherits, each removed when there is none.
+/// This process's Tessera files get shareable positions and have their writes published
+/// first (see [`crate::inherit`]).
 ///
 /// # Safety
 /// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
 unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
+    crate::inherit::before_exec();
     let mut out = Vec::new();
     let mut p = envp;
     while !p.is_null() {
@@ -107,7 +110,8 @@ unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
         }
         // SAFETY: each entry is NUL-terminated (this function's contract).
         let e = unsafe { CStr::from_ptr(entry) };
-        if !e.to_bytes().starts_with(b"TESSERA_CWD=") {
+        let b = e.to_bytes();
+        if !b.starts_with(b"TESSERA_CWD=") && !b.starts_with(b"TESSERA_FDS=") {
             out.push(e.to_owned());
         }
         // SAFETY: the array continues until its NULL (checked above).
@@ -118,6 +122,7 @@ unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
     {
         out.push(v);
     }
+    out.extend(crate::inherit::fds_entry());
     out
 }
 
@@ -284,4 +289,45 @@ pub unsafe extern "C" fn posix_spawnp(
     let ptrs = pointers(&env);
     // SAFETY: libc's own call; the new environment outlives it.
     unsafe { real::posix_spawnp(pid, file, actions, attr, argv, ptrs.as_ptr().cast()) }
+}
+
+unsafe extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// # Safety
+/// As `execv(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract, with the process's environment.
+    unsafe { execve(path, argv, environ) }
+}
+
+/// # Safety
+/// As `execvp(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract, with the process's environment.
+    unsafe { execvpe(file, argv, environ) }
+}
+
+/// # Safety
+/// As `system(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    // The shell it starts inherits the process's environment.
+    crate::inherit::refresh_environment();
+    crate::exit::publish_open_files();
+    // SAFETY: libc's own call, with the caller's argument.
+    unsafe { real::system(command) }
+}
+
+/// # Safety
+/// As `popen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    crate::inherit::refresh_environment();
+    crate::exit::publish_open_files();
+    // SAFETY: libc's own call, with the caller's arguments.
+    unsafe { real::popen(command, mode) }
 }

@@ -60,8 +60,9 @@ fn flush_streams() {
     }
 }
 
-/// Publishes the unattached writes of every open Tessera file of this process.
-fn publish_open_files() {
+/// Publishes the unattached writes of every open Tessera file of this process (also before
+/// another program replaces it).
+pub fn publish_open_files() {
     let descs: Vec<state::DescRef> = match state::try_table() {
         Some(t) => t.fds.values().cloned().collect(),
         None => return,

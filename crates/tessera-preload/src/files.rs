@@ -62,7 +62,11 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
             Err(e) => return Err(e),
         }
     };
-    let fd = state::placeholder(flags & libc::O_CLOEXEC != 0)?;
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    let (fd, placeholder) = match obj {
+        Object::File(_) => state::file_placeholder(cloexec)?,
+        _ => (state::placeholder(cloexec)?, None),
+    };
     state::install(
         fd,
         Arc::new(Mutex::new(Desc {
@@ -70,6 +74,8 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
             obj,
             flags: flags & STATUS_FLAGS,
             pos: 0,
+            shared: false,
+            placeholder,
         })),
     );
     Ok(fd)
@@ -185,26 +191,31 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
 }
 
-/// Runs `f` on the open Tessera file behind a description.
+/// Runs `f` on the open Tessera file behind descriptor `fd` (of description `d`), with the
+/// file position to read and move.
 fn with_file<T>(
+    fd: c_int,
     d: &DescRef,
     f: impl FnOnce(&mut tessera_client::File, &mut u64, c_int) -> FsResult<T>,
 ) -> FsResult<T> {
     let mut g = state::lock_desc(d);
+    let mut pos = g.position(fd);
+    let before = pos;
     let Desc {
-        obj,
-        pos,
-        flags,
-        path,
+        obj, flags, path, ..
     } = &mut *g;
-    match obj {
-        Object::File(file) => f(file, pos, *flags),
+    let r = match obj {
+        Object::File(file) => f(file, &mut pos, *flags),
         Object::Dir => Err(FsError::new(Errno::IsDir, format!("{path} is a directory"))),
         Object::Path => Err(FsError::new(
             Errno::BadF,
             format!("{path} was opened with O_PATH: it cannot be read or written"),
         )),
+    };
+    if pos != before {
+        g.set_position(fd, pos);
     }
+    r
 }
 
 /// The error for a NULL buffer with a nonzero length, as the kernel answers it.
@@ -249,8 +260,8 @@ fn offset(off: off_t) -> FsResult<u64> {
     u64::try_from(off).map_err(|_| FsError::new(Errno::Inval, format!("negative offset {off}")))
 }
 
-fn write_desc(d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
-    with_file(d, |f, pos, flags| {
+fn write_desc(fd: c_int, d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
+    with_file(fd, d, |f, pos, flags| {
         let off = match at {
             Some(o) => o,
             None if flags & libc::O_APPEND != 0 => f.append_offset(buf.len() as u64)?,
@@ -274,8 +285,8 @@ fn write_desc(d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
     })
 }
 
-fn read_desc(d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> {
-    with_file(d, |f, pos, _| {
+fn read_desc(fd: c_int, d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> {
+    with_file(fd, d, |f, pos, _| {
         let off = at.unwrap_or(*pos);
         let n = f.read_at(buf, off)?;
         if at.is_none() {
@@ -291,7 +302,7 @@ fn read_desc(d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> 
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (read(2)'s contract).
-        Some(d) => run(|| read_desc(&d, unsafe { slice_mut(buf, n) }?, None)),
+        Some(d) => run(|| read_desc(fd, &d, unsafe { slice_mut(buf, n) }?, None)),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::read(fd, buf, n) },
     }
@@ -316,7 +327,7 @@ pub unsafe extern "C" fn __read_chk(
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (write(2)'s contract).
-        Some(d) => run(|| write_desc(&d, unsafe { slice(buf, n) }?, None)),
+        Some(d) => run(|| write_desc(fd, &d, unsafe { slice(buf, n) }?, None)),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::write(fd, buf, n) },
     }
@@ -327,7 +338,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (pread(2)'s contract).
-        Some(d) => run(|| read_desc(&d, unsafe { slice_mut(buf, n) }?, Some(offset(off)?))),
+        Some(d) => run(|| read_desc(fd, &d, unsafe { slice_mut(buf, n) }?, Some(offset(off)?))),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pread64(fd, buf, n, off) },
     }
@@ -365,7 +376,7 @@ pub unsafe extern "C" fn __pread64_chk(
 pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (pwrite(2)'s contract).
-        Some(d) => run(|| write_desc(&d, unsafe { slice(buf, n) }?, Some(offset(off)?))),
+        Some(d) => run(|| write_desc(fd, &d, unsafe { slice(buf, n) }?, Some(offset(off)?))),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwrite64(fd, buf, n, off) },
     }
@@ -401,6 +412,7 @@ unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> FsResult<&'a [iovec]> {
 /// # Safety
 /// `iov` is NULL or points to `n` iovecs, each NULL or pointing to `iov_len` readable bytes.
 unsafe fn writev_desc(
+    fd: c_int,
     d: &DescRef,
     iov: *const iovec,
     n: c_int,
@@ -414,7 +426,7 @@ unsafe fn writev_desc(
         // SAFETY: each iovec is NULL or holds `iov_len` bytes (this function's contract).
         buf.extend_from_slice(unsafe { slice(i.iov_base, i.iov_len) }?);
     }
-    write_desc(d, &buf, at)
+    write_desc(fd, d, &buf, at)
 }
 
 /// Reads into the buffers in order.
@@ -422,6 +434,7 @@ unsafe fn writev_desc(
 /// # Safety
 /// `iov` is NULL or points to `n` iovecs, each NULL or pointing to `iov_len` writable bytes.
 unsafe fn readv_desc(
+    fd: c_int,
     d: &DescRef,
     iov: *const iovec,
     n: c_int,
@@ -434,7 +447,7 @@ unsafe fn readv_desc(
     }
     let total: usize = v.iter().map(|i| i.iov_len).sum();
     let mut buf = vec![0u8; total];
-    let got = read_desc(d, &mut buf, at)? as usize;
+    let got = read_desc(fd, d, &mut buf, at)? as usize;
     let mut done = 0;
     for i in v {
         if done >= got {
@@ -454,7 +467,7 @@ unsafe fn readv_desc(
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
-        Some(d) => run(|| unsafe { writev_desc(&d, iov, n, None) }),
+        Some(d) => run(|| unsafe { writev_desc(fd, &d, iov, n, None) }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::writev(fd, iov, n) },
     }
@@ -465,7 +478,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
-        Some(d) => run(|| unsafe { readv_desc(&d, iov, n, None) }),
+        Some(d) => run(|| unsafe { readv_desc(fd, &d, iov, n, None) }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::readv(fd, iov, n) },
     }
@@ -476,7 +489,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
-        Some(d) => run(|| unsafe { writev_desc(&d, iov, n, Some(offset(off)?)) }),
+        Some(d) => run(|| unsafe { writev_desc(fd, &d, iov, n, Some(offset(off)?)) }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwritev64(fd, iov, n, off) },
     }
@@ -488,7 +501,7 @@ alias!(pwritev64 => pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) 
 pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
-        Some(d) => run(|| unsafe { readv_desc(&d, iov, n, Some(offset(off)?)) }),
+        Some(d) => run(|| unsafe { readv_desc(fd, &d, iov, n, Some(offset(off)?)) }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::preadv64(fd, iov, n, off) },
     }
@@ -509,7 +522,13 @@ pub unsafe extern "C" fn pwritev2(
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => run(|| unsafe {
-            writev_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?)
+            writev_desc(
+                fd,
+                &d,
+                iov,
+                n,
+                (off != -1).then(|| offset(off)).transpose()?,
+            )
         }),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::pwritev64v2(fd, iov, n, off, flags) },
@@ -530,7 +549,15 @@ pub unsafe extern "C" fn preadv2(
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => {
             // SAFETY: forwarded under this function's own contract.
-            run(|| unsafe { readv_desc(&d, iov, n, (off != -1).then(|| offset(off)).transpose()?) })
+            run(|| unsafe {
+                readv_desc(
+                    fd,
+                    &d,
+                    iov,
+                    n,
+                    (off != -1).then(|| offset(off)).transpose()?,
+                )
+            })
         }
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::preadv64v2(fd, iov, n, off, flags) },
@@ -538,19 +565,19 @@ pub unsafe extern "C" fn preadv2(
 }
 alias!(preadv64v2 => preadv2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t);
 
-fn lseek_desc(d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
+fn lseek_desc(fd: c_int, d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
     let mut g = state::lock_desc(d);
-    let Desc { obj, pos, .. } = &mut *g;
-    let size = match obj {
+    let pos = g.position(fd);
+    let size = match &mut g.obj {
         Object::File(f) if matches!(whence, libc::SEEK_END | libc::SEEK_DATA | libc::SEEK_HOLE) => {
             f.len()?
         }
         _ => 0,
     };
-    let new = seek_target(*pos, size, off, whence)?;
+    let new = seek_target(pos, size, off, whence)?;
     let new_off = off_t::try_from(new)
         .map_err(|_| FsError::new(Errno::Inval, format!("offset {new} does not fit off_t")))?;
-    *pos = new;
+    g.set_position(fd, new);
     Ok(new_off)
 }
 
@@ -559,7 +586,7 @@ fn lseek_desc(d: &DescRef, off: off_t, whence: c_int) -> FsResult<off_t> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
     match desc(fd) {
-        Some(d) => run(|| lseek_desc(&d, off, whence)),
+        Some(d) => run(|| lseek_desc(fd, &d, off, whence)),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         None => unsafe { real::lseek64(fd, off, whence) },
     }
@@ -968,7 +995,7 @@ unsafe fn map_copy(
     }
     // SAFETY: `p` is a fresh writable mapping of `len` bytes, private to this call.
     let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
-    let filled = with_file(d, |f, _, _| {
+    let filled = with_file(fd, d, |f, _, _| {
         let mut done = 0;
         while done < len {
             let n = f.read_at(&mut buf[done..], off as u64 + done as u64)?;

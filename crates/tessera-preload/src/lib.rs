@@ -12,7 +12,8 @@
 //! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
 //! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
 //! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit),
-//! [`exec`] (the working directory across exec).
+//! [`exec`] (the working directory across exec), [`inherit`] (descriptors across fork and
+//! exec).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -65,6 +66,7 @@ pub mod dirs;
 pub mod exec;
 pub mod exit;
 pub mod files;
+pub mod inherit;
 pub mod locks;
 pub mod meta;
 pub mod mpi_types;

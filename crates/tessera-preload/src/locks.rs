@@ -11,11 +11,11 @@ use tessera_client::{Errno, FsError, FsResult, LockKind};
 
 /// Converts a `struct flock` range into (offset, len) from the start of the file
 /// (len 0 = to end of file).
-fn flock_range(d: &DescRef, fl: &libc::flock) -> FsResult<(u64, u64)> {
+fn flock_range(fd: c_int, d: &DescRef, fl: &libc::flock) -> FsResult<(u64, u64)> {
     let mut g = state::lock_desc(d);
     let base: i64 = match fl.l_whence as c_int {
         libc::SEEK_SET => 0,
-        libc::SEEK_CUR => g.pos as i64,
+        libc::SEEK_CUR => g.position(fd) as i64,
         libc::SEEK_END => match &mut g.obj {
             Object::File(f) => f.len()? as i64,
             _ => 0,
@@ -62,7 +62,7 @@ unsafe fn record_lock(fd: c_int, d: &DescRef, cmd: c_int, fl: *mut libc::flock) 
         // A list lock of the running MPI-IO access covers the bytes (see `mpiio`).
         return Ok(0);
     }
-    let (off, len) = flock_range(d, fl)?;
+    let (off, len) = flock_range(fd, d, fl)?;
     let mut g = state::lock_desc(d);
     let Object::File(f) = &mut g.obj else {
         return Err(FsError::new(
@@ -237,7 +237,8 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
     crate::guarded(|| {
-        if desc(fd).is_some() {
+        // The close-on-exec flag lives on the placeholder (python sets it this way).
+        if desc(fd).is_some() && !matches!(req, libc::FIOCLEX | libc::FIONCLEX) {
             let _b = Busy::enter();
             return fail(&FsError::new(
                 Errno::NoTty,

@@ -1,11 +1,13 @@
 //! Process state of the interposer: the connection, the mount prefix, and the table of
 //! Tessera descriptors, directory streams and stdio streams.
 //!
-//! A Tessera descriptor is a real kernel descriptor (an `O_PATH` open of `/dev/null`) whose
-//! number this table maps to a Tessera open file description, so its number can never collide
-//! with a descriptor the kernel hands out, and a call the interposer does not handle fails on
-//! the placeholder with `EBADF` instead of touching some other file. `dup` shares the
-//! description (offset and status flags), as POSIX says.
+//! A Tessera descriptor is a real kernel descriptor (a placeholder: for a file, a write-only
+//! open of an empty sealed memory file; for a directory or an `O_PATH` open, an `O_PATH` open
+//! of `/dev/null`) whose number this table maps to a Tessera open file description, so its
+//! number can never collide with a descriptor the kernel hands out, and a call the interposer
+//! does not handle fails on the placeholder (`EBADF`, or `EPERM` for a write) instead of
+//! touching some other file. `dup` shares the description (offset and status flags), as
+//! POSIX says.
 //!
 //! Calls made while the interposer is itself at work (the client library opening its logs,
 //! writing to its socket) pass straight to libc: see [`Busy`].
@@ -58,7 +60,38 @@ pub struct Desc {
     pub obj: Object,
     /// Status flags for F_GETFL (access mode, O_APPEND, O_NONBLOCK).
     pub flags: i32,
+    /// The file position, unless `shared`.
     pub pos: u64,
+    /// Whether the position lives in the kernel open file description of the placeholder,
+    /// where other processes that hold it (after `fork` or `exec`) see it move: see
+    /// [`crate::inherit`].
+    pub shared: bool,
+    /// The device and inode of the placeholder's memory file (a file's descriptors, in this
+    /// process or another, are found by it).
+    pub placeholder: Option<(u64, u64)>,
+}
+
+impl Desc {
+    /// The file position, as seen through descriptor `fd` of this description.
+    pub fn position(&self, fd: i32) -> u64 {
+        if !self.shared {
+            return self.pos;
+        }
+        // SAFETY: a plain call on a descriptor number; a shared placeholder is seekable.
+        let p = unsafe { real::lseek64(fd, 0, libc::SEEK_CUR) };
+        u64::try_from(p).unwrap_or(self.pos)
+    }
+
+    /// Moves the file position, for every process that shares it.
+    pub fn set_position(&mut self, fd: i32, pos: u64) {
+        self.pos = pos;
+        if self.shared
+            && let Ok(p) = libc::off_t::try_from(pos)
+        {
+            // SAFETY: as in `position`.
+            unsafe { real::lseek64(fd, p, libc::SEEK_SET) };
+        }
+    }
 }
 
 pub type DescRef = Arc<Mutex<Desc>>;
@@ -131,12 +164,31 @@ fn mark(fd: i32, on: bool) {
 /// The description behind `fd`, if it is a Tessera descriptor (and the call is not the
 /// interposer's own). The bitmap test comes first: a call on any other descriptor costs a
 /// load and a bit test, no thread-local access.
+/// In a `vfork` child (which shares this process's memory until it execs or exits) every
+/// descriptor is the kernel's: its `dup2` and `close` must not change the parent's table.
 pub fn desc(fd: i32) -> Option<DescRef> {
     let d = lookup(fd)?;
-    if busy() {
+    if busy() || in_vfork_child() {
         return None;
     }
     Some(d)
+}
+
+/// The process this memory belongs to (0 until the library is loaded).
+static OWNER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Records the calling process as the owner of this memory: when the library is loaded,
+/// and in the child of every `fork` (whose handlers a `vfork` does not run).
+pub fn own_memory() {
+    // SAFETY: getpid has no preconditions.
+    OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// Whether this is a `vfork` child, running in its parent's memory.
+pub fn in_vfork_child() -> bool {
+    let owner = OWNER.load(Ordering::Relaxed);
+    // SAFETY: getpid has no preconditions.
+    owner != 0 && owner != unsafe { libc::getpid() }
 }
 
 /// Like [`desc`], also from inside the interposer.
@@ -167,6 +219,54 @@ pub fn placeholder(cloexec: bool) -> FsResult<i32> {
         ));
     }
     Ok(fd)
+}
+
+/// Reserves a kernel descriptor number for a Tessera file: a write-only open of an empty,
+/// sealed memory file, so reads that reach it past the interposer fail with `EBADF` and
+/// writes with `EPERM`, while its kernel file position can hold the description's position
+/// for every process that inherits it (see [`crate::inherit`]). Where no memory file can be
+/// made, an `O_PATH` placeholder (whose position stays private to this process). Returns the
+/// descriptor and, for a memory file, its identity (see [`Desc::placeholder`]).
+pub fn file_placeholder(cloexec: bool) -> FsResult<(i32, Option<(u64, u64)>)> {
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    // SAFETY: a NUL-terminated name and plain flags.
+    let m = unsafe { libc::memfd_create(c"tessera-fd".as_ptr(), flags) };
+    if m < 0 {
+        return Ok((placeholder(cloexec)?, None));
+    }
+    let seals = libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: our own descriptor and plain arguments.
+    let sealed = unsafe { real::fcntl(m, libc::F_ADD_SEALS, seals as libc::c_ulong) } == 0;
+    let mut buf = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    let digits = m.to_string();
+    buf[14..14 + digits.len()].copy_from_slice(digits.as_bytes());
+    let mode = libc::O_WRONLY | if cloexec { libc::O_CLOEXEC } else { 0 };
+    let w = if sealed {
+        // SAFETY: `buf` is NUL-terminated (a descriptor number has at most 10 digits).
+        unsafe { real::open(buf.as_ptr().cast(), mode, 0) }
+    } else {
+        -1
+    };
+    // SAFETY: our own descriptor (`w` is another open of its file).
+    unsafe { real::close(m) };
+    match (w >= 0).then(|| identity(w)).flatten() {
+        Some(id) => Ok((w, Some(id))),
+        None => {
+            if w >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { real::close(w) };
+            }
+            Ok((placeholder(cloexec)?, None))
+        }
+    }
+}
+
+/// The device and inode of the file a kernel descriptor is open on.
+pub fn identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: plain data, filled by fstat.
+    let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable stat buffer.
+    (unsafe { real::fstat64(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
 }
 
 /// Binds descriptor `fd` (a placeholder) to a description.

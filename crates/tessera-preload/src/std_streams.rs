@@ -1,9 +1,11 @@
-//! `stdout` and `stderr` on Tessera descriptors. glibc's own streams write through its
+//! `stdin`, `stdout` and `stderr` on Tessera descriptors. glibc's own streams write through its
 //! internal entry points, which the interposer does not see, so a program that redirects
 //! descriptor 1 or 2 into Tessera with `dup2` (a shell running `echo hi > /tessera/x`, whose
 //! builtins print with stdio) would hit the placeholder descriptor and fail with EBADF. While
 //! descriptor 1 (2) is a Tessera descriptor, `stdout` (`stderr`) is a stream of ours on it;
-//! when the descriptor becomes a kernel one again, the original stream is back.
+//! when the descriptor becomes a kernel one again, the original stream is back. Descriptor 0
+//! is served the same way for reading (a program started with its input from Tessera: see
+//! [`crate::inherit`]).
 
 use crate::state::table;
 use libc::{c_char, c_int};
@@ -13,9 +15,13 @@ use std::sync::Mutex;
 /// swapped).
 static SAVED: Mutex<[Option<usize>; 3]> = Mutex::new([None; 3]);
 
-/// The address of libc's (or the program's copy of) `stdout` / `stderr` variable.
+/// The address of libc's (or the program's copy of) `stdin` / `stdout` / `stderr` variable.
 fn variable(fd: c_int) -> *mut *mut libc::FILE {
-    let name: &[u8] = if fd == 1 { b"stdout\0" } else { b"stderr\0" };
+    let name: &[u8] = match fd {
+        0 => b"stdin\0",
+        1 => b"stdout\0",
+        _ => b"stderr\0",
+    };
     // SAFETY: a NUL-terminated symbol name; the result is the variable's address or NULL.
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) }.cast()
 }
@@ -23,7 +29,7 @@ fn variable(fd: c_int) -> *mut *mut libc::FILE {
 /// Before descriptor `fd` changes: a stream of ours on it writes out what it holds, while
 /// the descriptor still leads to the Tessera file.
 pub fn before_change(fd: c_int) {
-    if !(1..=2).contains(&fd) {
+    if !(0..=2).contains(&fd) {
         return;
     }
     let saved = SAVED.lock().unwrap_or_else(|p| p.into_inner())[fd as usize];
@@ -38,7 +44,7 @@ pub fn before_change(fd: c_int) {
 
 /// Descriptor `fd` changed: to a Tessera descriptor (`tessera`), or to a kernel one.
 pub fn after_change(fd: c_int, tessera: bool) {
-    if !(1..=2).contains(&fd) {
+    if !(0..=2).contains(&fd) {
         return;
     }
     let var = variable(fd);
@@ -53,8 +59,9 @@ pub fn after_change(fd: c_int, tessera: bool) {
             // SAFETY: the original stream is valid; what it buffered goes to the descriptor
             // as it is now, as it would if the program flushed after its dup2.
             unsafe { libc::fflush(original) };
-            // SAFETY: `fd` is a Tessera descriptor; "w" is a valid mode.
-            let ours = unsafe { crate::stdio::stream(fd, c"w".as_ptr() as *const c_char) };
+            let mode = if fd == 0 { c"r" } else { c"w" };
+            // SAFETY: `fd` is a Tessera descriptor; "r" and "w" are valid modes.
+            let ours = unsafe { crate::stdio::stream(fd, mode.as_ptr() as *const c_char) };
             if ours.is_null() {
                 return;
             }
