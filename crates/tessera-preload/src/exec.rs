@@ -99,7 +99,13 @@ fn void_kernel_cwd() {
 /// # Safety
 /// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
 unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
-    crate::inherit::before_exec();
+    // A panic must not unwind into the caller: the files are then not passed on.
+    let inherited = std::panic::catch_unwind(|| {
+        crate::inherit::before_exec();
+        crate::inherit::fds_entry()
+    })
+    .ok()
+    .flatten();
     let mut out = Vec::new();
     let mut p = envp;
     while !p.is_null() {
@@ -122,7 +128,7 @@ unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
     {
         out.push(v);
     }
-    out.extend(crate::inherit::fds_entry());
+    out.extend(inherited);
     out
 }
 
@@ -316,18 +322,14 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     // The shell it starts inherits the process's environment.
-    crate::inherit::refresh_environment();
-    crate::exit::publish_open_files();
     // SAFETY: libc's own call, with the caller's argument.
-    unsafe { real::system(command) }
+    crate::inherit::with_environment(|| unsafe { real::system(command) })
 }
 
 /// # Safety
 /// As `popen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    crate::inherit::refresh_environment();
-    crate::exit::publish_open_files();
     // SAFETY: libc's own call, with the caller's arguments.
-    unsafe { real::popen(command, mode) }
+    crate::inherit::with_environment(|| unsafe { real::popen(command, mode) })
 }

@@ -192,14 +192,22 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 }
 
 /// Runs `f` on the open Tessera file behind descriptor `fd` (of description `d`), with the
-/// file position to read and move.
+/// file position to read and move. A write of `reserve` bytes at the position (not
+/// `O_APPEND`) on a position shared with other processes takes its range from the kernel in
+/// one step, as the kernel's own writes do, so two processes writing through one
+/// description never write over each other.
 fn with_file<T>(
     fd: c_int,
     d: &DescRef,
+    reserve: Option<u64>,
     f: impl FnOnce(&mut tessera_client::File, &mut u64, c_int) -> FsResult<T>,
 ) -> FsResult<T> {
     let mut g = state::lock_desc(d);
-    let mut pos = g.position(fd);
+    let reserved = match reserve {
+        Some(len) if g.shared && g.flags & libc::O_APPEND == 0 => reserve_shared(fd, len),
+        _ => None,
+    };
+    let mut pos = reserved.map_or_else(|| g.position(fd), |(start, _)| start);
     let before = pos;
     let Desc {
         obj, flags, path, ..
@@ -212,10 +220,27 @@ fn with_file<T>(
             format!("{path} was opened with O_PATH: it cannot be read or written"),
         )),
     };
-    if pos != before {
-        g.set_position(fd, pos);
+    match reserved {
+        // What the write did not use goes back (all of it, if it failed).
+        Some((_, end)) if pos != end => {
+            let back = pos as i64 - end as i64;
+            // SAFETY: a plain call on the placeholder.
+            unsafe { real::lseek64(fd, back, libc::SEEK_CUR) };
+        }
+        Some(_) => {}
+        None if pos != before => g.set_position(fd, pos),
+        None => {}
     }
     r
+}
+
+/// Takes `len` bytes from a shared position in one step: (where they start, where they end).
+fn reserve_shared(fd: c_int, len: u64) -> Option<(u64, u64)> {
+    let step = off_t::try_from(len).ok()?;
+    // SAFETY: a plain call on the placeholder, which holds the shared position.
+    let end = unsafe { real::lseek64(fd, step, libc::SEEK_CUR) };
+    let end = u64::try_from(end).ok()?;
+    Some((end - len, end))
 }
 
 /// The error for a NULL buffer with a nonzero length, as the kernel answers it.
@@ -261,7 +286,8 @@ fn offset(off: off_t) -> FsResult<u64> {
 }
 
 fn write_desc(fd: c_int, d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<ssize_t> {
-    with_file(fd, d, |f, pos, flags| {
+    let reserve = at.is_none().then_some(buf.len() as u64);
+    with_file(fd, d, reserve, |f, pos, flags| {
         let off = match at {
             Some(o) => o,
             None if flags & libc::O_APPEND != 0 => f.append_offset(buf.len() as u64)?,
@@ -286,7 +312,7 @@ fn write_desc(fd: c_int, d: &DescRef, buf: &[u8], at: Option<u64>) -> FsResult<s
 }
 
 fn read_desc(fd: c_int, d: &DescRef, buf: &mut [u8], at: Option<u64>) -> FsResult<ssize_t> {
-    with_file(fd, d, |f, pos, _| {
+    with_file(fd, d, None, |f, pos, _| {
         let off = at.unwrap_or(*pos);
         let n = f.read_at(buf, off)?;
         if at.is_none() {
@@ -709,10 +735,11 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
             }
         };
     }
-    let _b = Busy::enter();
     if old != new {
+        // Before the thread is busy: a stream of ours writes out through the interposer.
         crate::std_streams::before_change(new);
     }
+    let _b = Busy::enter();
     if old == new {
         return if dup2 {
             new
@@ -995,7 +1022,7 @@ unsafe fn map_copy(
     }
     // SAFETY: `p` is a fresh writable mapping of `len` bytes, private to this call.
     let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
-    let filled = with_file(fd, d, |f, _, _| {
+    let filled = with_file(fd, d, None, |f, _, _| {
         let mut done = 0;
         while done < len {
             let n = f.read_at(&mut buf[done..], off as u64 + done as u64)?;

@@ -11,19 +11,24 @@
 //! share the description's memory and the placeholder.
 //!
 //! The descriptors: a child may have moved or closed them since the table last saw them (a
-//! `vfork` child's `dup2` and `close` leave its parent's table alone, and `close_range` is not
-//! seen at all), so before a program starts, the kernel's descriptors (`/proc/self/fd`) are
-//! matched to the open Tessera files by their placeholder's identity.
+//! `vfork` child's `dup2` and `close` leave its parent's table alone, `close_range` is not
+//! seen at all, and `posix_spawn` applies its file actions in the child), so descriptors are
+//! found by their placeholder's identity among the kernel's (`/proc/self/fd`), never by
+//! number.
 //!
-//! The file: a new program's interposer cannot see the old one's table, so the table of
-//! inherited descriptors travels in `TESSERA_FDS` (in every environment an exec call passes,
-//! and in the process's own for `system`, `popen` and the exec calls that use it): per
-//! descriptor its number, the memory file's identity (device and inode, so a number that was
-//! closed or reused meanwhile is left alone), its status flags and its path. When the library
-//! is loaded it opens each such file again (without `O_CREAT` or `O_TRUNC`: the first open
-//! did what they ask) and binds it to the inherited descriptors; standard streams on them
-//! become Tessera streams. Before a program replaces this one, what this one wrote to Tessera
-//! is published, so the new program's writes land after it.
+//! The file: a new program's interposer cannot see the old one's table, so the open Tessera
+//! files travel in `TESSERA_FDS` (`tessera_core::inherited_fds`: per file its placeholder's
+//! identity, its status flags and its path), in every environment an exec call passes, and
+//! in the process's own while `system` or `popen` starts its shell. When the library is
+//! loaded it takes the variable out of its environment, opens each file again (without
+//! `O_CREAT` or `O_TRUNC`: the first open did what they ask) and binds it to the descriptors
+//! that hold its placeholder; standard streams on them become Tessera streams. Before a
+//! program replaces this one, what this one wrote to Tessera is published, so the new
+//! program's writes land after it.
+//!
+//! Nothing here waits for a lock: in a forked child the thread that held it does not exist.
+//! A file another thread is using at that moment keeps a private position, and is not passed
+//! on (the new program's writes to it fail with `EPERM`, loudly).
 
 use crate::real;
 use crate::state::{self, Busy, Desc, DescRef, Object};
@@ -33,7 +38,7 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 use tessera_client::posix::OpenIntent;
 use tessera_client::{FsError, FsResult, OpenOptions};
-use tessera_core::inherited_fds::InheritedFd;
+use tessera_core::inherited_fds::InheritedFile;
 
 /// The environment variable that carries the inherited descriptors across exec.
 pub const FDS_VAR: &str = "TESSERA_FDS";
@@ -42,43 +47,36 @@ pub const FDS_VAR: &str = "TESSERA_FDS";
 /// placeholder now.
 struct Held {
     desc: DescRef,
+    placeholder: (u64, u64),
     fds: Vec<c_int>,
 }
 
 /// The process's open Tessera files that have a memory-file placeholder, each with the
-/// kernel descriptors holding it; with `wait` false, none if another thread holds the table,
-/// and without the files another thread is using.
-fn held(wait: bool) -> Vec<Held> {
-    let descs: Vec<DescRef> = {
-        let t = if wait {
-            state::table()
-        } else {
-            match state::try_table() {
-                Some(t) => t,
-                None => return Vec::new(),
-            }
-        };
-        let mut seen = std::collections::HashSet::new();
-        t.fds
-            .values()
-            .filter(|d| seen.insert(Arc::as_ptr(d)))
-            .cloned()
-            .collect()
+/// kernel descriptors holding it. Never waits: in a forked child the thread holding a lock
+/// does not exist, so a file another thread is using right now (or all of them, if it holds
+/// the table) is left out, and keeps a private position.
+fn held() -> Vec<Held> {
+    let descs: Vec<DescRef> = match state::try_table() {
+        Some(t) => {
+            let mut seen = std::collections::HashSet::new();
+            t.fds
+                .values()
+                .filter(|d| seen.insert(Arc::as_ptr(d)))
+                .cloned()
+                .collect()
+        }
+        None => return Vec::new(),
     };
     let mut by_placeholder: HashMap<(u64, u64), Held> = HashMap::new();
     for d in descs {
-        let id = match wait {
-            true => placeholder_of(&state::lock_desc(&d)),
-            false => d.try_lock().ok().and_then(|g| placeholder_of(&g)),
-        };
+        let id = d.try_lock().ok().and_then(|g| placeholder_of(&g));
         if let Some(id) = id {
-            by_placeholder.insert(
-                id,
-                Held {
-                    desc: d,
-                    fds: Vec::new(),
-                },
-            );
+            let held = Held {
+                desc: d,
+                placeholder: id,
+                fds: Vec::new(),
+            };
+            by_placeholder.insert(id, held);
         }
     }
     if by_placeholder.is_empty() {
@@ -113,98 +111,85 @@ fn kernel_fds() -> Vec<c_int> {
 }
 
 /// Moves a file's position into the kernel open file description of its placeholder: from
-/// now on the position is the kernel's, shared with the processes that hold it too.
-fn share(h: &Held) -> std::io::Result<()> {
-    let mut g = state::lock_desc(&h.desc);
-    if g.shared {
-        return Ok(());
+/// now on the position is the kernel's, shared with the processes that hold it too. Returns
+/// the file as a new program inherits it, unless another thread is using it.
+fn share(h: &Held) -> FsResult<Option<InheritedFile>> {
+    let Ok(mut g) = h.desc.try_lock() else {
+        return Ok(None);
+    };
+    if !g.shared {
+        let at = libc::off_t::try_from(g.pos).unwrap_or(libc::off_t::MAX);
+        // SAFETY: a plain call on a descriptor that holds the placeholder.
+        if unsafe { real::lseek64(h.fds[0], at, libc::SEEK_SET) } < 0 {
+            return Err(FsError::io(
+                "sharing a Tessera file's position with a new process",
+                &std::io::Error::last_os_error(),
+            ));
+        }
+        g.shared = true;
     }
-    let at = libc::off_t::try_from(g.pos).unwrap_or(libc::off_t::MAX);
-    // SAFETY: a plain call on a descriptor that holds the placeholder.
-    if unsafe { real::lseek64(h.fds[0], at, libc::SEEK_SET) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    g.shared = true;
-    Ok(())
+    let (dev, ino) = h.placeholder;
+    Ok(Some(InheritedFile {
+        dev,
+        ino,
+        flags: g.flags,
+        path: g.path.clone(),
+    }))
 }
 
 /// Before `fork` or a new program: every open Tessera file's position moves into the kernel.
-pub fn share_all() {
-    share_files(true);
-}
-
-/// As [`share_all`]; with `wait` false (before `fork`, which must not wait for another
-/// thread), files another thread is using keep a private position.
-fn share_files(wait: bool) -> Vec<Held> {
+/// Returns the files as a new program inherits them.
+pub fn share_all() -> Vec<InheritedFile> {
     if state::busy() {
         return Vec::new();
     }
     let _b = Busy::enter();
-    let files = held(wait);
-    for h in &files {
-        if let Err(e) = share(h) {
-            crate::report(&FsError::io(
-                "sharing a Tessera file's position with a new process",
-                &e,
-            ));
+    let mut files = Vec::new();
+    for h in held() {
+        match share(&h) {
+            Ok(f) => files.extend(f),
+            Err(e) => crate::report(&e),
         }
     }
     files
 }
 
-/// `TESSERA_FDS=...` for a new program, after [`share_all`]: this process's Tessera files on
-/// the descriptors that do not close on exec.
+/// `TESSERA_FDS=...` for a new program: this process's open Tessera files, positions shared.
+/// The new program binds those of its descriptors that still hold their placeholders.
 pub fn fds_entry() -> Option<CString> {
-    let files = share_files(true);
-    let _b = Busy::enter();
-    let mut entries = Vec::new();
-    for h in files {
-        let g = state::lock_desc(&h.desc);
-        let Some((dev, ino)) = g.placeholder.filter(|_| g.shared) else {
-            continue;
-        };
-        for fd in h.fds {
-            // SAFETY: a plain call on a descriptor number.
-            if unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC != 0 {
-                continue;
-            }
-            let flags = g.flags;
-            let path = g.path.clone();
-            entries.push(
-                InheritedFd {
-                    fd,
-                    dev,
-                    ino,
-                    flags,
-                    path,
-                }
-                .encode(),
-            );
-        }
-    }
+    let files = share_all();
+    let entries: Vec<String> = files.iter().map(InheritedFile::encode).collect();
     (!entries.is_empty())
         .then(|| CString::new(format!("{FDS_VAR}={}", entries.join(","))).ok())
         .flatten()
 }
 
-/// Sets `TESSERA_FDS` in the process's own environment (for `system`, `popen` and the exec
-/// calls that pass `environ`), or removes it when there is nothing to pass.
-pub fn refresh_environment() {
-    let entry = fds_entry();
-    let _b = Busy::enter();
-    match entry {
-        Some(e) => {
-            let value = &e.as_bytes()[FDS_VAR.len() + 1..];
-            if let Ok(v) = CString::new(value) {
-                // SAFETY: both strings are NUL-terminated; setenv copies them.
-                unsafe { libc::setenv(c"TESSERA_FDS".as_ptr(), v.as_ptr(), 1) };
-            }
-        }
-        // SAFETY: a NUL-terminated name.
-        None => unsafe {
-            libc::unsetenv(c"TESSERA_FDS".as_ptr());
-        },
+/// Runs `start` (`system`, `popen`) with `TESSERA_FDS` in the process's own environment,
+/// which the program it starts inherits; the environment is as it was afterwards.
+pub fn with_environment<T>(start: impl FnOnce() -> T) -> T {
+    let entry = std::panic::catch_unwind(|| {
+        crate::exit::publish_open_files();
+        fds_entry()
+    })
+    .ok()
+    .flatten();
+    let Some(e) = entry else {
+        return start();
+    };
+    let value = &e.as_bytes()[FDS_VAR.len() + 1..];
+    let Ok(v) = CString::new(value) else {
+        return start();
+    };
+    {
+        let _b = Busy::enter();
+        // SAFETY: both strings are NUL-terminated; setenv copies them.
+        unsafe { libc::setenv(c"TESSERA_FDS".as_ptr(), v.as_ptr(), 1) };
     }
+    let r = start();
+    let _b = Busy::enter();
+    // SAFETY: a NUL-terminated name.
+    unsafe { libc::unsetenv(c"TESSERA_FDS".as_ptr()) };
+    r
 }
 
 /// Before this process becomes another program: what it wrote is published.
@@ -227,7 +212,7 @@ extern "C" fn at_load() {
 
 /// Before `fork`: the child and the parent will share every Tessera file's position.
 extern "C" fn before_fork() {
-    let _ = std::panic::catch_unwind(|| share_files(false));
+    let _ = std::panic::catch_unwind(share_all);
 }
 
 /// In the child of `fork`: its memory is its own.
@@ -235,34 +220,40 @@ extern "C" fn in_fork_child() {
     state::own_memory();
 }
 
-/// Binds the descriptors `TESSERA_FDS` names (those still open on their memory file) to
-/// their files, opened again.
+/// Binds the descriptors that hold the placeholders `TESSERA_FDS` names to their files,
+/// opened again, and takes the variable out of the environment (it described the parent).
 fn take_inherited() {
     let var = {
         let _b = Busy::enter();
-        std::env::var(FDS_VAR).ok()
+        let var = std::env::var(FDS_VAR).ok();
+        // SAFETY: a NUL-terminated name; the library is being loaded, before the program's
+        // threads.
+        unsafe { libc::unsetenv(c"TESSERA_FDS".as_ptr()) };
+        var
     };
     let Some(var) = var else {
         return;
     };
-    // Descriptors of one placeholder share one description.
-    let mut by_file: HashMap<(u64, u64), (InheritedFd, Vec<c_int>)> = HashMap::new();
-    for e in InheritedFd::decode_all(&var) {
+    let mut by_placeholder: HashMap<(u64, u64), (InheritedFile, Vec<c_int>)> =
+        InheritedFile::decode_all(&var)
+            .into_iter()
+            .map(|f| ((f.dev, f.ino), (f, Vec::new())))
+            .collect();
+    {
         let _b = Busy::enter();
-        if state::identity(e.fd) != Some((e.dev, e.ino)) {
+        for fd in kernel_fds() {
+            if let Some((_, fds)) = state::identity(fd).and_then(|id| by_placeholder.get_mut(&id)) {
+                fds.push(fd);
+            }
+        }
+    }
+    for (file, fds) in by_placeholder.into_values() {
+        if fds.is_empty() {
             continue;
         }
-        let fd = e.fd;
-        by_file
-            .entry((e.dev, e.ino))
-            .or_insert_with(|| (e, Vec::new()))
-            .1
-            .push(fd);
-    }
-    for (e, fds) in by_file.into_values() {
         let opened = {
             let _b = Busy::enter();
-            crate::caught(|| reopen(&e))
+            crate::caught(|| reopen(&file))
         };
         match opened {
             Ok(d) => {
@@ -278,7 +269,7 @@ fn take_inherited() {
 
 /// The description of an inherited descriptor: its file opened again, its position the
 /// placeholder's.
-fn reopen(e: &InheritedFd) -> FsResult<DescRef> {
+fn reopen(e: &InheritedFile) -> FsResult<DescRef> {
     let flags = e.flags & crate::files::STATUS_FLAGS;
     let intent = OpenIntent::from_flags(flags)?;
     let mut o = OpenOptions::from_intent(&intent, 0);

@@ -191,6 +191,26 @@ pub fn guarded_or<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
 /// # Safety
 /// `path` is null or a NUL-terminated string.
 pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult<String>> {
+    // SAFETY: forwarded under this function's own contract.
+    let found = unsafe { tessera_path_of(dirfd, path) }?;
+    if state::in_vfork_child() {
+        // Its parent's memory: the interposer's state is the parent's, not its own.
+        let p = found.unwrap_or_else(|e| e.message);
+        return Some(Err(FsError::new(
+            Errno::NotSup,
+            format!(
+                "{p}: a child of vfork (python's subprocess) cannot reach Tessera before its program starts; give the program the path (`cd DIR && cmd`) instead of cwd="
+            ),
+        )));
+    }
+    Some(found)
+}
+
+/// [`tessera_path`], as the calling process's own memory sees it.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn tessera_path_of(dirfd: c_int, path: *const c_char) -> Option<FsResult<String>> {
     if path.is_null() {
         return None;
     }

@@ -237,9 +237,18 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
     crate::guarded(|| {
-        // The close-on-exec flag lives on the placeholder (python sets it this way).
-        if desc(fd).is_some() && !matches!(req, libc::FIOCLEX | libc::FIONCLEX) {
+        if desc(fd).is_some() {
             let _b = Busy::enter();
+            // The close-on-exec flag lives on the placeholder (python sets it this way; an
+            // `O_PATH` placeholder takes it through fcntl only).
+            if let Some(on) = match req {
+                libc::FIOCLEX => Some(libc::FD_CLOEXEC),
+                libc::FIONCLEX => Some(0),
+                _ => None,
+            } {
+                // SAFETY: a plain call on the placeholder.
+                return unsafe { real::fcntl(fd, libc::F_SETFD, on as c_ulong) };
+            }
             return fail(&FsError::new(
                 Errno::NoTty,
                 format!("ioctl {req:#x} on Tessera descriptor {fd}: not supported"),

@@ -184,11 +184,35 @@ pub fn own_memory() {
     OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
 }
 
-/// Whether this is a `vfork` child, running in its parent's memory.
+/// Whether this is a `vfork` child, running in its parent's memory. A process that is not
+/// the memory's owner is one, unless the kernel says its memory is its own: a child of a
+/// fork that ran no fork handlers (`_Fork`, a raw `clone`), which becomes the owner.
 pub fn in_vfork_child() -> bool {
     let owner = OWNER.load(Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
-    owner != 0 && owner != unsafe { libc::getpid() }
+    let me = unsafe { libc::getpid() };
+    if owner == 0 || owner == me {
+        return false;
+    }
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp compares two processes' address spaces; it reads nothing of ours.
+    let same = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            me as libc::c_long,
+            owner as libc::c_long,
+            KCMP_VM,
+            0,
+            0,
+        )
+    };
+    let gone = std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    if same > 0 || (same < 0 && gone) {
+        OWNER.store(me, Ordering::Relaxed);
+        return false;
+    }
+    // Shared memory, or no answer (kcmp unavailable): act as a vfork child, which is safe.
+    true
 }
 
 /// Like [`desc`], also from inside the interposer.
