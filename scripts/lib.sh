@@ -56,13 +56,26 @@ ensure_bench_deps() {
         libhdf5-openmpi-dev
 }
 
-# What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI, and
-# MPICH.
 # What emulated hosts need: iproute2 (namespaces, veth, bridge) and util-linux (unshare,
 # nsenter, mountpoint).
 ensure_host_deps() {
     ensure_debian_packages iproute2 util-linux
 }
+
+# Python modules for the tests, from PyPI into the python3 on PATH (the one the tests run),
+# each only if it does not import yet.
+ensure_python_modules() {
+    local missing=()
+    for m in "$@"; do
+        python3 -c "import $m" 2>/dev/null || missing+=("$m")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "installing python modules: ${missing[*]}"
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${missing[@]}"
+}
+
+# What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI,
+# MPICH, rsync, and numpy and h5py.
 
 ensure_test_deps() {
     ensure_bench_deps
@@ -73,6 +86,7 @@ ensure_test_deps() {
     # Everyday programs the interposer tests run (coreutils, tar, make, python3 are already
     # on the image).
     ensure_debian_packages rsync
+    ensure_python_modules numpy h5py
 }
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

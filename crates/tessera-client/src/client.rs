@@ -10,7 +10,7 @@ use tessera_core::index::IndexHeader;
 use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
 use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
-    Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Mkdir,
+    Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Link, Mkdir,
     NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
     Stat, Status, Symlink, Truncate, TxnDecide, TxnJoin, TxnOpen, Unlink, Writing,
 };
@@ -294,6 +294,14 @@ impl Client {
             path: p,
             target: target.to_string(),
         })
+    }
+
+    /// Gives the file `from` the further name `to` (a hard link): both name one file.
+    pub fn link(&self, from: &str, to: &str) -> FsResult<()> {
+        let mut g = self.lock();
+        let from = g.resolve(from)?;
+        let to = g.resolve(to)?;
+        g.call(Link { from, to })
     }
 
     /// The target of a symbolic link found in the PFS directory.

@@ -78,6 +78,8 @@ pub enum Errno {
     TimedOut,
     /// An argument too large (an extended attribute's value).
     TooBig,
+    /// Too many names for one file (hard links).
+    MLink,
 }
 
 impl Errno {
@@ -118,6 +120,7 @@ impl Errno {
             Errno::Canceled => libc::ECANCELED,
             Errno::TimedOut => libc::ETIMEDOUT,
             Errno::TooBig => libc::E2BIG,
+            Errno::MLink => libc::EMLINK,
         }
     }
 
@@ -158,6 +161,7 @@ impl Errno {
             Errno::Canceled => "ECANCELED",
             Errno::TimedOut => "ETIMEDOUT",
             Errno::TooBig => "E2BIG",
+            Errno::MLink => "EMLINK",
         }
     }
 

@@ -26,7 +26,14 @@ pub struct Attr {
     pub atime_ns: i64,
     pub mtime_ns: i64,
     pub ctime_ns: i64,
+    /// The names the file has (hard links); 1 for a directory or a link. Stored apart from
+    /// the other attributes (only where it is above 1), so inodes stored before link counts
+    /// existed read unchanged.
+    pub nlink: u32,
 }
+
+/// Most names one file can have (`EMLINK` beyond).
+pub const MAX_LINKS: u32 = 65_000;
 
 /// One entry of a directory listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

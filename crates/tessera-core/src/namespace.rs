@@ -38,6 +38,11 @@ pub enum NamespaceChange {
     NextIno(u64),
     /// An extended attribute set or removed.
     Xattr(crate::xattrs::XattrChange),
+    /// An inode's link count changed (1: the count is not stored).
+    Links {
+        ino: u64,
+        nlink: u32,
+    },
 }
 
 /// Attributes of a new file or directory (or of one found on the PFS).
@@ -158,6 +163,7 @@ impl Namespace {
             atime_ns: new.mtime_ns,
             mtime_ns: new.mtime_ns,
             ctime_ns: new.mtime_ns,
+            nlink: 1,
         };
         self.inodes.insert(ino, attr.clone());
         let dentry = Dentry {
@@ -293,6 +299,48 @@ impl Namespace {
         })
     }
 
+    /// A file held here gets another name (a hard link): its link count goes up.
+    pub fn link(&mut self, ino: u64, now_ns: i64) -> FsResult<(Attr, Vec<NamespaceChange>)> {
+        let attr = self.inode_mut(ino)?;
+        if attr.kind != FileKind::File {
+            return Err(FsError::new(
+                Errno::Perm,
+                format!("inode {ino:#x} is not a regular file: only files get more names"),
+            ));
+        }
+        if attr.nlink >= crate::meta::MAX_LINKS {
+            return Err(FsError::new(
+                Errno::MLink,
+                format!(
+                    "inode {ino:#x} has {} names already, the most Tessera keeps",
+                    attr.nlink
+                ),
+            ));
+        }
+        attr.nlink += 1;
+        let nlink = attr.nlink;
+        let (attr, mut changes) = self.change_inode(ino, now_ns, |_| {})?;
+        changes.push(NamespaceChange::Links { ino, nlink });
+        Ok((attr, changes))
+    }
+
+    /// A file held here lost one of its names: its link count goes down, and the inode goes
+    /// with its last name (`true`). An inode already gone counts as gone.
+    pub fn unlink(&mut self, ino: u64, now_ns: i64) -> (bool, Vec<NamespaceChange>) {
+        match self.inodes.get_mut(&ino) {
+            Some(attr) if attr.nlink > 1 => {
+                attr.nlink -= 1;
+                let nlink = attr.nlink;
+                let (_, mut changes) = self
+                    .change_inode(ino, now_ns, |_| {})
+                    .expect("the inode is held here");
+                changes.push(NamespaceChange::Links { ino, nlink });
+                (false, changes)
+            }
+            _ => (true, self.remove_inode(ino)),
+        }
+    }
+
     pub fn remove_inode(&mut self, ino: u64) -> Vec<NamespaceChange> {
         match self.inodes.remove(&ino) {
             Some(_) => {
@@ -394,11 +442,14 @@ mod tests {
     }
 
     /// The persisted tables, as a store would hold them after applying the changes.
+    /// Inodes are kept without their link count, which `links` holds where it is above 1,
+    /// as the daemon's store keeps them.
     #[derive(Default)]
     struct Tables {
         next_ino: u64,
         dentries: BTreeMap<(String, String), Dentry>,
         inodes: BTreeMap<u64, Attr>,
+        links: BTreeMap<u64, u32>,
     }
 
     impl Tables {
@@ -416,10 +467,17 @@ mod tests {
                         self.dentries.remove(&(parent, name));
                     }
                     NamespaceChange::PutInode(a) => {
-                        self.inodes.insert(a.ino, a);
+                        self.inodes.insert(a.ino, Attr { nlink: 1, ..a });
                     }
                     NamespaceChange::DelInode(ino) => {
                         self.inodes.remove(&ino);
+                        self.links.remove(&ino);
+                    }
+                    NamespaceChange::Links { ino, nlink: 1 } => {
+                        self.links.remove(&ino);
+                    }
+                    NamespaceChange::Links { ino, nlink } => {
+                        self.links.insert(ino, nlink);
                     }
                     NamespaceChange::NextIno(n) => self.next_ino = n,
                     // Extended attributes have their own model test (`xattrs`).
@@ -435,7 +493,10 @@ mod tests {
                 self.dentries
                     .iter()
                     .map(|((p, n), d)| (p.clone(), n.clone(), *d)),
-                self.inodes.values().cloned(),
+                self.inodes.values().map(|a| Attr {
+                    nlink: self.links.get(&a.ino).copied().unwrap_or(1),
+                    ..a.clone()
+                }),
             )
         }
     }
@@ -449,6 +510,8 @@ mod tests {
         Truncate(usize, u64),
         Chmod(usize, u32),
         DropInode(usize),
+        Link(usize),
+        Unlink(usize),
     }
 
     const PATHS: [&str; 6] = ["/a", "/a/x", "/a/y", "/b", "/b/x", "/ab"];
@@ -463,7 +526,9 @@ mod tests {
             (i.clone(), 0u64..100).prop_map(|(i, s)| Op::Extend(i, s)),
             (i.clone(), 0u64..100).prop_map(|(i, s)| Op::Truncate(i, s)),
             (i.clone(), any::<u32>()).prop_map(|(i, m)| Op::Chmod(i, m)),
-            i.prop_map(Op::DropInode),
+            i.clone().prop_map(Op::DropInode),
+            i.clone().prop_map(Op::Link),
+            i.prop_map(Op::Unlink),
         ]
     }
 
@@ -519,6 +584,28 @@ mod tests {
                             .unwrap_or_default()
                     }
                     Op::DropInode(i) => ns.remove_inode(pick(&inos, i)),
+                    Op::Link(i) => {
+                        let ino = pick(&inos, i);
+                        let before = ns.attr(ino).map(|a| a.nlink);
+                        match ns.link(ino, now) {
+                            Ok((a, c)) => {
+                                prop_assert_eq!(Some(a.nlink), before.map(|n| n + 1));
+                                c
+                            }
+                            Err(_) => {
+                                prop_assert_eq!(ns.attr(ino).map(|a| a.nlink), before);
+                                Vec::new()
+                            }
+                        }
+                    }
+                    Op::Unlink(i) => {
+                        let ino = pick(&inos, i);
+                        let before = ns.attr(ino).map(|a| a.nlink);
+                        let (gone, c) = ns.unlink(ino, now);
+                        prop_assert_eq!(gone, before.is_none_or(|n| n == 1));
+                        prop_assert_eq!(ns.attr(ino).map(|a| a.nlink), before.filter(|n| *n > 1).map(|n| n - 1));
+                        c
+                    }
                 };
                 tables.apply(changes);
                 let mut reloaded = tables.reload(node);

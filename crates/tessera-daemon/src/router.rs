@@ -51,6 +51,7 @@ impl Node {
             Request::AppendAt(r) => self.client_answer(client, r).await,
             Request::Xattr(r) => self.client_answer(client, r).await,
             Request::Symlink(r) => self.client_answer(client, r).await,
+            Request::Link(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -105,6 +106,8 @@ impl Node {
             PeerRequest::DentryMoveOut(r) => self.peer_answer(r).await,
             PeerRequest::DentryMoveIn(r) => self.peer_answer(r).await,
             PeerRequest::InodeXattr(r) => self.peer_answer(r).await,
+            PeerRequest::InodeLink(r) => self.peer_answer(r).await,
+            PeerRequest::InodeUnlink(r) => self.peer_answer(r).await,
         }
     }
 

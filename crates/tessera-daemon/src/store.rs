@@ -24,6 +24,7 @@ use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -89,6 +90,8 @@ const PENDING_MOVES: TableDefinition<(u64, &str, &str), (&str, &str)> =
     TableDefinition::new("pending_moves");
 /// (ino, name) -> value: the extended attributes of this shard's inodes (schema 5).
 const XATTRS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("xattrs");
+/// Link counts above 1 (ino -> count); an inode without a row has one name.
+const LINKS: TableDefinition<u64, u32> = TableDefinition::new("links");
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -112,7 +115,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 5: the files transactions truncate (`pending_cuts`), the names they rename
 ///    (`pending_moves`), and extended attributes (`xattrs`); upgraded from 2 to 4 the same
 ///    way.
-pub const STATE_SCHEMA_VERSION: u64 = 5;
+/// 6: link counts (`links`); upgraded from 2 to 5 the same way (inode rows are unchanged:
+///    they never held a count).
+pub const STATE_SCHEMA_VERSION: u64 = 6;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -148,7 +153,7 @@ pub enum DbOp {
         parent: String,
         name: String,
     },
-    PutInode(Attr),
+    PutInode(StoredAttr),
     DelInode(u64),
     /// One run of one owner, keyed by (ino, stripe, run start).
     PutOwner {
@@ -261,6 +266,71 @@ pub enum DbOp {
         ino: u64,
         name: String,
     },
+    /// An inode's link count (1 deletes the row; the row goes with `DelInode` too).
+    PutLinks {
+        ino: u64,
+        nlink: u32,
+    },
+}
+
+/// An inode as stored: its attributes without the link count, which the `links` table
+/// keeps, so inode rows and state-log records read the same as before link counts existed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredAttr {
+    pub ino: u64,
+    pub kind: tessera_proto::FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+impl StoredAttr {
+    /// The inode's attributes, with the link count its `links` row gives.
+    pub fn with_links(self, nlink: u32) -> Attr {
+        let StoredAttr {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            size,
+            atime_ns,
+            mtime_ns,
+            ctime_ns,
+        } = self;
+        Attr {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            size,
+            atime_ns,
+            mtime_ns,
+            ctime_ns,
+            nlink,
+        }
+    }
+}
+
+impl From<Attr> for StoredAttr {
+    fn from(a: Attr) -> Self {
+        StoredAttr {
+            ino: a.ino,
+            kind: a.kind,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns,
+            ctime_ns: a.ctime_ns,
+        }
+    }
 }
 
 /// A pending entry's change, as the row it writes or deletes.
@@ -377,7 +447,8 @@ impl From<NamespaceChange> for DbOp {
                 dentry,
             },
             NamespaceChange::DelDentry { parent, name } => DbOp::DelDentry { parent, name },
-            NamespaceChange::PutInode(attr) => DbOp::PutInode(attr),
+            NamespaceChange::PutInode(attr) => DbOp::PutInode(attr.into()),
+            NamespaceChange::Links { ino, nlink } => DbOp::PutLinks { ino, nlink },
             NamespaceChange::DelInode(ino) => DbOp::DelInode(ino),
             NamespaceChange::NextIno(n) => DbOp::SetMeta(MetaKey::NextIno, n),
             NamespaceChange::Xattr(XattrChange::Put { ino, name, value }) => {
@@ -503,8 +574,8 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Versions 2 to 4 lack only tables created below.
-                    2..=4 | STATE_SCHEMA_VERSION => {
+                    // Versions 2 to 5 lack only tables created below.
+                    2..=5 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                     }
@@ -535,6 +606,7 @@ impl Store {
                 .map_err(|e| db_err("pending moves", e))?;
             txn.open_table(XATTRS)
                 .map_err(|e| db_err("extended attributes", e))?;
+            txn.open_table(LINKS).map_err(|e| db_err("links", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -657,8 +729,15 @@ fn load(db: &Database) -> FsResult<Loaded> {
             .push((parent.to_string(), name.to_string(), dentry));
         Ok(())
     })?;
+    let mut links = HashMap::new();
+    each_row(&txn, LINKS, "links", |k, v| {
+        links.insert(k.value(), v.value());
+        Ok(())
+    })?;
     each_row(&txn, INODES, "inodes", |_, v| {
-        out.inodes.push(tessera_proto::frame::decode(v.value())?);
+        let stored: StoredAttr = tessera_proto::frame::decode(v.value())?;
+        let nlink = links.get(&stored.ino).copied().unwrap_or(1);
+        out.inodes.push(stored.with_links(nlink));
         Ok(())
     })?;
     each_row(&txn, OWNERS, "owners", |k, v| {
@@ -865,6 +944,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut pending_dentries = txn.open_table(PENDING_DENTRIES).map_err(|x| e(x.into()))?;
         let mut pending_moves = txn.open_table(PENDING_MOVES).map_err(|x| e(x.into()))?;
         let mut xattrs = txn.open_table(XATTRS).map_err(|x| e(x.into()))?;
+        let mut links = txn.open_table(LINKS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -883,9 +963,15 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::PutInode(attr) => inodes
                     .insert(attr.ino, tessera_proto::frame::encode(attr).as_slice())
                     .map(drop),
-                DbOp::DelInode(ino) => inodes.remove(*ino).map(drop).and_then(|()| {
-                    xattrs.retain_in((*ino, "")..(ino.saturating_add(1), ""), |_, _| false)
-                }),
+                DbOp::DelInode(ino) => inodes
+                    .remove(*ino)
+                    .and_then(|_| links.remove(*ino))
+                    .map(drop)
+                    .and_then(|()| {
+                        xattrs.retain_in((*ino, "")..(ino.saturating_add(1), ""), |_, _| false)
+                    }),
+                DbOp::PutLinks { ino, nlink: 1 } => links.remove(*ino).map(drop),
+                DbOp::PutLinks { ino, nlink } => links.insert(*ino, *nlink).map(drop),
                 DbOp::PutXattr { ino, name, value } => xattrs
                     .insert((*ino, name.as_str()), value.as_slice())
                     .map(drop),
@@ -1275,6 +1361,7 @@ mod tests {
             DbOp::PutPendingMoves { .. } => "PutPendingMoves",
             DbOp::PutXattr { .. } => "PutXattr",
             DbOp::DelXattr { .. } => "DelXattr",
+            DbOp::PutLinks { .. } => "PutLinks",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1306,7 +1393,7 @@ mod tests {
                 parent: "/a".into(),
                 name: "b".into(),
             },
-            DbOp::PutInode(Attr {
+            DbOp::PutInode(StoredAttr {
                 ino: 5,
                 kind: FileKind::Dir,
                 mode: 0o755,
@@ -1427,6 +1514,7 @@ mod tests {
                 ino: 5,
                 name: "user.origin".into(),
             },
+            DbOp::PutLinks { ino: 5, nlink: 2 },
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1435,7 +1523,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 28, "one sample per operation kind");
+        assert_eq!(seen.len(), 29, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

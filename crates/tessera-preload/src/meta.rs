@@ -40,7 +40,11 @@ unsafe fn fill_stat(a: &Attr, st: *mut libc::stat64) -> FsResult<c_int> {
         let mut s: libc::stat64 = std::mem::zeroed();
         s.st_dev = TESSERA_DEV;
         s.st_ino = a.ino;
-        s.st_nlink = if a.kind == FileKind::Dir { 2 } else { 1 };
+        s.st_nlink = if a.kind == FileKind::Dir {
+            2
+        } else {
+            a.nlink as _
+        };
         s.st_mode = mode_of(a);
         s.st_uid = a.uid;
         s.st_gid = a.gid;
@@ -80,7 +84,7 @@ unsafe fn fill_statx(a: &Attr, st: *mut libc::statx) -> FsResult<c_int> {
         let mut s: libc::statx = std::mem::zeroed();
         s.stx_mask = libc::STATX_BASIC_STATS;
         s.stx_blksize = BLKSIZE as u32;
-        s.stx_nlink = if a.kind == FileKind::Dir { 2 } else { 1 };
+        s.stx_nlink = if a.kind == FileKind::Dir { 2 } else { a.nlink };
         s.stx_uid = a.uid;
         s.stx_gid = a.gid;
         s.stx_mode = mode_of(a) as u16;
@@ -493,8 +497,8 @@ pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
     // SAFETY: forwarded under this function's own contract.
     unsafe { linkat(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
 }
-/// `linkat(2)`: Tessera keeps one name per file, so a hard link into or inside it fails with
-/// `EPERM` (the kernel's answer for a file system without hard links) and the reason.
+/// `linkat(2)`: a hard link inside Tessera gives the file another name; one between Tessera
+/// and another file system fails with `EXDEV`, as between two file systems.
 ///
 /// # Safety
 /// As `linkat(2)`.
@@ -508,16 +512,25 @@ pub unsafe extern "C" fn linkat(
 ) -> c_int {
     // SAFETY: forwarded under this function's own contract.
     let (from, to) = unsafe { (tessera_path(olddirfd, old), tessera_path(newdirfd, new)) };
-    if let Some(p) = to.or(from) {
-        return run(|| {
-            let p = p?;
-            Err(FsError::new(
-                Errno::Perm,
-                format!(
-                    "{p}: Tessera keeps one name per file and makes no hard links; copy the file, or make a symbolic link"
-                ),
-            ))
-        });
+    match (from, to) {
+        (Some(from), Some(to)) => {
+            return run(|| {
+                let (from, to) = (from?, to?);
+                client()?.link(&from, &to).map(|()| 0)
+            });
+        }
+        (Some(p), None) | (None, Some(p)) => {
+            return run(|| {
+                let p = p?;
+                Err(FsError::new(
+                    Errno::XDev,
+                    format!(
+                        "{p}: a hard link cannot join Tessera and another file system; copy the file"
+                    ),
+                ))
+            });
+        }
+        (None, None) => {}
     }
     // SAFETY: NUL-terminated or NULL by the caller's contract.
     let (ko, kn) = unsafe {

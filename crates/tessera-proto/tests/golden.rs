@@ -72,6 +72,7 @@ fn attr() -> Attr {
         atime_ns: 1_700_000_000_000_000_001,
         mtime_ns: -2,
         ctime_ns: 3,
+        nlink: 2,
     }
 }
 
@@ -447,6 +448,13 @@ fn client_samples(s: &mut Samples) {
         },
         (),
     );
+    s.client(
+        Link {
+            from: "/run1/ckpt".into(),
+            to: "/run1/ckpt.keep".into(),
+        },
+        (),
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -786,6 +794,8 @@ fn peer_samples(s: &mut Samples) {
         },
         XattrReply::Done,
     );
+    s.peer(InodeLink { ino: 5 }, attr());
+    s.peer(InodeUnlink { ino: 5 }, true);
 }
 
 fn samples() -> Samples {

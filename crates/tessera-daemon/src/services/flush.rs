@@ -68,6 +68,17 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         )
     })?;
     match d.kind {
+        // Its copy would be found under one of its names only (see `links`).
+        FileKind::File if attr.nlink > 1 => {
+            return Err(FsError::new(
+                Errno::MLink,
+                format!(
+                    "{} has {} names (hard links); the PFS directory keeps one name per file: remove the others, or flush a copy",
+                    node.user_path(&p),
+                    attr.nlink
+                ),
+            ));
+        }
         FileKind::File => {}
         FileKind::Dir => {
             return Err(FsError::new(

@@ -16,6 +16,7 @@
 //! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
 //!   pending under transactions like their writes;
 //! * [`xattr`]: extended attributes, kept beside the inodes;
+//! * [`links`]: hard links, counted beside the inodes;
 //! * [`admin`]: liveness, status, shutdown.
 //!
 //! Locality answers join as a further module here, with its requests in
@@ -26,6 +27,7 @@ pub mod catalogue;
 pub mod catalogue_shard;
 pub mod flush;
 pub mod leases;
+pub mod links;
 pub mod locks;
 pub mod namespace;
 pub mod namespace_shard;

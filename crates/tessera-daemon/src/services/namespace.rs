@@ -13,9 +13,9 @@ use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     AppendAt, Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry,
-    DropFile, FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr,
-    InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
-    SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
+    FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize,
+    ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr,
+    SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -189,7 +189,10 @@ impl ServeClient<Unlink> for Node {
             // A member's removal of a committed file: it goes when the transaction commits.
             return Ok(());
         }
-        self.destroy_file(d.ino).await?;
+        if !self.drop_name(d.ino).await? {
+            // Another name keeps the file (a file with more names has no PFS copy).
+            return Ok(());
+        }
         if txn.is_some() {
             // A file its transaction created, removed again: it has no PFS copy, and what
             // the PFS holds under the name is the committed file's, which stays until the
@@ -286,6 +289,10 @@ impl ServeClient<Rename> for Node {
                 .await?;
         }
         if let Some((dst, _)) = self.lookup_for(client, &to).await? {
+            if dst.ino == src.ino {
+                // Two names of one file (hard links): POSIX leaves both.
+                return Ok(());
+            }
             match (src.kind, dst.kind) {
                 (FileKind::File | FileKind::Symlink, FileKind::Dir) => {
                     return Err(self.eisdir(&to));
@@ -346,7 +353,7 @@ impl ServeClient<Rename> for Node {
             return Err(e);
         }
         if let Some(old) = replaced.filter(|o| o.ino != src.ino) {
-            self.destroy_file(old.ino).await?;
+            self.drop_name(old.ino).await?;
         }
         // The PFS copy moves with the file (a link moves as a link); a replaced file's copy
         // goes.
@@ -507,6 +514,7 @@ impl Node {
             atime_ns: 0,
             mtime_ns: 0,
             ctime_ns: 0,
+            nlink: 1,
         }
     }
 
@@ -544,7 +552,7 @@ impl Node {
     }
 
     /// Fails unless `dir` exists and is a directory.
-    async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<()> {
+    pub(crate) async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<()> {
         let view = TxnView {
             viewer: txn,
             committed: Vec::new(),
@@ -619,13 +627,6 @@ impl Node {
         });
         let any = self.call_all(ask).await?.into_iter().any(|b| b);
         Ok(any || self.on_pfs(dir, |pfs, p| Ok(pfs.has_entries(p))).await?)
-    }
-
-    /// Forgets a file everywhere: inode, ownership, logs on every node.
-    pub(crate) async fn destroy_file(&self, ino: u64) -> FsResult<()> {
-        self.call(ino_shard(ino), InodeRemove { ino }).await?;
-        self.call_all(self.every_node(|| DropFile { ino })).await?;
-        Ok(())
     }
 
     /// Sets a file's size everywhere: inode, ownership on every node, PFS copy. In a

@@ -11,7 +11,6 @@ use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
-use tessera_core::placement::ino_shard;
 use tessera_core::txn_entries::{Seen, Taken, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
@@ -408,11 +407,7 @@ impl Node {
                     tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(p));
                 }
             }
-            let ino = old.ino;
-            self.call(ino_shard(ino), tessera_proto::InodeRemove { ino })
-                .await?;
-            self.call_all(self.every_node(|| tessera_proto::DropFile { ino }))
-                .await?;
+            self.drop_name(old.ino).await?;
         }
         if let Some(new) = kept {
             self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))

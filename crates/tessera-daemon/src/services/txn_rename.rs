@@ -208,7 +208,7 @@ impl Node {
                     )
                     .await?;
                 }
-                None => self.destroy_file(old.ino).await?,
+                None => drop(self.drop_name(old.ino).await?),
             }
         }
         Ok(())

@@ -148,6 +148,7 @@ protocol! {
         AppendAt = "append_at" -> u64,
         Xattr = "xattr" -> XattrReply,
         Symlink = "symlink" -> (),
+        Link = "link" -> (),
     }
 }
 
@@ -212,6 +213,10 @@ protocol! {
         DentryMoveOut = "dentry_move_out" -> MovedOut,
         DentryMoveIn = "dentry_move_in" -> MovedIn,
         InodeXattr = "inode_xattr" -> XattrReply,
+        /// The inode's attributes with its new link count.
+        InodeLink = "inode_link" -> crate::Attr,
+        /// Whether that was its last name.
+        InodeUnlink = "inode_unlink" -> bool,
     }
 }
 
@@ -242,7 +247,7 @@ impl Request {
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
             // A second copy finds the link made (EEXIST).
-            Request::Symlink(_) => false,
+            Request::Symlink(_) | Request::Link(_) => false,
             // Reads, and writes of a state that a second copy sets to the same value.
             Request::Hello(_)
             | Request::Stat(_)
@@ -283,6 +288,8 @@ impl PeerRequest {
             PeerRequest::DentryMoveOut(_) | PeerRequest::DentryMoveIn(_) => false,
             PeerRequest::InodeXattr(r) => r.op.is_idempotent(),
             PeerRequest::Shutdown(_) => false,
+            // Counts: a second copy adds or takes a name twice.
+            PeerRequest::InodeLink(_) | PeerRequest::InodeUnlink(_) => false,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
             PeerRequest::Ping(_)

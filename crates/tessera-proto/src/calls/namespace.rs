@@ -116,6 +116,26 @@ pub struct Symlink {
     pub target: String,
 }
 
+/// Give the file `from` the further name `to` (a hard link).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub from: String,
+    pub to: String,
+}
+
+/// Peer: one more name for an inode of the receiver's shard (its link count goes up).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeLink {
+    pub ino: u64,
+}
+
+/// Peer: one name fewer for an inode of the receiver's shard; the answer says whether it
+/// was the last (the inode is then gone, and the file's bytes are to be dropped).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InodeUnlink {
+    pub ino: u64,
+}
+
 /// Remove the entry if it still names `ino`. Under `txn` a committed entry's removal is
 /// pending until the transaction ends (the answer is then `false`: nothing was removed yet,
 /// and the file must stay).

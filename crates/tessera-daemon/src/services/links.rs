@@ -1,0 +1,108 @@
+//! Hard links: a file's further names. The entries of the names live on their paths' shards
+//! like any entry; the inode's shard counts them (`tessera_core::namespace`, kept in the
+//! `links` table where above 1), and a file's bytes go with its last name only.
+//!
+//! A file with a copy in the PFS directory (flushed, or found there) keeps one name: that
+//! copy is found by its name, so a second name would read holes where it has the bytes.
+
+use crate::Node;
+use crate::rpc::{ServeClient, ServePeer};
+use crate::services::namespace_shard::now_ns;
+use tessera_core::placement::{ino_shard, path_shard};
+use tessera_core::{Errno, FsError, FsResult, path};
+use tessera_proto::{Attr, DentryPut, DropFile, FileKind, InodeLink, InodeUnlink, Link};
+
+impl ServeClient<Link> for Node {
+    async fn serve_client(&self, client: u64, r: Link) -> FsResult<()> {
+        let from = path::normalize(&r.from)?;
+        let to = path::normalize(&r.to)?;
+        if let Some(txn) = self.txns.member(client) {
+            return Err(FsError::new(
+                Errno::NotSup,
+                format!(
+                    "{}: transaction {txn:016x} would not hold a hard link back until its commit; make links outside the transaction",
+                    self.user_path(&to)
+                ),
+            ));
+        }
+        let (src, _) = self
+            .lookup_for(client, &from)
+            .await?
+            .ok_or_else(|| self.enoent(&from))?;
+        let refuse = |why: &str| {
+            FsError::new(
+                Errno::Perm,
+                format!("cannot link {}: {why}", self.user_path(&from)),
+            )
+        };
+        match src.kind {
+            FileKind::File => {}
+            FileKind::Dir => return Err(refuse("it is a directory (a directory has one name)")),
+            FileKind::Symlink => {
+                return Err(refuse(
+                    "it is a symbolic link, kept in the PFS directory; link its target, or make another symbolic link",
+                ));
+            }
+        }
+        if self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
+            return Err(refuse(
+                "it has a copy in the PFS directory (flushed, or found there), which keeps one name per file; copy it instead",
+            ));
+        }
+        let (parent, _) = path::split(&to).ok_or_else(|| self.exists(&to))?;
+        self.require_dir(parent, None).await?;
+        if self.lookup_for(client, &to).await?.is_some() {
+            return Err(self.exists(&to));
+        }
+        // The count first: a failure between the two leaves the file a name short of its
+        // count (it outlives its names), never a name its count does not hold.
+        self.call(ino_shard(src.ino), InodeLink { ino: src.ino })
+            .await?;
+        let put = DentryPut {
+            path: to.clone(),
+            dentry: src,
+        };
+        let placed = self.call(path_shard(&to, self.cfg.nodes), put).await;
+        let failed = match placed {
+            Ok(None) => return Ok(()),
+            // Made meanwhile by someone else: theirs stays.
+            Ok(Some(theirs)) => {
+                let back = DentryPut {
+                    path: to.clone(),
+                    dentry: theirs,
+                };
+                self.call(path_shard(&to, self.cfg.nodes), back).await?;
+                self.exists(&to)
+            }
+            Err(e) => e,
+        };
+        self.call(ino_shard(src.ino), InodeUnlink { ino: src.ino })
+            .await?;
+        Err(failed)
+    }
+}
+
+impl ServePeer<InodeLink> for Node {
+    async fn serve_peer(&self, r: InodeLink) -> FsResult<Attr> {
+        self.change_namespace(|ns| ns.link(r.ino, now_ns())).await
+    }
+}
+
+impl ServePeer<InodeUnlink> for Node {
+    async fn serve_peer(&self, r: InodeUnlink) -> FsResult<bool> {
+        self.change_namespace(|ns| Ok(ns.unlink(r.ino, now_ns())))
+            .await
+    }
+}
+
+impl Node {
+    /// A file lost one of its names: with its last, it is forgotten everywhere (inode,
+    /// ownership, logs on every node). Whether that was its last name.
+    pub(crate) async fn drop_name(&self, ino: u64) -> FsResult<bool> {
+        let last = self.call(ino_shard(ino), InodeUnlink { ino }).await?;
+        if last {
+            self.call_all(self.every_node(|| DropFile { ino })).await?;
+        }
+        Ok(last)
+    }
+}
