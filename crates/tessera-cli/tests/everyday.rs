@@ -943,8 +943,9 @@ fn symbolic_links_are_made_and_carried_both_ways() {
 /// Hard links: `ln` gives a file a further name (one inode, `stat` counts 2, writes through
 /// one name are read through the other, removing one name keeps the file); tar, `rsync -aH`
 /// and `cp -a` carry links into Tessera and back; counts survive kill -9 and restart of every
-/// daemon; a directory, a link across file systems, a name taken, and the PFS copy (one name
-/// per file) are refused with the reason.
+/// daemon; `linkat` follows a symbolic link only when asked; a directory, a symbolic link, a
+/// link across file systems, a name taken, and the PFS copy (one name per file) are refused
+/// with the reason.
 #[test]
 fn hard_links_name_one_file_and_are_carried_by_tar_rsync_and_cp() {
     let inst = Inst::start(3);
@@ -973,7 +974,6 @@ fn hard_links_name_one_file_and_are_carried_by_tar_rsync_and_cp() {
         "one\ntwo\n"
     );
     fails(0, "ln", &["/tessera/h/a", "/tessera/h/b"], "exists");
-    fails(0, "ln", &["/tessera/h", "/tessera/h2"], "directory");
     fails(
         0,
         "ln",
@@ -985,6 +985,29 @@ fn hard_links_name_one_file_and_are_carried_by_tar_rsync_and_cp() {
         stdout(&ok(&inst, 1, "cat", &["/tessera/h/b"])),
         "one\ntwo\n"
     );
+    assert!(id("/tessera/h/b").ends_with(" 1\n"));
+    // The daemon's refusals and linkat's flags, through python's os.link.
+    let flags = r#"
+import os, errno
+def err(f, *a, **k):
+    try:
+        f(*a, **k)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    return "ok"
+assert err(os.link, "/tessera/h", "/tessera/h2") == "EPERM"
+os.symlink("b", "/tessera/h/sl")
+assert err(os.link, "/tessera/h/sl", "/tessera/h/sl2", follow_symlinks=False) == "EPERM"
+# With dir_fds python calls linkat(AT_SYMLINK_FOLLOW) (plain link() never follows).
+d = os.open("/tessera/h", os.O_RDONLY)
+os.link("sl", "via", src_dir_fd=d, dst_dir_fd=d, follow_symlinks=True)
+os.close(d)
+assert os.stat("/tessera/h/via").st_ino == os.stat("/tessera/h/b").st_ino
+assert os.stat("/tessera/h/b").st_nlink == 2
+os.unlink("/tessera/h/via")
+print("flags")
+"#;
+    assert_eq!(stdout(&ok(&inst, 2, "python3", &["-c", flags])), "flags\n");
     assert!(id("/tessera/h/b").ends_with(" 1\n"));
 
     // Carried in: a local tree with two names for one file.

@@ -206,6 +206,14 @@ impl Namespace {
         Ok((old, vec![change]))
     }
 
+    /// Adds an entry for a name that must be free (`EEXIST` otherwise).
+    pub fn put_new(&mut self, p: &str, dentry: Dentry) -> FsResult<Vec<NamespaceChange>> {
+        if self.get(p).is_some() {
+            return Err(FsError::new(Errno::Exist, format!("{p} already exists")));
+        }
+        Ok(self.put(p, dentry)?.1)
+    }
+
     /// Entries of this shard directly inside `dir`.
     pub fn children(&self, dir: &str) -> Vec<DirEntry> {
         self.entries
@@ -512,6 +520,7 @@ mod tests {
         DropInode(usize),
         Link(usize),
         Unlink(usize),
+        PutNew(usize, usize),
     }
 
     const PATHS: [&str; 6] = ["/a", "/a/x", "/a/y", "/b", "/b/x", "/ab"];
@@ -528,7 +537,8 @@ mod tests {
             (i.clone(), any::<u32>()).prop_map(|(i, m)| Op::Chmod(i, m)),
             i.clone().prop_map(Op::DropInode),
             i.clone().prop_map(Op::Link),
-            i.prop_map(Op::Unlink),
+            i.clone().prop_map(Op::Unlink),
+            (0..PATHS.len(), i).prop_map(|(p, i)| Op::PutNew(p, i)),
         ]
     }
 
@@ -584,6 +594,21 @@ mod tests {
                             .unwrap_or_default()
                     }
                     Op::DropInode(i) => ns.remove_inode(pick(&inos, i)),
+                    Op::PutNew(p, i) => {
+                        let d = Dentry { ino: pick(&inos, i), kind: FileKind::File };
+                        let before = ns.get(PATHS[p]);
+                        match ns.put_new(PATHS[p], d) {
+                            Ok(c) => {
+                                prop_assert!(before.is_none());
+                                c
+                            }
+                            Err(e) => {
+                                prop_assert_eq!(e.errno, Errno::Exist);
+                                prop_assert_eq!(ns.get(PATHS[p]), before);
+                                Vec::new()
+                            }
+                        }
+                    }
                     Op::Link(i) => {
                         let ino = pick(&inos, i);
                         let before = ns.attr(ino).map(|a| a.nlink);

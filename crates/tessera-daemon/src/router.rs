@@ -108,6 +108,7 @@ impl Node {
             PeerRequest::InodeXattr(r) => self.peer_answer(r).await,
             PeerRequest::InodeLink(r) => self.peer_answer(r).await,
             PeerRequest::InodeUnlink(r) => self.peer_answer(r).await,
+            PeerRequest::DentryLink(r) => self.peer_answer(r).await,
         }
     }
 

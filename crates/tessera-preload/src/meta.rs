@@ -499,6 +499,8 @@ pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
 }
 /// `linkat(2)`: a hard link inside Tessera gives the file another name; one between Tessera
 /// and another file system fails with `EXDEV`, as between two file systems.
+/// `AT_SYMLINK_FOLLOW` links what a symbolic link leads to; `AT_EMPTY_PATH` links the file
+/// of descriptor `olddirfd`.
 ///
 /// # Safety
 /// As `linkat(2)`.
@@ -510,13 +512,33 @@ pub unsafe extern "C" fn linkat(
     new: *const c_char,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the caller's contract.
+    let empty = flags & libc::AT_EMPTY_PATH != 0 && !old.is_null() && unsafe { *old } == 0;
+    let from = match desc(olddirfd).filter(|_| empty) {
+        Some(d) => Some(Ok(state::lock_desc(&d).path.clone())),
+        // SAFETY: forwarded under this function's own contract.
+        None => unsafe { tessera_path(olddirfd, old) },
+    };
     // SAFETY: forwarded under this function's own contract.
-    let (from, to) = unsafe { (tessera_path(olddirfd, old), tessera_path(newdirfd, new)) };
+    let to = unsafe { tessera_path(newdirfd, new) };
     match (from, to) {
         (Some(from), Some(to)) => {
             return run(|| {
                 let (from, to) = (from?, to?);
-                client()?.link(&from, &to).map(|()| 0)
+                let known = libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH;
+                if flags & !known != 0 {
+                    return Err(FsError::new(
+                        Errno::Inval,
+                        format!("linkat: unknown flags {:#x}", flags & !known),
+                    ));
+                }
+                let c = client()?;
+                let from = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+                    followed(&c, &from)?
+                } else {
+                    from
+                };
+                c.link(&from, &to).map(|()| 0)
             });
         }
         (Some(p), None) | (None, Some(p)) => {
@@ -550,6 +572,35 @@ pub unsafe extern "C" fn linkat(
             flags,
         )
     }
+}
+
+/// Where the symbolic links from `p` lead, in Tessera (`EXDEV` if they lead out of it,
+/// `ELOOP` after 40).
+fn followed(c: &tessera_client::Client, p: &str) -> FsResult<String> {
+    use tessera_client::posix::{join_user, lexical_normalize, under_prefix};
+    let mut p = p.to_string();
+    for _ in 0..40 {
+        if c.stat(&p)?.kind != FileKind::Symlink {
+            return Ok(p);
+        }
+        let target = c.readlink(&p)?;
+        let dir = p
+            .rsplit_once('/')
+            .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d });
+        p = lexical_normalize(&join_user(dir, &target));
+        if !under_prefix(&p, state::prefix()) {
+            return Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "{p}: the link leads out of Tessera; a hard link cannot join two file systems"
+                ),
+            ));
+        }
+    }
+    Err(FsError::new(
+        Errno::Loop,
+        format!("{p}: too many levels of symbolic links"),
+    ))
 }
 
 /// # Safety

@@ -794,8 +794,21 @@ fn peer_samples(s: &mut Samples) {
         },
         XattrReply::Done,
     );
-    s.peer(InodeLink { ino: 5 }, attr());
+    s.peer(
+        InodeLink {
+            ino: 5,
+            path: path(),
+        },
+        attr(),
+    );
     s.peer(InodeUnlink { ino: 5 }, true);
+    s.peer(
+        DentryLink {
+            path: path(),
+            dentry: dentry(),
+        },
+        (),
+    );
 }
 
 fn samples() -> Samples {

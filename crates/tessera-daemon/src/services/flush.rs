@@ -68,17 +68,6 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         )
     })?;
     match d.kind {
-        // Its copy would be found under one of its names only (see `links`).
-        FileKind::File if attr.nlink > 1 => {
-            return Err(FsError::new(
-                Errno::MLink,
-                format!(
-                    "{} has {} names (hard links); the PFS directory keeps one name per file: remove the others, or flush a copy",
-                    node.user_path(&p),
-                    attr.nlink
-                ),
-            ));
-        }
         FileKind::File => {}
         FileKind::Dir => {
             return Err(FsError::new(
@@ -98,6 +87,18 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     }
     let lock = node.flush_lock(d.ino);
     let _serialised = lock.lock().await;
+    // Its copy would be found under one of its names only (see `links`, which counts names
+    // under this lock).
+    let nlink = node.inode(d.ino)?.nlink;
+    if nlink > 1 {
+        return Err(FsError::new(
+            Errno::MLink,
+            format!(
+                "{} has {nlink} names (hard links); the PFS directory keeps one name per file: remove the others, or flush a copy",
+                node.user_path(&p),
+            ),
+        ));
+    }
     let owners = match range {
         None => node.query_file_whole(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,

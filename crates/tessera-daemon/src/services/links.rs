@@ -9,8 +9,9 @@ use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use crate::services::namespace_shard::now_ns;
 use tessera_core::placement::{ino_shard, path_shard};
+use tessera_core::txn_entries::busy;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{Attr, DentryPut, DropFile, FileKind, InodeLink, InodeUnlink, Link};
+use tessera_proto::{Attr, DentryLink, DropFile, FileKind, InodeLink, InodeUnlink, Link};
 
 impl ServeClient<Link> for Node {
     async fn serve_client(&self, client: u64, r: Link) -> FsResult<()> {
@@ -29,25 +30,17 @@ impl ServeClient<Link> for Node {
             .lookup_for(client, &from)
             .await?
             .ok_or_else(|| self.enoent(&from))?;
-        let refuse = |why: &str| {
-            FsError::new(
-                Errno::Perm,
-                format!("cannot link {}: {why}", self.user_path(&from)),
-            )
-        };
         match src.kind {
             FileKind::File => {}
-            FileKind::Dir => return Err(refuse("it is a directory (a directory has one name)")),
+            FileKind::Dir => {
+                return Err(self.no_link(&from, "it is a directory (a directory has one name)"));
+            }
             FileKind::Symlink => {
-                return Err(refuse(
+                return Err(self.no_link(
+                    &from,
                     "it is a symbolic link, kept in the PFS directory; link its target, or make another symbolic link",
                 ));
             }
-        }
-        if self.on_pfs(&from, |pfs, p| pfs.lstat(p)).await?.is_some() {
-            return Err(refuse(
-                "it has a copy in the PFS directory (flushed, or found there), which keeps one name per file; copy it instead",
-            ));
         }
         let (parent, _) = path::split(&to).ok_or_else(|| self.exists(&to))?;
         self.require_dir(parent, None).await?;
@@ -56,35 +49,63 @@ impl ServeClient<Link> for Node {
         }
         // The count first: a failure between the two leaves the file a name short of its
         // count (it outlives its names), never a name its count does not hold.
-        self.call(ino_shard(src.ino), InodeLink { ino: src.ino })
-            .await?;
-        let put = DentryPut {
+        let link = InodeLink {
+            ino: src.ino,
+            path: from.clone(),
+        };
+        self.call(ino_shard(src.ino), link).await?;
+        let place = DentryLink {
             path: to.clone(),
             dentry: src,
         };
-        let placed = self.call(path_shard(&to, self.cfg.nodes), put).await;
-        let failed = match placed {
-            Ok(None) => return Ok(()),
-            // Made meanwhile by someone else: theirs stays.
-            Ok(Some(theirs)) => {
-                let back = DentryPut {
-                    path: to.clone(),
-                    dentry: theirs,
-                };
-                self.call(path_shard(&to, self.cfg.nodes), back).await?;
-                self.exists(&to)
+        match self.call(path_shard(&to, self.cfg.nodes), place).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // The name was not made: the count goes back (and the file with it, if its
+                // other names went meanwhile).
+                if let Err(u) = self.drop_name(src.ino).await {
+                    tracing::warn!(
+                        "link of {} to {} failed ({e}); taking its count back failed too: {u}",
+                        self.user_path(&from),
+                        self.user_path(&to)
+                    );
+                }
+                Err(e)
             }
-            Err(e) => e,
-        };
-        self.call(ino_shard(src.ino), InodeUnlink { ino: src.ino })
-            .await?;
-        Err(failed)
+        }
     }
 }
 
 impl ServePeer<InodeLink> for Node {
     async fn serve_peer(&self, r: InodeLink) -> FsResult<Attr> {
+        // Under the flush lock: no flush makes a PFS copy while the file gains a name.
+        let lock = self.flush_lock(r.ino);
+        let _serialised = lock.lock().await;
+        if self.on_pfs(&r.path, |pfs, p| pfs.lstat(p)).await?.is_some() {
+            return Err(self.no_link(
+                &r.path,
+                "it has a copy in the PFS directory (flushed, or found there), which keeps one name per file; copy it instead",
+            ));
+        }
         self.change_namespace(|ns| ns.link(r.ino, now_ns())).await
+    }
+}
+
+impl ServePeer<DentryLink> for Node {
+    async fn serve_peer(&self, r: DentryLink) -> FsResult<()> {
+        let p = path::normalize(&r.path)?;
+        self.settle_entry(&p, None).await?;
+        self.change_namespace(|ns| {
+            if let Some((txn, _)) = self.txns.entries().get(&p) {
+                return Err(busy(&self.user_path(&p), txn));
+            }
+            Ok(((), ns.put_new(&p, r.dentry)?))
+        })
+        .await
+        .map_err(|e| match e.errno {
+            Errno::Exist => self.exists(&p),
+            _ => e,
+        })
     }
 }
 
@@ -104,5 +125,12 @@ impl Node {
             self.call_all(self.every_node(|| DropFile { ino })).await?;
         }
         Ok(last)
+    }
+
+    fn no_link(&self, p: &str, why: &str) -> FsError {
+        FsError::new(
+            Errno::Perm,
+            format!("cannot link {}: {why}", self.user_path(p)),
+        )
     }
 }

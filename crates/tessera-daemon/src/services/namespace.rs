@@ -352,7 +352,9 @@ impl ServeClient<Rename> for Node {
             }
             return Err(e);
         }
-        if let Some(old) = replaced.filter(|o| o.ino != src.ino) {
+        // The name replaced goes from its file (also when a link made it a name of this
+        // file after the check above: the file then has one name fewer).
+        if let Some(old) = replaced {
             self.drop_name(old.ino).await?;
         }
         // The PFS copy moves with the file (a link moves as a link); a replaced file's copy

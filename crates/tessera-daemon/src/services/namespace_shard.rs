@@ -390,9 +390,13 @@ impl Node {
             (n.created.filter(|_| moves.from.is_none()), None)
         };
         if let Some(old) = gone {
+            // A re-run (after an error, or a restart) may find the name removed by the run
+            // before; the name is dropped from its file once: again only for a file with no
+            // other name (its inode is still there if that run stopped in between).
+            let mut drop = true;
             if commit {
-                self.change_namespace(|ns| Ok(((), ns.remove(p, old.ino)?.1)))
-                    .await?;
+                let removed = self.change_namespace(|ns| ns.remove(p, old.ino)).await?;
+                drop = removed || self.inode_get(old.ino).await.is_ok_and(|a| a.nlink <= 1);
                 let dir = old.kind == FileKind::Dir;
                 let removed = self
                     .on_pfs(p, move |pfs, p| {
@@ -407,7 +411,9 @@ impl Node {
                     tracing::warn!("{}: the PFS copy stays: {e}", self.user_path(p));
                 }
             }
-            self.drop_name(old.ino).await?;
+            if drop {
+                self.drop_name(old.ino).await?;
+            }
         }
         if let Some(new) = kept {
             self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))

@@ -217,6 +217,7 @@ protocol! {
         InodeLink = "inode_link" -> crate::Attr,
         /// Whether that was its last name.
         InodeUnlink = "inode_unlink" -> bool,
+        DentryLink = "dentry_link" -> (),
     }
 }
 
@@ -290,6 +291,8 @@ impl PeerRequest {
             PeerRequest::Shutdown(_) => false,
             // Counts: a second copy adds or takes a name twice.
             PeerRequest::InodeLink(_) | PeerRequest::InodeUnlink(_) => false,
+            // A second copy finds the name taken (EEXIST).
+            PeerRequest::DentryLink(_) => false,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
             PeerRequest::Ping(_)

@@ -123,10 +123,21 @@ pub struct Link {
     pub to: String,
 }
 
-/// Peer: one more name for an inode of the receiver's shard (its link count goes up).
+/// Peer: one more name for an inode of the receiver's shard (its link count goes up), unless
+/// the file has a PFS copy under `path` (checked under the inode's flush lock, so no flush
+/// races it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InodeLink {
     pub ino: u64,
+    pub path: String,
+}
+
+/// Peer: a new entry, only if the name is free (`EEXIST` otherwise): the further name of a
+/// hard link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DentryLink {
+    pub path: String,
+    pub dentry: Dentry,
 }
 
 /// Peer: one name fewer for an inode of the receiver's shard; the answer says whether it
