@@ -291,27 +291,16 @@ pub struct StoredAttr {
 impl StoredAttr {
     /// The inode's attributes, with the link count its `links` row gives.
     pub fn with_links(self, nlink: u32) -> Attr {
-        let StoredAttr {
-            ino,
-            kind,
-            mode,
-            uid,
-            gid,
-            size,
-            atime_ns,
-            mtime_ns,
-            ctime_ns,
-        } = self;
         Attr {
-            ino,
-            kind,
-            mode,
-            uid,
-            gid,
-            size,
-            atime_ns,
-            mtime_ns,
-            ctime_ns,
+            ino: self.ino,
+            kind: self.kind,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            atime_ns: self.atime_ns,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
             nlink,
         }
     }
