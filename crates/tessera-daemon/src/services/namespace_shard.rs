@@ -395,8 +395,8 @@ impl Node {
             // other name (its inode is still there if that run stopped in between).
             let mut drop = true;
             if commit {
-                let removed = self.change_namespace(|ns| ns.remove(p, old.ino)).await?;
-                drop = removed || self.inode_get(old.ino).await.is_ok_and(|a| a.nlink <= 1);
+                let entry_removed = self.change_namespace(|ns| ns.remove(p, old.ino)).await?;
+                drop = entry_removed || self.inode_get(old.ino).await.is_ok_and(|a| a.nlink <= 1);
                 let dir = old.kind == FileKind::Dir;
                 let removed = self
                     .on_pfs(p, move |pfs, p| {
