@@ -88,6 +88,35 @@ struct tessera_extent {
     uint64_t client;   /* the owning process's client id on that node */
 };
 
+/* Where the bytes of a located extent can be read from (struct tessera_location). */
+#define TESSERA_IN_HOLE 0         /* nowhere: zeros */
+#define TESSERA_IN_BURST_BUFFER 1 /* the burst buffer of the extent's node only */
+#define TESSERA_IN_PFS 2          /* the PFS copy only */
+#define TESSERA_IN_BOTH 3         /* the burst buffer of the extent's node and the PFS copy */
+
+/* Room for a host name or a daemon address, with its NUL (longer ones are cut). */
+#define TESSERA_HOST_MAX 64
+
+/* One extent of a located range and where it lives. */
+struct tessera_location {
+    uint64_t start;
+    uint64_t end;
+    int32_t node;                  /* the daemon holding it; -1 for PFS-only bytes and holes */
+    uint32_t residence;            /* TESSERA_IN_* */
+    char host[TESSERA_HOST_MAX];   /* that daemon's host, as Slurm and MPI name it; "" if none */
+    char addr[TESSERA_HOST_MAX];   /* that daemon's address:port; "" if none */
+};
+
+/* Where most of one file's bytes live, as a batch locate answers per path. */
+struct tessera_placement {
+    int32_t error;                 /* 0, or the errno of this path's failure */
+    uint32_t hosts;                /* hosts holding some of its bytes in their burst buffers */
+    uint64_t size;
+    uint64_t best_bytes;           /* bytes on the best host */
+    int64_t view_time_ns;          /* when the answer was assembled (ns since the epoch) */
+    char best_host[TESSERA_HOST_MAX]; /* the host holding most bytes; "" if none */
+};
+
 /* Lock kinds for tessera_lock. */
 #define TESSERA_LOCK_SHARED 0
 #define TESSERA_LOCK_EXCLUSIVE 1
@@ -231,6 +260,23 @@ int64_t tessera_flush(tessera_file *file, uint64_t offset, uint64_t len);
 /* Writes the whole file to the parallel file system, atomically (readers of the PFS never see
  * a half-written file); returns the bytes written. */
 int64_t tessera_flush_file(tessera_file *file);
+
+/* ---- locality (for schedulers) ------------------------------------------------------------ */
+
+/* Where the bytes of [offset, offset + len) of `path` live (len UINT64_MAX: to the end of the
+ * file): up to `max` extents are stored in `out`, ascending and touching, cut at the file's
+ * size. Returns the total number of extents (up to 4096 are listed; call again with a larger
+ * array if it exceeds `max`). If `view_time_ns` is not NULL it receives when the answer was
+ * assembled. Answers are advisory: acting on a stale one costs speed, never correctness. */
+int64_t tessera_locate(tessera_client *client, const char *path, uint64_t offset, uint64_t len,
+                       struct tessera_location *out, size_t max, int64_t *view_time_ns);
+
+/* For each of `n` paths, the host holding most of its bytes, in one request to the daemon
+ * (whatever `n`, a few batched rounds between the daemons). A path that fails sets its
+ * entry's `error` and leaves the others answered. Returns 0, or -1 with errno if the whole
+ * call failed. */
+int tessera_locate_many(tessera_client *client, const char *const *paths, size_t n,
+                        struct tessera_placement *out);
 
 /* ---- byte-range locks --------------------------------------------------------------------- */
 

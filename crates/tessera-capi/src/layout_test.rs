@@ -2,7 +2,7 @@
 //! header prints every struct's size and alignment and every field's offset, and they must
 //! equal Rust's. A field reordered or retyped on one side fails here, naming it.
 
-use crate::{CExtent, CStat};
+use crate::{CExtent, CLocation, CPlacement, CStat};
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::process::Command;
@@ -30,6 +30,34 @@ fn rust_layout() -> BTreeMap<String, usize> {
     put("tessera_extent.end", offset_of!(CExtent, end));
     put("tessera_extent.node", offset_of!(CExtent, node));
     put("tessera_extent.client", offset_of!(CExtent, client));
+    put("tessera_location.size", size_of::<CLocation>());
+    put("tessera_location.align", align_of::<CLocation>());
+    put("tessera_location.start", offset_of!(CLocation, start));
+    put("tessera_location.end", offset_of!(CLocation, end));
+    put("tessera_location.node", offset_of!(CLocation, node));
+    put(
+        "tessera_location.residence",
+        offset_of!(CLocation, residence),
+    );
+    put("tessera_location.host", offset_of!(CLocation, host));
+    put("tessera_location.addr", offset_of!(CLocation, addr));
+    put("tessera_placement.size", size_of::<CPlacement>());
+    put("tessera_placement.align", align_of::<CPlacement>());
+    put("tessera_placement.error", offset_of!(CPlacement, error));
+    put("tessera_placement.hosts", offset_of!(CPlacement, hosts));
+    put("tessera_placement.size_field", offset_of!(CPlacement, size));
+    put(
+        "tessera_placement.best_bytes",
+        offset_of!(CPlacement, best_bytes),
+    );
+    put(
+        "tessera_placement.view_time_ns",
+        offset_of!(CPlacement, view_time_ns),
+    );
+    put(
+        "tessera_placement.best_host",
+        offset_of!(CPlacement, best_host),
+    );
     m
 }
 
@@ -49,6 +77,14 @@ int main(void) {
     S(tessera_extent);
     F(tessera_extent, start); F(tessera_extent, end); F(tessera_extent, node);
     F(tessera_extent, client);
+    S(tessera_location);
+    F(tessera_location, start); F(tessera_location, end); F(tessera_location, node);
+    F(tessera_location, residence); F(tessera_location, host); F(tessera_location, addr);
+    S(tessera_placement);
+    F(tessera_placement, error); F(tessera_placement, hosts);
+    printf("tessera_placement.size_field %zu\n", offsetof(struct tessera_placement, size));
+    F(tessera_placement, best_bytes); F(tessera_placement, view_time_ns);
+    F(tessera_placement, best_host);
     return 0;
 }
 "#;

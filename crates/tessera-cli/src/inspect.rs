@@ -2,8 +2,7 @@
 
 use crate::instance::human;
 use anyhow::Result;
-use std::collections::BTreeMap;
-use tessera_client::{Client, FileKind, Model, OpenOptions};
+use tessera_client::{Client, FileKind, Location, RangeAsk, Residence};
 
 pub fn ls(c: &Client, path: &str, long: bool) -> Result<()> {
     for e in c.readdir(path)? {
@@ -52,32 +51,101 @@ pub fn stat(c: &Client, path: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn where_(c: &Client, path: &str) -> Result<()> {
-    let mut f = c.open(path, OpenOptions::new().read(true).model(Model::Session))?;
-    let extents = tessera_client::sorted_extents(&f.query_file()?);
-    let size = f.len()?;
-    let mut per_node: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut at = 0;
-    println!("{:>14} {:>14}  holder", "start", "end");
-    let gap = |a: u64, b: u64| {
-        if a < b {
-            println!("{a:>14} {b:>14}  no owner (PFS copy or hole)");
-        }
-    };
-    for e in &extents {
-        gap(at, e.start);
+/// `tessera where`: where the bytes of each file (or of one range of each) live, by node and
+/// host, in one batched request; `--json` for schedulers. Fails if any path failed, after
+/// answering the others.
+pub fn where_(c: &Client, paths: &[String], range: (u64, Option<u64>), json: bool) -> Result<()> {
+    let asks: Vec<RangeAsk> = paths
+        .iter()
+        .map(|p| RangeAsk {
+            path: p.clone(),
+            offset: range.0,
+            len: range.1,
+        })
+        .collect();
+    let answers = c.locate_many(&asks, tessera_client::DEFAULT_MAX_EXTENTS)?;
+    let failed = answers.iter().filter(|a| a.is_err()).count();
+    if json {
+        let files: Vec<serde_json::Value> = paths
+            .iter()
+            .zip(&answers)
+            .map(|(p, a)| match a {
+                Ok(l) => serde_json::to_value(l).expect("a location is plain data"),
+                Err(e) => serde_json::json!({
+                    "path": p,
+                    "error": { "errno": e.errno.name(), "message": e.message },
+                }),
+            })
+            .collect();
         println!(
-            "{:>14} {:>14}  node {} (client {})",
-            e.start, e.end, e.owner.node, e.owner.client
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?
         );
-        *per_node.entry(e.owner.node).or_default() += e.end - e.start;
-        at = e.end;
+    } else {
+        for a in &answers {
+            match a {
+                Ok(l) => print_location(l),
+                Err(e) => eprintln!("tessera where: {} ({})", e.message, e.errno.name()),
+            }
+        }
     }
-    gap(at, size);
-    for (n, b) in per_node {
-        println!("node {n} holds {} of {}", human(b), human(size));
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} paths could not be located", paths.len());
     }
     Ok(())
+}
+
+fn print_location(l: &Location) {
+    println!(
+        "{}: bytes {}..{} of {} (as of {})",
+        l.path,
+        l.start,
+        l.end,
+        human(l.size),
+        view_time(l.view_time_ns)
+    );
+    println!("{:>14} {:>14}  where", "start", "end");
+    for e in &l.extents {
+        let at = match &e.holder {
+            Some(h) => format!("node {} on {} ({})", h.node, h.host, h.addr),
+            None => "no node".to_string(),
+        };
+        let res = match e.residence {
+            Residence::BurstBuffer => "burst buffer",
+            Residence::Both => "burst buffer and PFS",
+            Residence::Pfs => "PFS copy",
+            Residence::Hole => "hole",
+        };
+        println!("{:>14} {:>14}  {at}, {res}", e.start, e.end);
+    }
+    if let Some(m) = l.more_from {
+        println!(
+            "{m:>14} {:>14}  ... (listing cut; totals below are whole)",
+            l.end
+        );
+    }
+    let range = l.end - l.start;
+    for h in &l.bytes_by_host {
+        println!(
+            "host {} holds {} of {}",
+            h.host,
+            human(h.bytes),
+            human(range)
+        );
+        for (n, b) in &h.nodes {
+            println!("  node {n} holds {} of {}", human(*b), human(range));
+        }
+    }
+    if l.pfs_only_bytes > 0 {
+        println!("the PFS copy alone holds {}", human(l.pfs_only_bytes));
+    }
+}
+
+/// An answer's view time as UTC seconds with milliseconds.
+fn view_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    format!("{secs}.{ms:03} s since the epoch")
 }
 
 pub fn flush(c: &Client, path: &str) -> Result<()> {

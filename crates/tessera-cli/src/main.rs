@@ -116,8 +116,21 @@ enum Cmd {
     /// Say whether the interposer can serve PROGRAM (dynamically linked against glibc, not
     /// setuid, not Go), and what to use if not.
     Doctor { program: String },
-    /// Show which node holds which range of a file.
-    Where { path: String },
+    /// Show where the bytes of files live: each range's node, host and address, whether it is
+    /// in the burst buffer, the PFS copy or both, and the bytes per host, ranked (seed 001).
+    Where {
+        /// Machine-readable output for schedulers.
+        #[arg(long)]
+        json: bool,
+        /// Locate only the bytes from here (a size: 0, 64MiB, ...).
+        #[arg(long, value_parser = tessera_cli::size::parse_size, default_value = "0")]
+        offset: u64,
+        /// Locate only this many bytes (default: to the end of each file).
+        #[arg(long, value_parser = tessera_cli::size::parse_size)]
+        length: Option<u64>,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
     /// Run a benchmark workload in a fresh instance (see `tessera bench --help`; needs
@@ -279,7 +292,17 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Ls { path, long } => inspect::ls(&Client::connect(layout, None)?, &path, long)?,
         Cmd::Stat { path } => inspect::stat(&Client::connect(layout, None)?, &path)?,
         Cmd::Doctor { program } => doctor::run(&program)?,
-        Cmd::Where { path } => inspect::where_(&Client::connect(layout, None)?, &path)?,
+        Cmd::Where {
+            json,
+            offset,
+            length,
+            paths,
+        } => inspect::where_(
+            &Client::connect(layout, None)?,
+            &paths,
+            (offset, length),
+            json,
+        )?,
         Cmd::Flush { path } => inspect::flush(&Client::connect(layout, None)?, &path)?,
         Cmd::Demo(a) => demo::run(a)?,
         Cmd::Bench { args } => bench(args)?,

@@ -99,6 +99,8 @@ pub(crate) struct Inner {
     pub(crate) txn: Option<(u64, u64)>,
     /// A forked child's transaction, joined under a log of its own at its first connection.
     join_after_fork: Option<u64>,
+    /// The host table as last read, and the time its file was changed then.
+    pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
 }
 
 /// A connection to a Tessera instance. Cheap to clone; all clones share one connection.
@@ -180,6 +182,7 @@ impl Client {
                 reconnect_for,
                 txn: None,
                 join_after_fork: None,
+                hosts: None,
             })),
         })
     }

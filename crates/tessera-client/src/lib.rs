@@ -26,13 +26,16 @@ mod client;
 mod conn;
 mod file;
 mod list_lock;
+mod locality;
 mod read;
 mod xattr;
 
 pub use client::{Client, ReadSources, Stats};
 pub use file::{File, OpenOptions, Whence};
 pub use list_lock::HeldList;
+pub use locality::{DEFAULT_MAX_EXTENTS, HostBytes, HostOf, LocatedExtent, Location, RangeAsk};
 pub use tessera_core::catalogue::{Chunk, Variable, VersionView};
+pub use tessera_core::locality::Residence;
 pub use tessera_core::lock_list::{LockList, LockRun};
 pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;

@@ -12,6 +12,7 @@ pub mod error;
 pub mod file_view;
 pub mod index;
 pub mod inherited_fds;
+pub mod locality;
 pub mod lock_list;
 pub mod lock_manager;
 pub mod locks;

@@ -157,6 +157,19 @@ impl Ownership {
         (out, None)
     }
 
+    /// The runs of one stripe of `ino` within `[start, end)`, clipped, ascending by start.
+    pub fn stripe_runs_within(&self, ino: u64, stripe: u64, start: u64, end: u64) -> Vec<OwnedRun> {
+        self.maps
+            .get(&(ino, stripe))
+            .map(|m| {
+                m.overlapping(start, end)
+                    .into_iter()
+                    .map(OwnedRun::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The stripes of `ino` this shard holds a map for.
     pub fn stripes_of(&self, ino: u64) -> Vec<u64> {
         self.maps

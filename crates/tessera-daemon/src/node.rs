@@ -30,6 +30,9 @@ pub struct Node {
     pub callbacks: Mutex<state::cache::Callbacks>,
     /// Copies of other nodes' ownership stripes.
     pub stripe_cache: Mutex<state::cache::StripeCache>,
+    /// Inodes of this node whose bytes are unchanged since a whole-file flush (see
+    /// [`crate::services::locality`]).
+    pub flushed_clean: Mutex<std::collections::HashSet<u64>>,
     /// One flush at a time per file (by inode), on the inode's node.
     pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Byte-range locks of this node's inodes, and where this node's clients hold locks.

@@ -52,6 +52,8 @@ impl Node {
             Request::Xattr(r) => self.client_answer(client, r).await,
             Request::Symlink(r) => self.client_answer(client, r).await,
             Request::Link(r) => self.client_answer(client, r).await,
+            Request::Locate(r) => self.client_answer(client, r).await,
+            Request::ForwardPing(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -109,6 +111,9 @@ impl Node {
             PeerRequest::InodeLink(r) => self.peer_answer(r).await,
             PeerRequest::InodeUnlink(r) => self.peer_answer(r).await,
             PeerRequest::DentryLink(r) => self.peer_answer(r).await,
+            PeerRequest::LocateNames(r) => self.peer_answer(r).await,
+            PeerRequest::LocateInodes(r) => self.peer_answer(r).await,
+            PeerRequest::LocateRuns(r) => self.peer_answer(r).await,
         }
     }
 

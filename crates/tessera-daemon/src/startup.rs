@@ -116,6 +116,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         shutdown: Notify::new(),
         uid,
         gid,
+        flushed_clean: Mutex::default(),
         flush_locks: Mutex::new(std::collections::HashMap::new()),
         locks: crate::services::locks::LockService::default(),
         clients: state::clients::Clients::default(),

@@ -121,6 +121,17 @@ impl HostTable {
     }
 }
 
+/// A host name as resource managers name nodes: Slurm's `NodeName` and MPI's host lists use
+/// the short name, so the domain is dropped (unless the name is an IP address) and letters are
+/// lowered (DNS names are case-insensitive).
+pub fn normalize_host(name: &str) -> String {
+    let name = name.trim().trim_end_matches('.');
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return name.to_string();
+    }
+    name.split('.').next().unwrap_or(name).to_ascii_lowercase()
+}
+
 /// This machine's host name (its UTS node name), as daemons register it and clients look for
 /// it.
 pub fn this_host() -> String {
@@ -143,6 +154,15 @@ mod tests {
             pid: 100 + node,
             incarnation,
         }
+    }
+
+    #[test]
+    fn host_names_are_normalised_as_slurm_and_mpi_name_nodes() {
+        assert_eq!(normalize_host("h3"), "h3");
+        assert_eq!(normalize_host("Node-12.cluster.example.org"), "node-12");
+        assert_eq!(normalize_host("h1.local."), "h1");
+        assert_eq!(normalize_host("10.213.7.2"), "10.213.7.2");
+        assert_eq!(normalize_host("fe80::1"), "fe80::1");
     }
 
     #[test]

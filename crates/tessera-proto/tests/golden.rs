@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use tessera_core::locality::{PlacedExtent, Placement, Residence};
 use tessera_core::lock_list::LockRun;
 use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 use tessera_core::{Errno, FsError, Owner, Run};
@@ -455,6 +456,55 @@ fn client_samples(s: &mut Samples) {
         },
         (),
     );
+    s.client(
+        Locate {
+            ranges: vec![
+                LocateRange {
+                    path: "/run1/ckpt".into(),
+                    start: 0,
+                    len: None,
+                },
+                LocateRange {
+                    path: "/run1/gone".into(),
+                    start: 4096,
+                    len: Some(8192),
+                },
+            ],
+            max_extents: 4096,
+        },
+        Located {
+            view_time_ns: 1_700_000_000_123_456_789,
+            files: vec![
+                Ok(FileLocation {
+                    ino: 5,
+                    size: 1 << 20,
+                    placement: Placement {
+                        start: 0,
+                        end: 1 << 20,
+                        extents: vec![
+                            PlacedExtent {
+                                start: 0,
+                                end: 4096,
+                                node: Some(1),
+                                residence: Residence::Both,
+                            },
+                            PlacedExtent {
+                                start: 4096,
+                                end: 1 << 20,
+                                node: None,
+                                residence: Residence::Pfs,
+                            },
+                        ],
+                        more_from: None,
+                        bytes_by_node: vec![(1, 4096)],
+                        pfs_only_bytes: (1 << 20) - 4096,
+                    },
+                }),
+                Err(error()),
+            ],
+        },
+    );
+    s.client(ForwardPing { node: 2 }, 2);
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -808,6 +858,34 @@ fn peer_samples(s: &mut Samples) {
             dentry: dentry(),
         },
         (),
+    );
+    s.peer(
+        LocateNames {
+            paths: vec![path(), "/run1/gone".into()],
+        },
+        vec![
+            Some(NamedFile {
+                ino: 5,
+                kind: FileKind::File,
+                pfs_size: Some(4096),
+                inode: Some((1 << 20, true)),
+            }),
+            None,
+        ],
+    );
+    s.peer(
+        LocateInodes { inos: vec![5, 6] },
+        vec![Some((1 << 20, false)), None],
+    );
+    s.peer(
+        LocateRuns {
+            spans: vec![(5, 0, 0, 1 << 20)],
+            max_runs: 65_536,
+        },
+        vec![Some(vec![OwnedRun {
+            run: Run::single(0, 4096),
+            owner: Owner { node: 1, client: 3 },
+        }])],
     );
 }
 

@@ -148,6 +148,23 @@ static int do_errors(const char *dir) {
     EXPECT(tessera_lock(w, 0, 10, 5, 0) == -1 && failed_with(EINVAL, "kind 5"), "lock kind 5");
     EXPECT(tessera_close(w) == 0, "close");
 
+    /* Locality: the 64 attached bytes are in this process's node's burst buffer. */
+    struct tessera_location loc[4];
+    int64_t seen_at = 0;
+    EXPECT(tessera_locate(fs, path, 0, UINT64_MAX, loc, 4, &seen_at) == 1 && loc[0].start == 0 &&
+               loc[0].end == 64 && loc[0].node >= 0 &&
+               loc[0].residence == TESSERA_IN_BURST_BUFFER && loc[0].host[0] != 0 &&
+               strchr(loc[0].addr, ':') != NULL && seen_at > 0,
+           "locate of the written bytes");
+    EXPECT(tessera_locate(fs, path, 8, 100, loc, 4, NULL) == 1 && loc[0].start == 8 &&
+               loc[0].end == 64, "locate of a range, cut at the size");
+    EXPECT(tessera_locate(fs, path, 0, 10, NULL, 2, NULL) == -1 && failed_with(EFAULT, "out"),
+           "locate into NULL");
+    EXPECT(tessera_locate(NULL, path, 0, 10, loc, 4, NULL) == -1 && errno == EINVAL,
+           "locate without a client");
+    EXPECT(tessera_locate(fs, dir, 0, 10, loc, 4, NULL) == -1 &&
+               failed_with(EISDIR, "directory"), "locate of a directory");
+
     /* A failed call leaves the message; a successful one does not clear it. */
     EXPECT(tessera_unlink(fs, other) == -1 && errno == ENOENT, "unlink missing");
     EXPECT(tessera_stat(fs, path, &st) == 0 && st.size == 64 && st.mode == 0600, "stat file");
@@ -161,6 +178,16 @@ static int do_errors(const char *dir) {
     EXPECT(tessera_mkdir(fs, sub, 0755) == -1 && errno == EEXIST, "mkdir twice");
     EXPECT(tessera_rename(fs, path, moved) == 0, "rename");
     EXPECT(tessera_stat(fs, path, &st) == -1 && errno == ENOENT, "old name gone");
+    /* A batch: the renamed file (its inode may now live apart from its name) and a missing
+     * path, which fails alone. */
+    const char *batch[2] = {moved, other};
+    struct tessera_placement placed[2];
+    EXPECT(tessera_locate_many(fs, batch, 2, placed) == 0 && placed[0].error == 0 &&
+               placed[0].size == 64 && placed[0].best_bytes == 64 && placed[0].hosts == 1 &&
+               placed[0].best_host[0] != 0 && placed[1].error == ENOENT,
+           "batch locate");
+    EXPECT(tessera_locate_many(fs, NULL, 2, placed) == -1 && failed_with(EFAULT, "paths"),
+           "batch locate of NULL paths");
     EXPECT(tessera_unlink(fs, moved) == 0, "unlink");
     EXPECT(tessera_rmdir(fs, sub) == 0, "rmdir");
     EXPECT(tessera_rmdir(fs, dir) == 0, "rmdir of the emptied dir");

@@ -99,6 +99,10 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             ),
         ));
     }
+    // Marked before the owners are read: any attach from here on clears it (locality answers
+    // then stop reporting the bytes as in the PFS too).
+    node.mark_flushed_clean(d.ino, range.is_none());
+    let mut unmark = Unmark(node, d.ino, true);
     let owners = match range {
         None => node.query_file_whole(d.ino).await?,
         Some((s, e)) => node.query(d.ino, s, e).await?,
@@ -123,6 +127,8 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         }
         Err(e) => Err(e),
     };
+    unmark.2 = result.is_err();
+    drop(unmark);
     let forget = node.store.submit(vec![DbOp::DelFlushTemp(temp_path)]);
     forget.durable().await?;
     if let Ok((bytes, nodes)) = &result {
@@ -135,6 +141,17 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         );
     }
     result
+}
+
+/// Clears a file's flushed mark when dropped armed: a flush that did not publish.
+struct Unmark<'a>(&'a Node, u64, bool);
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        if self.2 {
+            self.0.mark_flushed_clean(self.1, false);
+        }
+    }
 }
 
 /// Fills the temporary (the current PFS copy, then every node's extents) and publishes it;

@@ -17,10 +17,8 @@
 //!   pending under transactions like their writes;
 //! * [`xattr`]: extended attributes, kept beside the inodes;
 //! * [`links`]: hard links, counted beside the inodes;
+//! * [`locality`]: where the bytes of files live (seed 001), for schedulers;
 //! * [`admin`]: liveness, status, shutdown.
-//!
-//! Locality answers join as a further module here, with its requests in
-//! `tessera_proto::calls` and one routing line per request in [`crate::router`].
 
 pub mod admin;
 pub mod catalogue;
@@ -28,6 +26,7 @@ pub mod catalogue_shard;
 pub mod flush;
 pub mod leases;
 pub mod links;
+pub mod locality;
 pub mod locks;
 pub mod namespace;
 pub mod namespace_shard;

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod catalogue;
 pub mod flush;
+pub mod locality;
 pub mod locks;
 pub mod namespace;
 pub mod ownership;
@@ -29,6 +30,7 @@ use tessera_core::{FsError, FsResult};
 pub use admin::*;
 pub use catalogue::*;
 pub use flush::*;
+pub use locality::*;
 pub use locks::*;
 pub use namespace::*;
 pub use ownership::*;
@@ -149,6 +151,9 @@ protocol! {
         Xattr = "xattr" -> XattrReply,
         Symlink = "symlink" -> (),
         Link = "link" -> (),
+        Locate = "locate" -> Located,
+        /// The node that answered.
+        ForwardPing = "forward_ping" -> u32,
     }
 }
 
@@ -218,6 +223,12 @@ protocol! {
         /// Whether that was its last name.
         InodeUnlink = "inode_unlink" -> bool,
         DentryLink = "dentry_link" -> (),
+        /// One entry per path, in order (`None`: no such entry).
+        LocateNames = "locate_names" -> Vec<Option<NamedFile>>,
+        /// One entry per inode, in order.
+        LocateInodes = "locate_inodes" -> Vec<InodeFacts>,
+        /// One entry per span, in order.
+        LocateRuns = "locate_runs" -> Vec<SpanRuns>,
     }
 }
 
@@ -271,7 +282,9 @@ impl Request {
             | Request::TxnDecide(_)
             | Request::CatLookup(_)
             | Request::CatList(_)
-            | Request::CatWait(_) => true,
+            | Request::CatWait(_)
+            | Request::Locate(_)
+            | Request::ForwardPing(_) => true,
         }
     }
 }
@@ -336,7 +349,10 @@ impl PeerRequest {
             | PeerRequest::CatShardList(_)
             | PeerRequest::CatShardWait(_)
             // A cut is a minimum; the size it sets is the same when resent at once.
-            | PeerRequest::TxnTruncate(_) => true,
+            | PeerRequest::TxnTruncate(_)
+            | PeerRequest::LocateNames(_)
+            | PeerRequest::LocateInodes(_)
+            | PeerRequest::LocateRuns(_) => true,
             // As `Request::CatChange`, `Request::AppendAt`.
             PeerRequest::CatShardChange(_) | PeerRequest::InodeAppend(_) => false,
             PeerRequest::TableListUnlock(_) => false,

@@ -1,0 +1,260 @@
+//! Locality answers (seed 001) on one machine with three daemons: `locate` names the node of
+//! every range and whether it is in the burst buffer, the PFS copy or both; per-host totals
+//! are ranked; a batch answers each path on its own and agrees with single calls; `tessera
+//! where --json` carries the same. Placement on emulated hosts is tested in `hosts.rs`.
+
+mod common;
+
+use common::Inst;
+use tessera_client::{Client, Errno, Model, OpenOptions, RangeAsk, Residence};
+
+fn write_from(c: &Client, path: &str, off: u64, bytes: &[u8]) {
+    let mut f = c
+        .open(
+            path,
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .model(Model::Commit),
+        )
+        .unwrap();
+    f.write_at(bytes, off).unwrap();
+    f.commit().unwrap();
+    f.close().unwrap();
+}
+
+/// (start, end, node, residence) of every extent.
+fn shape(l: &tessera_client::Location) -> Vec<(u64, u64, Option<u32>, Residence)> {
+    l.extents
+        .iter()
+        .map(|e| {
+            (
+                e.start,
+                e.end,
+                e.holder.as_ref().map(|h| h.node),
+                e.residence,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn locate_names_the_node_of_every_range_and_whether_the_pfs_has_it() {
+    let inst = Inst::start(3);
+    let (a, b) = (inst.client(0), inst.client(2));
+    // Node 0 writes 1 MiB, node 2 overwrites 64 KiB in the middle.
+    write_from(&a, "/tessera/mixed", 0, &vec![1u8; 1 << 20]);
+    write_from(&b, "/tessera/mixed", 256 << 10, &vec![2u8; 64 << 10]);
+    let l = a.locate("/tessera/mixed", 0, None).unwrap();
+    assert_eq!((l.start, l.end, l.size), (0, 1 << 20, 1 << 20));
+    assert_eq!(
+        shape(&l),
+        vec![
+            (0, 256 << 10, Some(0), Residence::BurstBuffer),
+            (256 << 10, 320 << 10, Some(2), Residence::BurstBuffer),
+            (320 << 10, 1 << 20, Some(0), Residence::BurstBuffer),
+        ]
+    );
+    let e = &l.extents[1];
+    let h = e.holder.as_ref().unwrap();
+    assert_eq!(h.addr, inst.addr(2), "the holder's daemon address");
+    assert_eq!(
+        h.host,
+        tessera_proto::hosts::normalize_host(&inst.host_entry(2).host)
+    );
+    // All daemons share this machine: one host, both nodes listed under it, most first.
+    assert_eq!(l.bytes_by_host.len(), 1);
+    assert_eq!(l.bytes_by_host[0].bytes, 1 << 20);
+    assert_eq!(
+        l.bytes_by_host[0].nodes,
+        vec![(0, (1 << 20) - (64 << 10)), (2, 64 << 10)]
+    );
+    assert!(l.view_time_ns > 0);
+
+    // A range is cut at the size; a range past the end is empty.
+    let r = a
+        .locate("/tessera/mixed", 300 << 10, Some(10 << 20))
+        .unwrap();
+    assert_eq!((r.start, r.end), (300 << 10, 1 << 20));
+    assert_eq!(r.extents[0].holder.as_ref().unwrap().node, 2);
+    let past = a.locate("/tessera/mixed", 2 << 20, Some(5)).unwrap();
+    assert!(past.extents.is_empty() && past.start == past.end);
+
+    // After a whole-file flush every byte is in both places, until the next write.
+    let mut f = a.open_read("/tessera/mixed").unwrap();
+    f.flush_file().unwrap();
+    drop(f);
+    let l = a.locate("/tessera/mixed", 0, None).unwrap();
+    assert!(
+        l.extents.iter().all(|e| e.residence == Residence::Both),
+        "{:?}",
+        shape(&l)
+    );
+    write_from(&b, "/tessera/mixed", 0, b"new");
+    let l = a.locate("/tessera/mixed", 0, None).unwrap();
+    assert!(
+        l.extents
+            .iter()
+            .all(|e| e.residence == Residence::BurstBuffer),
+        "a write after the flush: the PFS copy is no longer the whole story: {:?}",
+        shape(&l)
+    );
+
+    // A file only the PFS directory holds: no node, PFS residence; a longer PFS copy than
+    // the burst buffer's bytes shows both kinds.
+    std::fs::write(inst.pfs().join("old"), vec![7u8; 5000]).unwrap();
+    let l = a.locate("/tessera/old", 0, None).unwrap();
+    assert_eq!(shape(&l), vec![(0, 5000, None, Residence::Pfs)]);
+    assert_eq!(l.pfs_only_bytes, 5000);
+    assert!(l.bytes_by_host.is_empty() && l.best_host().is_none());
+    write_from(&b, "/tessera/old", 0, &[9u8; 1000]);
+    let l = a.locate("/tessera/old", 0, None).unwrap();
+    assert_eq!(
+        shape(&l),
+        vec![
+            (0, 1000, Some(2), Residence::BurstBuffer),
+            (1000, 5000, None, Residence::Pfs),
+        ]
+    );
+
+    // Errors name the path and the reason.
+    let e = a.locate("/tessera/none", 0, None).unwrap_err();
+    assert_eq!(e.errno, Errno::NoEnt);
+    assert!(e.message.contains("/tessera/none"), "{}", e.message);
+    a.mkdir("/tessera/dir", 0o755).unwrap();
+    let e = a.locate("/tessera/dir", 0, None).unwrap_err();
+    assert_eq!(e.errno, Errno::IsDir);
+    assert!(e.message.contains("directory"), "{}", e.message);
+    let e = a
+        .locate("/tessera/mixed", u64::MAX - 5, Some(100))
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::FBig);
+}
+
+#[test]
+fn a_strided_checkpoint_ranks_its_writers_nodes_and_a_batch_agrees_with_single_calls() {
+    let inst = Inst::start(3);
+    let clients: Vec<Client> = (0..3).map(|n| inst.client(n)).collect();
+    // Node n writes blocks n, n+3, n+6, ... of 4 KiB; node 0 writes two blocks more.
+    let blocks = 3 * 40 + 2;
+    for (n, c) in clients.iter().enumerate() {
+        let mut f = c
+            .open(
+                "/tessera/ckpt",
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .model(Model::Commit),
+            )
+            .unwrap();
+        for k in (n as u64..blocks).step_by(3) {
+            f.write_at(&[n as u8; 4096], k * 4096).unwrap();
+        }
+        f.commit().unwrap();
+        f.close().unwrap();
+    }
+    let l = clients[1].locate("/tessera/ckpt", 0, None).unwrap();
+    assert_eq!(l.extents.len(), blocks as usize, "one extent per block");
+    for (k, e) in l.extents.iter().enumerate() {
+        assert_eq!(e.holder.as_ref().unwrap().node, (k % 3) as u32);
+    }
+    let nodes = &l.bytes_by_host[0].nodes;
+    assert_eq!(nodes, &vec![(0, 41 * 4096), (1, 41 * 4096), (2, 40 * 4096)]);
+
+    // Many files in one call: each answered as a single call answers it, a missing one
+    // fails alone, and the order is kept.
+    for i in 0..200u64 {
+        write_from(
+            &clients[(i % 3) as usize],
+            &format!("/tessera/many-{i}"),
+            0,
+            &vec![i as u8; 1000 + i as usize],
+        );
+    }
+    let mut asks: Vec<RangeAsk> = (0..200)
+        .map(|i| RangeAsk::file(format!("/tessera/many-{i}")))
+        .collect();
+    asks.insert(50, RangeAsk::file("/tessera/missing"));
+    asks.push(RangeAsk::file("/tessera/ckpt"));
+    let got = clients[0].locate_many(&asks, 4096).unwrap();
+    assert_eq!(got.len(), asks.len());
+    for (ask, answer) in asks.iter().zip(&got) {
+        if ask.path.ends_with("missing") {
+            assert_eq!(answer.as_ref().unwrap_err().errno, Errno::NoEnt);
+            continue;
+        }
+        let one = clients[2].locate(&ask.path, 0, None).unwrap();
+        let batch = answer.as_ref().unwrap();
+        assert_eq!(shape(batch), shape(&one), "{}", ask.path);
+        assert_eq!(batch.bytes_by_host, one.bytes_by_host);
+        assert_eq!(batch.path, ask.path);
+    }
+    let i = 7u64;
+    let seventh = got[i as usize].as_ref().unwrap();
+    assert_eq!(seventh.size, 1000 + i);
+    assert_eq!(
+        seventh.extents[0].holder.as_ref().unwrap().node,
+        (i % 3) as u32
+    );
+
+    // A renamed file: its inode stays where it was made, its name moves.
+    clients[0]
+        .rename("/tessera/many-1", "/tessera/renamed-away")
+        .unwrap();
+    let l = clients[0].locate("/tessera/renamed-away", 0, None).unwrap();
+    assert_eq!(l.size, 1001);
+    assert_eq!(l.extents[0].holder.as_ref().unwrap().node, 1);
+
+    // A listing bound: the totals stay whole.
+    let cut = clients[0]
+        .locate_many(&[RangeAsk::file("/tessera/ckpt")], 5)
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(cut.extents.len(), 5);
+    assert_eq!(cut.more_from, Some(5 * 4096));
+    assert_eq!(cut.bytes_by_host, l_hosts(&clients[0]));
+}
+
+fn l_hosts(c: &Client) -> Vec<tessera_client::HostBytes> {
+    c.locate("/tessera/ckpt", 0, None).unwrap().bytes_by_host
+}
+
+#[test]
+fn where_json_answers_schedulers_and_fails_only_the_missing_paths() {
+    let inst = Inst::start(2);
+    write_from(&inst.client(1), "/tessera/a", 0, &vec![3u8; 70_000]);
+    write_from(&inst.client(0), "/tessera/b", 0, &[4u8; 10]);
+    let out = inst.tessera(&[
+        "where",
+        "--json",
+        "/tessera/a",
+        "/tessera/nope",
+        "/tessera/b",
+    ]);
+    assert!(!out.status.success(), "a missing path fails the command");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1 of 3 paths"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 3);
+    assert_eq!(files[0]["path"], "/tessera/a");
+    assert_eq!(files[0]["size"], 70_000);
+    assert_eq!(files[0]["extents"][0]["holder"]["node"], 1);
+    assert_eq!(files[0]["extents"][0]["residence"], "burst_buffer");
+    assert_eq!(files[0]["bytes_by_host"][0]["bytes"], 70_000);
+    assert!(files[0]["view_time_ns"].as_i64().unwrap() > 0);
+    assert_eq!(files[1]["error"]["errno"], "ENOENT");
+    assert_eq!(files[2]["extents"][0]["holder"]["node"], 0);
+    // A range, with size suffixes.
+    let out = inst.tessera(&["where", "--offset", "64k", "--length", "1k", "/tessera/a"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bytes 65536..66560"), "{text}");
+    assert!(text.contains("node 1 on"), "{text}");
+    // The forwarded no-op a locate is measured against.
+    let c = inst.client(0);
+    assert_eq!(c.forward_ping(1).unwrap(), 1);
+    assert_eq!(c.forward_ping(7).unwrap_err().errno, Errno::Inval);
+}
