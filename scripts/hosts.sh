@@ -60,6 +60,13 @@ check_subnet() {
 
 enter() { # enter K CMD...
     local h; h=$(host_name "$1"); shift
+    local anchor; anchor=$(cat "$STATE/anchor.pid" 2>/dev/null || true)
+    if [ -n "$anchor" ] && [ "$(readlink /proc/self/ns/mnt)" != "$(readlink "/proc/$anchor/ns/mnt")" ]; then
+        # Called from inside an emulated host (a launcher running on one reaching another):
+        # the other hosts' namespace files are mounted in this machine's namespaces only, so
+        # go back to them first (the anchor is a process that stays there).
+        exec nsenter --target "$anchor" --mount --uts --net -- bash "$SELF" exec "$h" "$@"
+    fi
     [ -e "/run/netns/$h" ] || die "host $h is not up (scripts/hosts.sh up N)"
     exec nsenter --net="/run/netns/$h" --mount="$STATE/$h.mnt" --uts="$STATE/$h.uts" -- "$@"
 }
@@ -82,6 +89,7 @@ up() {
         # copy of the script (the one that brought the hosts up may be gone).
         for k in $(seq 1 "$n"); do ip link set "tsv-h$k" up; done
         write_agent
+        start_anchor
         return 0
     fi
     down
@@ -113,13 +121,27 @@ up() {
         echo "$h" >> "$STATE/hostfile"
     done
     write_agent
+    start_anchor
     echo "$n" > "$STATE/count"
     echo "hosts.sh: $n hosts up on $SUBNET (node-local storage at $LOCAL)" >&2
+}
+
+# A process that stays in this machine's own namespaces, for launchers on a host to return
+# through (see `enter`).
+start_anchor() {
+    local pid; pid=$(cat "$STATE/anchor.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then return 0; fi
+    setsid sleep infinity < /dev/null > /dev/null 2>&1 &
+    echo $! > "$STATE/anchor.pid"
 }
 
 down() {
     need_root
     local h
+    if [ -f "$STATE/anchor.pid" ]; then
+        kill "$(cat "$STATE/anchor.pid")" 2>/dev/null || true
+        rm -f "$STATE/anchor.pid"
+    fi
     for ns in /run/netns/h[0-9]*; do
         [ -e "$ns" ] || continue
         h=$(basename "$ns")

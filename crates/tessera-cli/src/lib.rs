@@ -7,6 +7,7 @@
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
 //! * [`emulated`]: runs of the demo and the benchmarks on emulated hosts;
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
+//! * [`run_tasks`] / [`task_queue`]: `tessera run`, tasks placed where their inputs are;
 //! * [`size`]: sizes with units on the command line.
 
 pub mod admin;
@@ -16,5 +17,7 @@ pub mod emulated;
 pub mod inspect;
 pub mod instance;
 pub mod launch;
+pub mod run_tasks;
 pub mod script;
 pub mod size;
+pub mod task_queue;

@@ -131,6 +131,33 @@ enum Cmd {
         #[arg(required = true)]
         paths: Vec<String>,
     },
+    /// Run tasks on the hosts holding their input bytes (seed 001): `tessera run 'CMD {}'
+    /// INPUT...` runs one task per input, `--tasks FILE` one per line `INPUT... :: COMMAND`.
+    /// Each runs through the allocation's launcher (srun, mpirun; a process here for this
+    /// machine) with TESSERA_NODE and the interposer set.
+    Run {
+        /// Only on that host (wait for a free slot there); by default a task whose host is
+        /// full runs on another host with a free slot.
+        #[arg(long)]
+        hard: bool,
+        /// Tasks running at once on one host.
+        #[arg(long, default_value_t = 1)]
+        per_host: usize,
+        #[arg(long, value_enum, default_value = "auto")]
+        launcher: tessera_cli::run_tasks::TaskLauncher,
+        /// A file of tasks: `INPUT... :: COMMAND` per line, `{}` standing for the inputs.
+        #[arg(long)]
+        tasks: Option<PathBuf>,
+        /// Write a JSON report of every task (host, node, placement, exit code, time).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Do not preload the interposer into the tasks.
+        #[arg(long)]
+        no_preload: bool,
+        /// COMMAND (with `{}` for the input), then the inputs.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
     /// Run a benchmark workload in a fresh instance (see `tessera bench --help`; needs
@@ -292,6 +319,58 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Ls { path, long } => inspect::ls(&Client::connect(layout, None)?, &path, long)?,
         Cmd::Stat { path } => inspect::stat(&Client::connect(layout, None)?, &path)?,
         Cmd::Doctor { program } => doctor::run(&program)?,
+        Cmd::Run {
+            hard,
+            per_host,
+            launcher,
+            tasks,
+            report,
+            no_preload,
+            args,
+        } => {
+            use tessera_cli::run_tasks as rt;
+            let tasks = match (&tasks, args.split_first()) {
+                (Some(file), None) => rt::parse_task_file(
+                    &std::fs::read_to_string(file)
+                        .with_context(|| format!("reading the task file {}", file.display()))?,
+                )?,
+                (None, Some((cmd, inputs))) => rt::tasks_from_template(cmd, inputs),
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("give either --tasks FILE or a command and its inputs, not both")
+                }
+                (None, None) => anyhow::bail!(
+                    "nothing to run: give a command with {{}} and its inputs (tessera run 'wc -c {{}}' /tessera/a /tessera/b), or --tasks FILE"
+                ),
+            };
+            let preload = if no_preload {
+                None
+            } else {
+                let found = rt::find_preload();
+                if found.is_none() {
+                    eprintln!(
+                        "tessera run: libtessera_preload.so not found next to this program; tasks run without the interposer (set LD_PRELOAD yourself, or --no-preload to silence this)"
+                    );
+                }
+                found
+            };
+            let opts = rt::RunOptions {
+                rule: if hard {
+                    tessera_cli::task_queue::Rule::Hard
+                } else {
+                    tessera_cli::task_queue::Rule::Soft
+                },
+                per_host,
+                launcher,
+                preload,
+                report,
+            };
+            let dir = layout.dir.clone();
+            let r = rt::run(&Client::connect(layout, None)?, &dir, tasks, &opts)?;
+            rt::print_summary(&r);
+            if r.failed > 0 {
+                std::process::exit(1);
+            }
+        }
         Cmd::Where {
             json,
             offset,

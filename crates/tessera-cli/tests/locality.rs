@@ -258,3 +258,106 @@ fn where_json_answers_schedulers_and_fails_only_the_missing_paths() {
     assert_eq!(c.forward_ping(1).unwrap(), 1);
     assert_eq!(c.forward_ping(7).unwrap_err().errno, Errno::Inval);
 }
+
+/// The statistics lines the interposer appended to `file` (`TESSERA_STATS`), by input path
+/// read (the task's command prints it first).
+fn stats_lines(file: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn run_places_each_task_on_the_node_of_its_input_and_collects_exit_codes() {
+    let inst = Inst::start(3);
+    for n in 0..3u32 {
+        write_from(
+            &inst.client(n),
+            &format!("/tessera/in{n}"),
+            0,
+            &vec![n as u8; 100_000 * (n as usize + 1)],
+        );
+    }
+    let dir = common::scratch("run");
+    let stats = dir.join("stats.jsonl");
+    let report = dir.join("report.json");
+    // `cat` runs under the interposer and records where its reads came from; the last task
+    // fails on purpose.
+    let out = std::process::Command::new(common::TESSERA)
+        .arg("--instance")
+        .arg(&inst.layout.dir)
+        .args(["run", "--per-host", "2", "--report"])
+        .arg(&report)
+        .arg("cat {} | wc -c; test {} != /tessera/in2")
+        .args(["/tessera/in0", "/tessera/in1", "/tessera/in2"])
+        .env("TESSERA_STATS", &stats)
+        .env_remove("TESSERA_NODE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "one task failed: {stderr}");
+    assert!(stderr.contains("3 tasks"), "{stderr}");
+    assert!(stderr.contains("3/3 done"), "a progress line: {stderr}");
+    assert!(
+        stderr.contains("task 3 on") && stderr.contains("exit code 1"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for n in 0..3 {
+        assert!(
+            stdout.contains(&format!("{}\n", 100_000 * (n + 1))),
+            "{stdout}"
+        );
+    }
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["launcher"], "local");
+    assert_eq!(r["failed"], 1);
+    for (n, t) in r["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["preferred_node"], n, "{t}");
+        assert_eq!(t["node"], n, "{t}");
+        assert_eq!(t["on_preferred"], true);
+        assert_eq!(t["exit_code"], if n == 2 { 1 } else { 0 });
+    }
+    // Every cat read its file from its own node's logs, none through a daemon.
+    let lines = stats_lines(&stats);
+    let cats: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["stats"]["read"]["node_logs"].as_u64() > Some(0))
+        .collect();
+    assert_eq!(cats.len(), 3, "{lines:?}");
+    for l in cats {
+        let node = l["node"].as_u64().unwrap();
+        assert_eq!(
+            l["stats"]["read"]["node_logs"].as_u64().unwrap(),
+            100_000 * (node + 1)
+        );
+        assert_eq!(l["stats"]["read"]["remote"], 0, "{l}");
+    }
+
+    // A task file; an input that does not exist places nothing and its task still runs.
+    let tasks = dir.join("tasks");
+    std::fs::write(
+        &tasks,
+        "# inputs :: command\n/tessera/in1 /tessera/in2 :: cat {} > /dev/null\n/tessera/later :: true\n",
+    )
+    .unwrap();
+    let out = inst.tessera(&[
+        "run",
+        "--hard",
+        "--tasks",
+        tasks.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("/tessera/later"), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["tasks"][0]["node"], 2, "in2 has more bytes than in1");
+    assert_eq!(r["tasks"][1]["preferred_node"], serde_json::Value::Null);
+    // Misuse is named.
+    let out = inst.tessera(&["run"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to run"));
+}

@@ -37,6 +37,7 @@ extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         flush_streams();
         publish_open_files();
+        crate::stats::write_at_exit();
     });
 }
 

@@ -73,6 +73,7 @@ pub mod mpi_types;
 pub mod mpiio;
 pub mod real;
 pub mod state;
+pub mod stats;
 mod std_streams;
 pub mod stdio;
 pub mod tempfiles;

@@ -392,9 +392,20 @@ pub fn model() -> FsResult<Model> {
         .clone()
 }
 
+static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
+
+/// The process's connection, if it made one, without waiting (`None` if another thread is
+/// making it).
+pub fn connected_client() -> Option<Client> {
+    match CLIENT.try_lock() {
+        Ok(g) => g.clone(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().clone(),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// The process's connection, made at the first Tessera call (and again if it failed).
 pub fn client() -> FsResult<Client> {
-    static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
     let mut g = CLIENT.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = g.as_ref() {
         return Ok(c.clone());
