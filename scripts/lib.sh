@@ -57,9 +57,10 @@ ensure_bench_deps() {
 }
 
 # What emulated hosts need: iproute2 (namespaces, veth, bridge) and util-linux (unshare,
-# nsenter, mountpoint).
+# nsenter, mountpoint); Dask distributed for the workflow-tool test of locality.
 ensure_host_deps() {
     ensure_debian_packages iproute2 util-linux
+    ensure_python_modules distributed
 }
 
 # Python modules for the tests, from PyPI into the python3 on PATH (the one the tests run),

@@ -592,3 +592,105 @@ fn tasks_run_on_the_hosts_holding_their_inputs() {
         .collect();
     assert!(hosts.len() >= 2, "soft placement spills: {r}");
 }
+
+/// Kills a background process when the test ends, however it ends.
+struct Background(std::process::Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An external workflow tool using the locality query: Dask distributed (from PyPI) with one
+/// worker per emulated host, under the interposer; reads are submitted with `workers=` from
+/// `tessera where --json`, and each ran on the host locate named and read its bytes from its
+/// own node's logs, as the worker's interposer statistics say.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces); scripts/test.sh runs it as root with TESSERA_TEST_HOSTS=3"]
+fn dask_submits_reads_to_the_workers_locate_names() {
+    let inst = on_hosts(3, &[]);
+    let mut paths = Vec::new();
+    for k in 0..6u32 {
+        let path = format!("/tessera/dask-{k}");
+        let of = format!("of={path}");
+        let out = under(
+            &inst,
+            k % 3,
+            "dd",
+            &["if=/dev/zero", &of, "bs=64k", "count=4", "status=none"],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        paths.push(path);
+    }
+    let ip = inst
+        .host_entry(0)
+        .addr
+        .rsplit_once(':')
+        .unwrap()
+        .0
+        .to_string();
+    let port = 20_000 + std::process::id() % 20_000;
+    let scheduler = format!("tcp://{ip}:{port}");
+    let quiet = |mut c: Command| {
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        Background(
+            c.spawn()
+                .expect("dask (from PyPI: scripts/lib.sh installs it)"),
+        )
+    };
+    let mut sched = inst.command_on(0, "dask");
+    sched.args([
+        "scheduler",
+        "--host",
+        &ip,
+        "--port",
+        &port.to_string(),
+        "--no-dashboard",
+    ]);
+    let _sched = quiet(sched);
+    let _workers: Vec<Background> = (0..3u32)
+        .map(|k| {
+            let mut w = inst.command_on(k, "dask");
+            w.args(["worker", &scheduler, "--name", &format!("h{}", k + 1)])
+                .args(["--nthreads", "1", "--nworkers", "1", "--no-nanny"])
+                .args(["--no-dashboard", "--death-timeout", "120"])
+                .env("LD_PRELOAD", common::preload_lib())
+                .env("TESSERA_INSTANCE", &inst.layout.dir)
+                .env_remove("TESSERA_NODE");
+            quiet(w)
+        })
+        .collect();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/dask_locality.py");
+    let inst_dir = inst.layout.dir.display().to_string();
+    let mut args = vec![script, &scheduler, TESSERA, &inst_dir, "3"];
+    args.extend(paths.iter().map(String::as_str));
+    let out = inst
+        .command_on(0, "python3")
+        .args(&args)
+        .env_remove("TESSERA_NODE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6, "{}", text(&out));
+    for (k, r) in lines.iter().enumerate() {
+        assert_eq!(r["located"], format!("h{}", k % 3 + 1), "{r}");
+        assert_eq!(r["ran_on"], r["located"], "{r}");
+        assert_eq!(r["bytes"], 4 * 65536, "{r}");
+        assert_eq!(
+            r["node_logs"],
+            4 * 65536,
+            "read from its own node's logs: {r}"
+        );
+        assert_eq!(r["remote"], 0, "{r}");
+    }
+}
