@@ -1,4 +1,4 @@
-//! Looking at files: ls, stat, where (which node holds which range), flush.
+//! Looking at files: ls, stat, where (which node holds which range), flush, migrate.
 
 use crate::instance::human;
 use anyhow::Result;
@@ -160,5 +160,34 @@ pub fn flush(c: &Client, path: &str) -> Result<()> {
             .pfs_path(&tessera_core::path::resolve(path, &c.config().mount)?)
             .display()
     );
+    Ok(())
+}
+
+/// `tessera migrate`: copies the bytes of each file held on other nodes to this process's node
+/// (seed 001) and reports what moved.
+pub fn migrate(c: &Client, paths: &[String]) -> Result<()> {
+    let (node, _) = c.identity();
+    let host = tessera_proto::hosts::normalize_host(&tessera_proto::hosts::this_host());
+    for p in paths {
+        let mut f = c.open_read(p)?;
+        let before = c.stats();
+        let moved = f.migrate_here()?;
+        let after = c.stats();
+        let copied = after.migrated_copied - before.migrated_copied;
+        let size = f.len()?;
+        println!(
+            "{p}: {} of {} moved to node {node} on {host}{}",
+            human(moved),
+            human(size),
+            if copied > moved {
+                format!(
+                    " ({} copied but left with their owners: changed meanwhile)",
+                    human(copied - moved)
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
 }

@@ -158,6 +158,16 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Copy the bytes of files held on other nodes to this node's burst buffer (or to HOST's,
+    /// with --to) and make it their holder, so reads there are local (seed 001). A range
+    /// changed meanwhile stays where it is.
+    Migrate {
+        /// The host to move the bytes to (as `tessera where` names it); default: this one.
+        #[arg(long)]
+        to: Option<String>,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
     /// Run a benchmark workload in a fresh instance (see `tessera bench --help`; needs
@@ -369,6 +379,45 @@ fn run(cli: Cli) -> Result<()> {
             rt::print_summary(&r);
             if r.failed > 0 {
                 std::process::exit(1);
+            }
+        }
+        Cmd::Migrate { to: None, paths } => {
+            inspect::migrate(&Client::connect(layout, None)?, &paths)?
+        }
+        Cmd::Migrate {
+            to: Some(host),
+            paths,
+        } => {
+            let table = layout.load_hosts()?;
+            let wanted = tessera_proto::hosts::normalize_host(&host);
+            let Some(e) = table
+                .nodes
+                .iter()
+                .find(|e| tessera_proto::hosts::normalize_host(&e.host) == wanted)
+            else {
+                let known: Vec<&str> = table.nodes.iter().map(|e| e.host.as_str()).collect();
+                bail!(
+                    "--to {host}: no daemon runs there (daemons run on {})",
+                    known.join(", ")
+                );
+            };
+            let exe = std::env::current_exe()?;
+            let mut line = format!(
+                "{} --instance {} migrate",
+                tessera_cli::run_tasks::shell_quote(&exe.display().to_string()),
+                tessera_cli::run_tasks::shell_quote(&layout.dir.display().to_string())
+            );
+            for p in &paths {
+                line.push(' ');
+                line.push_str(&tessera_cli::run_tasks::shell_quote(p));
+            }
+            let status =
+                tessera_cli::run_tasks::command_on_host(&e.host, e.node, &line, &layout.dir)
+                    .stdin(std::process::Stdio::null())
+                    .status()
+                    .with_context(|| format!("launching the migration on {}", e.host))?;
+            if !status.success() {
+                bail!("the migration on {} failed ({status})", e.host);
             }
         }
         Cmd::Where {

@@ -384,6 +384,26 @@ fn preferences(c: &Client, tasks: &[Task], hosts: &Hosts) -> Result<Vec<Option<P
         .collect())
 }
 
+/// A command that runs `shell_line` on `host` (as the host table names it) with
+/// `TESSERA_NODE=node`, through the launcher `tessera run` would choose.
+pub fn command_on_host(host: &str, node: u32, shell_line: &str, layout_dir: &Path) -> Command {
+    let launcher = if normalize_host(host) == normalize_host(&this_host()) {
+        "local"
+    } else if std::env::var_os("SLURM_JOB_ID").is_some() {
+        "srun"
+    } else {
+        "mpirun"
+    };
+    let opts = RunOptions {
+        rule: Rule::Soft,
+        per_host: 1,
+        launcher: TaskLauncher::Auto,
+        preload: None,
+        report: None,
+    };
+    task_command(launcher, host, node, shell_line, layout_dir, &opts)
+}
+
 /// The command that runs `shell_line` on `host` with `TESSERA_NODE=node`.
 fn task_command(
     launcher: &str,

@@ -361,3 +361,135 @@ fn run_places_each_task_on_the_node_of_its_input_and_collects_exit_codes() {
     let out = inst.tessera(&["run"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to run"));
 }
+
+/// Migration racing a writer, under every model: the writer keeps overwriting every block of
+/// a file (same process, so the owner never changes) and publishing; fresh readers on another
+/// node keep migrating it. Ownership must move only where a stripe is exactly as copied, so
+/// in the end every block holds the last round, now on the migrating node.
+#[test]
+fn migration_racing_a_writer_never_brings_back_old_bytes() {
+    const BLOCK: usize = 4096;
+    const BLOCKS: u64 = 48;
+    const ROUNDS: u8 = 30;
+    for model in [Model::Posix, Model::Commit, Model::Session, Model::MpiIo] {
+        let inst = Inst::start_with(3, &["--stripe-size", "16384"]);
+        let path = "/tessera/raced";
+        let writer = inst.client(0);
+        let mut w = writer
+            .open(
+                path,
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .model(model),
+            )
+            .unwrap();
+        let write_round = |w: &mut tessera_client::File, r: u8| {
+            for b in 0..BLOCKS {
+                w.write_at(&[r; BLOCK], b * BLOCK as u64).unwrap();
+            }
+            w.commit().unwrap();
+        };
+        write_round(&mut w, 1);
+        let moved_total = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for r in 2..=ROUNDS {
+                    write_round(&mut w, r);
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..15 {
+                    let reader = inst.client(2);
+                    let mut f = reader
+                        .open(path, OpenOptions::new().read(true).model(model))
+                        .unwrap();
+                    let moved = f.migrate_here().unwrap();
+                    moved_total.fetch_add(moved, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        });
+        // Nothing changes any more: a last migration moves whatever the racing ones left.
+        let last = inst.client(2);
+        let mut f = last
+            .open(path, OpenOptions::new().read(true).model(model))
+            .unwrap();
+        let moved = f.migrate_here().unwrap() + moved_total.into_inner();
+        assert!(
+            moved >= BLOCKS * BLOCK as u64,
+            "{model:?}: {moved} bytes moved in all"
+        );
+        let fresh = inst.client(1);
+        let mut r = fresh
+            .open(path, OpenOptions::new().read(true).model(model))
+            .unwrap();
+        let mut buf = vec![0u8; BLOCK * BLOCKS as usize];
+        r.read_exact_at(&mut buf, 0).unwrap();
+        for (b, block) in buf.chunks(BLOCK).enumerate() {
+            assert!(
+                block.iter().all(|&x| x == ROUNDS),
+                "{model:?}: block {b} holds round {} after the migrations",
+                block[0]
+            );
+        }
+        let l = fresh.locate(path, 0, None).unwrap();
+        assert!(
+            l.extents
+                .iter()
+                .all(|e| e.holder.as_ref().unwrap().node == 2),
+            "{model:?}: every byte now on node 2"
+        );
+        drop(w);
+    }
+}
+
+/// The log a migration moved every byte away from is removed after the grace period once its
+/// writer is gone; the migrated copy keeps the bytes; `tessera migrate` says what moved.
+#[test]
+fn a_migrated_away_log_is_released_after_the_grace_period() {
+    let inst = Inst::start_with(2, &["--set", "migrate_grace_ms=200"]);
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    {
+        let w = inst.client(0);
+        write_from(&w, "/tessera/moving", 0, &bytes);
+    } // the writer's connection ends
+    let ino = inst.client(1).stat("/tessera/moving").unwrap().ino;
+    let log_dir = inst.layout.load_config().unwrap().log_dir(0, ino);
+    let logs = || std::fs::read_dir(&log_dir).map(|d| d.count()).unwrap_or(0);
+    assert!(logs() > 0, "the writer's log is on node 0");
+    let out = std::process::Command::new(common::TESSERA)
+        .arg("--instance")
+        .arg(&inst.layout.dir)
+        .args(["migrate", "/tessera/moving"])
+        .env("TESSERA_NODE", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("moved to node 1"), "{text}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while logs() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log on node 0 was not released: {:?}",
+            std::fs::read_dir(&log_dir)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let c = inst.client(0);
+    let mut f = c.open_read("/tessera/moving").unwrap();
+    let mut got = vec![0u8; bytes.len()];
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert!(got == bytes, "the migrated copy holds the bytes");
+    assert_eq!(
+        c.stats().read.remote,
+        bytes.len() as u64,
+        "read from node 1 now"
+    );
+}

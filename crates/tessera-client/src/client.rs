@@ -32,6 +32,12 @@ pub struct Stats {
     pub requests: u64,
     /// Bytes read, by source.
     pub read: ReadSources,
+    /// Bytes of other nodes copied into this process's log by migration, and those whose
+    /// ownership moved here with them (a stripe changed meanwhile keeps its owners).
+    #[serde(default)]
+    pub migrated_copied: u64,
+    #[serde(default)]
+    pub migrated: u64,
 }
 
 /// Bytes a process read, by where they came from (see `read.rs` for the order of sources).

@@ -27,6 +27,7 @@ mod conn;
 mod file;
 mod list_lock;
 mod locality;
+mod migrate;
 mod read;
 mod xattr;
 

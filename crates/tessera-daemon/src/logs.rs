@@ -318,6 +318,33 @@ impl Logs {
         f(&v)
     }
 
+    /// Deletes the logs of `ino` written by `client` (a migration moved every byte they held
+    /// elsewhere); returns the bytes freed.
+    pub fn drop_log(&self, ino: u64, client: u64) -> FsResult<u64> {
+        self.views
+            .lock()
+            .expect("views lock")
+            .retain(|k| *k != (ino, client));
+        let mut freed = 0;
+        let (d, i) = self.cfg.log_paths(self.node, ino, client);
+        let beside = [
+            tessera_logstore::journal_path(&d),
+            tessera_logstore::sums_path(&d),
+        ];
+        for p in [d, i].into_iter().chain(beside) {
+            let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+            match std::fs::remove_file(&p) {
+                Ok(()) => freed += len,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(FsError::io(format!("removing log {}", p.display()), &e)),
+            }
+        }
+        if let Some(g) = self.granted.lock().expect("granted lock").get_mut(&client) {
+            g.retired += freed;
+        }
+        Ok(freed)
+    }
+
     /// Deletes every log of `ino` on this node (its space is free at once: usage is what the
     /// logs hold).
     pub fn drop_file(&self, ino: u64) -> FsResult<()> {

@@ -33,6 +33,9 @@ pub struct Node {
     /// Inodes of this node whose bytes are unchanged since a whole-file flush (see
     /// [`crate::services::locality`]).
     pub flushed_clean: Mutex<std::collections::HashSet<u64>>,
+    /// Logs a migration moved every byte away from: (due, ino, client), released when due
+    /// (see [`crate::services::migrate`]).
+    pub released: Mutex<Vec<(Instant, u64, u64)>>,
     /// One flush at a time per file (by inode), on the inode's node.
     pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Byte-range locks of this node's inodes, and where this node's clients hold locks.

@@ -54,6 +54,8 @@ impl Node {
             Request::Link(r) => self.client_answer(client, r).await,
             Request::Locate(r) => self.client_answer(client, r).await,
             Request::ForwardPing(r) => self.client_answer(client, r).await,
+            Request::MigratePlan(r) => self.client_answer(client, r).await,
+            Request::AttachIf(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -114,6 +116,9 @@ impl Node {
             PeerRequest::LocateNames(r) => self.peer_answer(r).await,
             PeerRequest::LocateInodes(r) => self.peer_answer(r).await,
             PeerRequest::LocateRuns(r) => self.peer_answer(r).await,
+            PeerRequest::OwnStripeAt(r) => self.peer_answer(r).await,
+            PeerRequest::OwnAttachIf(r) => self.peer_answer(r).await,
+            PeerRequest::ReleaseLogs(r) => self.peer_answer(r).await,
         }
     }
 

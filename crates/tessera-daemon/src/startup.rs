@@ -117,6 +117,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         uid,
         gid,
         flushed_clean: Mutex::default(),
+        released: Mutex::default(),
         flush_locks: Mutex::new(std::collections::HashMap::new()),
         locks: crate::services::locks::LockService::default(),
         clients: state::clients::Clients::default(),
@@ -176,6 +177,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(node.clone().keep_homes());
     tokio::spawn(node.clone().resolve_pending());
     tokio::spawn(node.clone().tell_leaves());
+    tokio::spawn(node.clone().release_migrated());
     for (txn, actions) in home_work {
         let home = node.clone();
         tokio::spawn(async move { home.drive(txn, actions).await });

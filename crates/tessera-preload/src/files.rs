@@ -52,9 +52,21 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
             ));
         }
         match c.open(path, &o) {
-            Ok(f) => {
+            Ok(mut f) => {
                 // Where PFS links led: fstat and the *at calls name the file itself.
                 opened = f.user_path();
+                if !intent.write && !intent.create && migrate_on_open() {
+                    // An optimisation: a failed migration leaves the reads remote.
+                    if let Err(e) = f.migrate_here() {
+                        crate::report(&FsError::new(
+                            e.errno,
+                            format!(
+                                "TESSERA_MIGRATE=open: {opened} stays where it is: {}",
+                                e.message
+                            ),
+                        ));
+                    }
+                }
                 Object::File(Box::new(f))
             }
             // Opening a directory read-only is how programs list it (opendir, fts).
@@ -79,6 +91,24 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
         })),
     );
     Ok(fd)
+}
+
+/// Whether opens for reading copy the file's remote bytes to this node first
+/// (`TESSERA_MIGRATE=open`, seed 001).
+fn migrate_on_open() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("TESSERA_MIGRATE") {
+        Ok(v) if v == "open" => true,
+        Ok(v) if v.is_empty() || v == "never" => false,
+        Ok(v) => {
+            crate::report(&FsError::new(
+                Errno::Inval,
+                format!("TESSERA_MIGRATE={v}: not a migration policy; use open (or never); files stay where they are"),
+            ));
+            false
+        }
+        Err(_) => false,
+    })
 }
 
 /// # Safety

@@ -90,6 +90,15 @@ pub struct InstanceConfig {
     /// processes can still vote aborts this long after the last one ended (seed 000).
     #[serde(default = "default_txn_timeout_ms")]
     pub txn_timeout_ms: u64,
+    /// Milliseconds the burst-buffer copy a migration moved away from stays readable (seed
+    /// 001): readers that learned the old owner just before the move still find the bytes
+    /// there. Longer protects slower readers; shorter returns the space sooner.
+    #[serde(default = "default_migrate_grace_ms")]
+    pub migrate_grace_ms: u64,
+}
+
+fn default_migrate_grace_ms() -> u64 {
+    30_000
 }
 
 fn default_lock_lease_ms() -> u64 {
@@ -144,6 +153,7 @@ impl InstanceConfig {
             peer_max_handshakes: default_max_handshakes(),
             lock_lease_ms: default_lock_lease_ms(),
             txn_timeout_ms: default_txn_timeout_ms(),
+            migrate_grace_ms: default_migrate_grace_ms(),
         }
     }
 

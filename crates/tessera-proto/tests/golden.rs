@@ -505,6 +505,26 @@ fn client_samples(s: &mut Samples) {
         },
     );
     s.client(ForwardPing { node: 2 }, 2);
+    s.client(
+        MigratePlan { ino: 5 },
+        vec![StripeAt {
+            stripe: 0,
+            version: 1_700_000_000_000_000_042,
+            runs: vec![OwnedRun {
+                run: Run::single(0, 4096),
+                owner: Owner { node: 1, client: 3 },
+            }],
+        }],
+    );
+    s.client(
+        AttachIf {
+            ino: 5,
+            stripes: vec![(0, 1_700_000_000_000_000_042, vec![Run::single(0, 4096)])],
+            upto: Some(4096),
+            from: vec![Owner { node: 1, client: 3 }],
+        },
+        4096,
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -886,6 +906,31 @@ fn peer_samples(s: &mut Samples) {
             run: Run::single(0, 4096),
             owner: Owner { node: 1, client: 3 },
         }])],
+    );
+    s.peer(
+        OwnStripeAt { ino: 5, stripe: 0 },
+        Some(StripeAt {
+            stripe: 0,
+            version: 1_700_000_000_000_000_042,
+            runs: vec![],
+        }),
+    );
+    s.peer(
+        OwnAttachIf {
+            ino: 5,
+            stripe: 0,
+            owner: Owner { node: 2, client: 9 },
+            runs: vec![Run::single(0, 4096)],
+            version: 1_700_000_000_000_000_042,
+        },
+        true,
+    );
+    s.peer(
+        ReleaseLogs {
+            ino: 5,
+            clients: vec![3],
+        },
+        (),
     );
 }
 

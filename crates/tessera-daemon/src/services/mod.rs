@@ -17,7 +17,8 @@
 //!   pending under transactions like their writes;
 //! * [`xattr`]: extended attributes, kept beside the inodes;
 //! * [`links`]: hard links, counted beside the inodes;
-//! * [`locality`]: where the bytes of files live (seed 001), for schedulers;
+//! * [`locality`]: where the bytes of files live (seed 001), for schedulers; [`migrate`]:
+//!   moving them to a reader's node (FusionFS's migrate-on-open);
 //! * [`admin`]: liveness, status, shutdown.
 
 pub mod admin;
@@ -28,6 +29,7 @@ pub mod leases;
 pub mod links;
 pub mod locality;
 pub mod locks;
+pub mod migrate;
 pub mod namespace;
 pub mod namespace_shard;
 pub mod ownership;

@@ -15,7 +15,7 @@ use tessera_proto::{
 };
 
 /// Which cached copies a change makes stale.
-enum Stale {
+pub(crate) enum Stale {
     Stripe(u64, u64),
     File(u64),
 }
@@ -206,7 +206,7 @@ pub(crate) fn view_query(
 impl Node {
     /// Applies a change to this node's ownership shard, waits until it is durable, and tells
     /// the holders of the copies it makes stale before answering.
-    async fn change_ownership<T>(
+    pub(crate) async fn change_ownership<T>(
         &self,
         stale: Stale,
         change: impl FnOnce(&mut Ownership) -> (T, Vec<OwnerChange>),
@@ -216,10 +216,16 @@ impl Node {
             let (out, ops) = change(&mut own);
             let mut cb = self.callbacks.lock().expect("callbacks");
             let tell = match stale {
-                Stale::Stripe(ino, stripe) => cb.change([(ino, stripe)]),
+                Stale::Stripe(ino, stripe) => {
+                    let tell = cb.change([(ino, stripe)]);
+                    cb.mark(tell.version, &[(ino, stripe)], None);
+                    tell
+                }
                 Stale::File(ino) => {
                     let keys = cb.held_stripes(ino);
-                    cb.change(keys)
+                    let tell = cb.change(keys);
+                    cb.mark(tell.version, &[], Some(ino));
+                    tell
                 }
             };
             let ops = ops.into_iter().map(DbOp::from).collect();
@@ -261,7 +267,7 @@ impl Node {
 }
 
 /// Runs from the wire must be well formed and inside the stripe they were sent for.
-fn check_runs(runs: &[Run], stripe: u64, stripe_size: u64) -> FsResult<()> {
+pub(crate) fn check_runs(runs: &[Run], stripe: u64, stripe_size: u64) -> FsResult<()> {
     let lo = stripe.saturating_mul(stripe_size);
     let hi = lo.saturating_add(stripe_size);
     for r in runs {

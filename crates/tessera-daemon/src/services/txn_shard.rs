@@ -264,7 +264,12 @@ impl Node {
                 .collect();
             keys.sort_unstable();
             keys.dedup();
-            let tell = self.callbacks.lock().expect("callbacks").change(keys);
+            let tell = {
+                let mut cb = self.callbacks.lock().expect("callbacks");
+                let tell = cb.change(keys.iter().copied());
+                cb.mark(tell.version, &keys, None);
+                tell
+            };
             let ops = changes
                 .into_iter()
                 .map(DbOp::from)

@@ -52,10 +52,16 @@ struct Lease {
     granted: u64,
 }
 
-/// Shard side: who holds copies of which stripes.
+/// Shard side: who holds copies of which stripes, and the version at which each stripe (or
+/// its whole file) last changed, for the conditional attaches of migration: a copy made at
+/// version `v` may replace a stripe's owners only if the stripe has not changed since.
 pub struct Callbacks {
     version: u64,
     holders: HashMap<Key, Vec<Lease>>,
+    stripe_changed: HashMap<Key, u64>,
+    file_changed: HashMap<u64, u64>,
+    /// The first version of this run of the shard: changes before it were not recorded.
+    floor: u64,
     /// Until when changes wait, after a restart that forgot the holders.
     quiet_until: Instant,
 }
@@ -69,6 +75,9 @@ impl Callbacks {
         Callbacks {
             version: now_ns,
             holders: HashMap::new(),
+            stripe_changed: HashMap::new(),
+            file_changed: HashMap::new(),
+            floor: now_ns,
             quiet_until: if restarted {
                 Instant::now() + LEASE
             } else {
@@ -114,6 +123,30 @@ impl Callbacks {
             version: self.version,
             holders,
         }
+    }
+
+    /// The current version: a state read now is the state "at" it.
+    pub fn current(&self) -> u64 {
+        self.version
+    }
+
+    /// Records that a change at `version` (from [`Callbacks::change`]) touched these stripes,
+    /// or (`whole`) every stripe of this file.
+    pub fn mark(&mut self, version: u64, stripes: &[Key], whole: Option<u64>) {
+        for k in stripes {
+            self.stripe_changed.insert(*k, version);
+        }
+        if let Some(ino) = whole {
+            self.file_changed.insert(ino, version);
+        }
+    }
+
+    /// Whether stripe `key` is as it was at `version`.
+    pub fn unchanged_since(&self, key: Key, version: u64) -> bool {
+        version >= self.floor
+            && version <= self.version
+            && self.stripe_changed.get(&key).is_none_or(|v| *v <= version)
+            && self.file_changed.get(&key.0).is_none_or(|v| *v <= version)
     }
 
     /// `node` confirmed it dropped its copy of `key` for the change at `version`: copies it was

@@ -5,10 +5,16 @@
 //! then, together, the inodes on theirs ([`LocateInodes`]) and the ownership runs on every
 //! node ([`LocateRuns`]). [`ForwardPing`] is the no-op that takes the same forwarded path
 //! (client, its daemon, another daemon), the yardstick of a locate's cost.
+//!
+//! Migration (FusionFS's migrate-on-open): a reader asks for the stripes of a file with their
+//! owners and the version they were read at ([`MigratePlan`], [`OwnStripeAt`]), copies the
+//! remote bytes into its own log, and moves ownership with a conditional attach
+//! ([`AttachIf`], [`OwnAttachIf`]): a stripe changed since its version keeps its owners. The
+//! logs copied from are released after a grace period ([`ReleaseLogs`]).
 
 use serde::{Deserialize, Serialize};
 use tessera_core::locality::Placement;
-use tessera_core::{FsError, OwnedRun};
+use tessera_core::{FsError, OwnedRun, Owner, Run};
 
 /// One range to locate: `len` `None` is to the end of the file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -87,3 +93,56 @@ pub struct LocateRuns {
 
 /// Answer per span of [`LocateRuns`].
 pub type SpanRuns = Option<Vec<OwnedRun>>;
+
+/// The stripes of `ino` below its size, each with its owners and the version they were read at
+/// (stripes a transaction holds state in are left out).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MigratePlan {
+    pub ino: u64,
+}
+
+/// One stripe's owners as of `version` on its shard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StripeAt {
+    pub stripe: u64,
+    pub version: u64,
+    pub runs: Vec<OwnedRun>,
+}
+
+/// Make the caller the owner of these runs of `ino` (copies in its log of bytes it read),
+/// stripe by stripe, only where the stripe is unchanged since the version it was read at.
+/// `upto` as in [`crate::Attach`]; `from`: the owners copied from, whose logs may be released.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttachIf {
+    pub ino: u64,
+    /// (stripe, version, runs within the stripe)
+    pub stripes: Vec<(u64, u64, Vec<Run>)>,
+    pub upto: Option<u64>,
+    pub from: Vec<Owner>,
+}
+
+/// A stripe's owners and the shard's version now; `None` if a transaction holds state there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnStripeAt {
+    pub ino: u64,
+    pub stripe: u64,
+}
+
+/// The conditional attach of one stripe: applied only if the stripe is unchanged since
+/// `version` (answered: whether it was applied).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnAttachIf {
+    pub ino: u64,
+    pub stripe: u64,
+    pub owner: Owner,
+    pub runs: Vec<Run>,
+    pub version: u64,
+}
+
+/// After the grace period, remove the logs of `ino` these clients of the receiving node wrote,
+/// if they no longer own any of its bytes and are not connected.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseLogs {
+    pub ino: u64,
+    pub clients: Vec<u64>,
+}

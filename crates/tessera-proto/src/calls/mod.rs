@@ -154,6 +154,9 @@ protocol! {
         Locate = "locate" -> Located,
         /// The node that answered.
         ForwardPing = "forward_ping" -> u32,
+        MigratePlan = "migrate_plan" -> Vec<StripeAt>,
+        /// The bytes whose ownership moved.
+        AttachIf = "attach_if" -> u64,
     }
 }
 
@@ -229,6 +232,10 @@ protocol! {
         LocateInodes = "locate_inodes" -> Vec<InodeFacts>,
         /// One entry per span, in order.
         LocateRuns = "locate_runs" -> Vec<SpanRuns>,
+        OwnStripeAt = "own_stripe_at" -> Option<StripeAt>,
+        /// Whether the attach was applied.
+        OwnAttachIf = "own_attach_if" -> bool,
+        ReleaseLogs = "release_logs" -> (),
     }
 }
 
@@ -284,7 +291,10 @@ impl Request {
             | Request::CatList(_)
             | Request::CatWait(_)
             | Request::Locate(_)
-            | Request::ForwardPing(_) => true,
+            | Request::ForwardPing(_)
+            | Request::MigratePlan(_)
+            // Applied once: the second copy finds the stripe changed by the first.
+            | Request::AttachIf(_) => true,
         }
     }
 }
@@ -352,7 +362,10 @@ impl PeerRequest {
             | PeerRequest::TxnTruncate(_)
             | PeerRequest::LocateNames(_)
             | PeerRequest::LocateInodes(_)
-            | PeerRequest::LocateRuns(_) => true,
+            | PeerRequest::LocateRuns(_)
+            | PeerRequest::OwnStripeAt(_)
+            | PeerRequest::OwnAttachIf(_)
+            | PeerRequest::ReleaseLogs(_) => true,
             // As `Request::CatChange`, `Request::AppendAt`.
             PeerRequest::CatShardChange(_) | PeerRequest::InodeAppend(_) => false,
             PeerRequest::TableListUnlock(_) => false,

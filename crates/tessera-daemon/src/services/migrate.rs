@@ -1,0 +1,250 @@
+//! Migration (seed 001, FusionFS's migrate-on-open): a reader's daemon hands it the owners of
+//! a file's stripes with the version each was read at; the reader copies the remote bytes into
+//! its own log and asks for a conditional attach, applied per stripe only where the stripe is
+//! unchanged since that version (a writer's attach, detach or truncate in between, or a
+//! transaction's state there, keeps the stripe as it is: the copy may be older). Ownership so
+//! moves only where the owner is still the one copied from, under every consistency model.
+//!
+//! The logs copied from are released once nothing points at them: each source node keeps a
+//! list of (log, due time) and, after `migrate_grace_ms` (readers that learned the old owner
+//! just before the move may still read it until then), removes a log whose writer is gone
+//! and that owns no byte of the file any more. The list is not kept across restarts; a log
+//! left then goes with its file.
+
+use crate::Node;
+use crate::rpc::{ServeClient, ServePeer};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tessera_core::placement::{ino_shard, stripe_shard};
+use tessera_core::{Errno, FsError, FsResult, Owner, Run};
+use tessera_proto::{
+    AttachIf, InodeGet, MigratePlan, OwnAttachIf, OwnQueryFile, OwnStripeAt, ReleaseLogs, StripeAt,
+    TxnView,
+};
+
+/// Most stripes one plan covers (files larger than this many stripes are not migrated).
+const MAX_PLAN_STRIPES: u64 = 1 << 16;
+
+impl ServeClient<MigratePlan> for Node {
+    async fn serve_client(&self, _: u64, r: MigratePlan) -> FsResult<Vec<StripeAt>> {
+        self.check_ino(r.ino)?;
+        let size = self
+            .call(ino_shard(r.ino), InodeGet { ino: r.ino })
+            .await?
+            .size;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let stripes = (size - 1) / self.cfg.stripe_size + 1;
+        if stripes > MAX_PLAN_STRIPES {
+            return Err(FsError::new(
+                Errno::FBig,
+                format!(
+                    "a file of {stripes} stripes is too large to migrate at once (at most {MAX_PLAN_STRIPES})"
+                ),
+            ));
+        }
+        let n = self.cfg.nodes;
+        let asks = (0..stripes).map(|stripe| {
+            let at = OwnStripeAt { ino: r.ino, stripe };
+            (stripe_shard(r.ino, stripe, n), at)
+        });
+        Ok(self
+            .call_all(asks.collect::<Vec<_>>())
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+}
+
+impl ServeClient<AttachIf> for Node {
+    async fn serve_client(&self, client: u64, r: AttachIf) -> FsResult<u64> {
+        self.check_ino(r.ino)?;
+        if self.txns.member(client).is_some() {
+            return Err(FsError::new(
+                Errno::NotSup,
+                "migration inside a transaction is not supported: commit or abort it first",
+            ));
+        }
+        let owner = Owner {
+            node: self.id,
+            client,
+        };
+        let all: Vec<Run> = r
+            .stripes
+            .iter()
+            .flat_map(|(_, _, runs)| runs.clone())
+            .collect();
+        // Ownership sends readers to this log: it must hold the bytes.
+        self.logs.check_holds(r.ino, client, &all)?;
+        let n = self.cfg.nodes;
+        let asks: Vec<(u32, OwnAttachIf)> = r
+            .stripes
+            .iter()
+            .map(|(stripe, version, runs)| {
+                let req = OwnAttachIf {
+                    ino: r.ino,
+                    stripe: *stripe,
+                    owner,
+                    runs: runs.clone(),
+                    version: *version,
+                };
+                (stripe_shard(r.ino, *stripe, n), req)
+            })
+            .collect();
+        let applied = self.call_all(asks).await?;
+        let moved: u64 = r
+            .stripes
+            .iter()
+            .zip(&applied)
+            .filter(|(_, ok)| **ok)
+            .flat_map(|((_, _, runs), _)| runs.iter().map(Run::bytes))
+            .sum();
+        if let Some(pos) = r.upto {
+            // As an attach's: what this client would publish if it died starts here (its
+            // copies are not writes to publish).
+            self.clients.note_published(client, r.ino, pos);
+            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
+                client,
+                ino: r.ino,
+                pos,
+            }]));
+        }
+        if moved > 0 {
+            let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            for o in r
+                .from
+                .iter()
+                .filter(|o| o.node != self.id || o.client != client)
+            {
+                by_node.entry(o.node).or_default().push(o.client);
+            }
+            let releases = by_node.into_iter().map(|(node, mut clients)| {
+                clients.sort_unstable();
+                clients.dedup();
+                (
+                    node,
+                    ReleaseLogs {
+                        ino: r.ino,
+                        clients,
+                    },
+                )
+            });
+            // Best effort: a log not released stays until its file goes.
+            if let Err(e) = self.call_all(releases.collect::<Vec<_>>()).await {
+                tracing::warn!(ino = r.ino, "releasing migrated logs: {}", e.message);
+            }
+        }
+        Ok(moved)
+    }
+}
+
+impl ServePeer<OwnStripeAt> for Node {
+    async fn serve_peer(&self, r: OwnStripeAt) -> FsResult<Option<StripeAt>> {
+        let own = self.own.lock().expect("own");
+        if self.txns.pending().touches_stripe(r.ino, r.stripe) {
+            return Ok(None);
+        }
+        let version = self.callbacks.lock().expect("callbacks").current();
+        Ok(Some(StripeAt {
+            stripe: r.stripe,
+            version,
+            runs: own.query_stripe(r.ino, r.stripe),
+        }))
+    }
+}
+
+impl ServePeer<OwnAttachIf> for Node {
+    async fn serve_peer(&self, r: OwnAttachIf) -> FsResult<bool> {
+        super::ownership_shard::check_runs(&r.runs, r.stripe, self.cfg.stripe_size)?;
+        let key = (r.ino, r.stripe);
+        self.change_ownership(
+            super::ownership_shard::Stale::Stripe(r.ino, r.stripe),
+            |own| {
+                // Checked under the ownership lock that every change takes: nothing slips in.
+                let unchanged = self
+                    .callbacks
+                    .lock()
+                    .expect("callbacks")
+                    .unchanged_since(key, r.version);
+                if !unchanged || self.txns.pending().touches_stripe(r.ino, r.stripe) {
+                    return (false, Vec::new());
+                }
+                (true, own.attach(r.ino, r.stripe, r.owner, &r.runs))
+            },
+        )
+        .await
+    }
+}
+
+impl ServePeer<ReleaseLogs> for Node {
+    async fn serve_peer(&self, r: ReleaseLogs) -> FsResult<()> {
+        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+        let mut list = self.released.lock().expect("released");
+        list.extend(r.clients.into_iter().map(|c| (due, r.ino, c)));
+        Ok(())
+    }
+}
+
+impl Node {
+    /// Removes the logs migrations moved away from, once their grace period is over, their
+    /// writer gone and no byte of the file owned by them.
+    pub async fn release_migrated(self: Arc<Self>) {
+        let tick = Duration::from_millis((self.cfg.migrate_grace_ms / 4).clamp(10, 1000));
+        loop {
+            tokio::time::sleep(tick).await;
+            let due: Vec<(Instant, u64, u64)> = {
+                let mut list = self.released.lock().expect("released");
+                let now = Instant::now();
+                let (due, later) = list.drain(..).partition(|(t, _, _)| *t <= now);
+                *list = later;
+                due
+            };
+            for (_, ino, client) in due {
+                match self.release_log(ino, client).await {
+                    Ok(Some(freed)) => {
+                        tracing::info!(ino, client, freed, "released a migrated-away log")
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!(ino, client, "keeping a migrated log: {}", e.message),
+                }
+            }
+        }
+    }
+
+    /// Removes the log of `client` for `ino` if nothing needs it; the bytes freed, or `None`
+    /// if it still owns bytes. A log whose writer is still connected is looked at again one
+    /// grace period later.
+    async fn release_log(&self, ino: u64, client: u64) -> FsResult<Option<u64>> {
+        if self.clients.is_live(client) {
+            let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+            self.released
+                .lock()
+                .expect("released")
+                .push((due, ino, client));
+            return Ok(None);
+        }
+        let owner = Owner {
+            node: self.id,
+            client,
+        };
+        let pages = self
+            .call_all(self.every_node(|| OwnQueryFile {
+                ino,
+                only: Some(owner),
+                from: 0,
+                max: 1,
+                view: TxnView::default(),
+            }))
+            .await?;
+        if pages
+            .iter()
+            .any(|p| !p.runs.is_empty() || !p.excluded.is_empty())
+        {
+            return Ok(None);
+        }
+        self.logs.drop_log(ino, client).map(Some)
+    }
+}
