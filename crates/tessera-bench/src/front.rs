@@ -215,7 +215,7 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
 const TCP_STREAM_BYTES: u64 = 1 << 30;
 
 /// One TCP stream from the first host to the second; returns MiB/s.
-fn tcp_stream(hosts: &EmulatedHosts, rendezvous: &std::path::Path) -> Result<f64> {
+pub(crate) fn tcp_stream(hosts: &EmulatedHosts, rendezvous: &std::path::Path) -> Result<f64> {
     if hosts.count < 2 {
         bail!("tcp_stream_mibs needs two hosts; run with --hosts 2 or more");
     }

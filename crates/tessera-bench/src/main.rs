@@ -8,12 +8,17 @@
 //! tessera-bench atomic [options]         seed 004: MPI-IO atomic mode under each lock strategy
 //! tessera-bench txn [options]            seed 000: the transaction protocol's calls timed, or
 //!                                        (--model) its messages to 65,536 processes
+//! tessera-bench locality --hosts N       seed 001: reads placed by the locality query, blind,
+//!                                        migrated and direct, on emulated hosts
 //! ```
 
 mod args;
 mod atomic;
 mod atomic_report;
 mod front;
+mod locality;
+mod locality_report;
+mod locality_task;
 mod lock_trace;
 mod model;
 mod rank;
@@ -94,6 +99,18 @@ enum Cmd {
         #[command(flatten)]
         opts: txn::TxnOpts,
     },
+    /// Seed 001's experiment on emulated hosts: reads placed with the locality query, placed
+    /// round robin without it, with migrate-on-open, and direct reads of the same bytes.
+    Locality {
+        #[command(flatten)]
+        opts: locality::LocalityOpts,
+    },
+    /// One task of `locality` (under mpirun).
+    #[command(hide = true)]
+    LocalityTask {
+        #[arg(long)]
+        plan: PathBuf,
+    },
     /// One rank of `txn` (under mpirun).
     #[command(hide = true)]
     TxnRank {
@@ -147,6 +164,8 @@ fn main() {
         Cmd::Atomic { opts } => atomic::run(opts),
         Cmd::Txn { opts } => txn::run(opts),
         Cmd::TxnRank { reps } => txn::rank(reps),
+        Cmd::Locality { opts } => locality::run(opts),
+        Cmd::LocalityTask { plan } => locality_task::main(&plan),
         Cmd::Model { writes, xfer } => {
             print!("{}", model::table(writes, xfer));
             Ok(())

@@ -396,11 +396,13 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
     let all: Vec<&RunRecord> = records.iter().collect();
     let atomic = crate::atomic_report::load(&results.join("atomic"))?;
     let txn = crate::txn_report::load(&results.join("txn"))?;
+    let locality = crate::locality_report::load(&results.join("locality"))?;
     for t in targets(&latest)
         .into_iter()
         .chain(crate::scale_report::targets(&all))
         .chain(crate::atomic_report::targets(&atomic))
         .chain(crate::txn_report::targets(&txn))
+        .chain(crate::locality_report::targets(&locality))
     {
         let mark = match t.met {
             Some(true) => "met",
@@ -469,6 +471,7 @@ pub fn run(results: &Path, out: &Path, analysis: &Path) -> Result<()> {
     crate::scale_report::section(&mut md, &plots_dir, &all)?;
     crate::atomic_report::section(&mut md, &plots_dir, &atomic)?;
     crate::txn_report::section(&mut md, &txn)?;
+    crate::locality_report::section(&mut md, &plots_dir, &locality)?;
 
     writeln!(md, "## Results\n")?;
     for ((w, n), r) in &latest {

@@ -325,6 +325,48 @@ fn workloads_run_across_hosts_with_the_tcp_ceiling() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `tessera-bench locality` (seed 001) on 3 emulated hosts: every phase verifies the bytes it
+/// reads, the placed reads are all local, the blind ones partly remote, the migrate phase
+/// moves bytes, and every metric the issue names is reported.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces); scripts/test.sh runs it as root after scripts/hosts.sh up 3"]
+fn the_locality_experiment_runs_on_emulated_hosts() {
+    let dir = std::env::temp_dir().join(format!("tessera-bench-loc-{}", std::process::id()));
+    let out = Command::new(BENCH)
+        .args(["locality", "--hosts", "3", "--files", "9", "--size", "2MiB"])
+        .args(["--reps", "1", "--json", "--results"])
+        .arg(dir.join("results"))
+        .envs(hosts_env())
+        .output()
+        .expect("run tessera-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    has(
+        &v,
+        &[
+            "placed_read_mibs",
+            "blind_read_mibs",
+            "migrate_read_mibs",
+            "direct_read_mibs",
+            "launch_s",
+            "locate_p50_us",
+            "forward_ping_p50_us",
+            "locate_batch_1000_s",
+            "locate_single_1000_s",
+            "link_mibs",
+        ],
+    );
+    let m = &v["metrics"];
+    assert_eq!(m["placed_remote_bytes"], 0.0, "placed reads are local: {v}");
+    assert!(m["migrated_bytes"].as_f64().unwrap() > 0.0, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `tessera-bench txn`: every call of the seed's sequence is timed beside an allreduce, and the
 /// model keeps every process within the fan-in plus the sub-coordinators.
 #[test]

@@ -455,7 +455,7 @@ fn bench(args: Vec<String>) -> Result<()> {
         None | Some("--help") | Some("-h") | Some("help") => {
             vec!["run".to_string(), "--help".to_string()]
         }
-        Some("report") | Some("model") | Some("atomic") | Some("txn") => args,
+        Some("report") | Some("model") | Some("atomic") | Some("txn") | Some("locality") => args,
         Some(_) => std::iter::once("run".to_string()).chain(args).collect(),
     };
     Err(std::process::Command::new(&exe).args(sub).exec().into())
