@@ -60,7 +60,7 @@ check_subnet() {
 
 enter() { # enter K CMD...
     local h; h=$(host_name "$1"); shift
-    local anchor; anchor=$(cat "$STATE/anchor.pid" 2>/dev/null || true)
+    local anchor; anchor=$(live_anchor)
     if [ -n "$anchor" ] && [ "$(readlink /proc/self/ns/mnt)" != "$(readlink "/proc/$anchor/ns/mnt")" ]; then
         # Called from inside an emulated host (a launcher running on one reaching another):
         # the other hosts' namespace files are mounted in this machine's namespaces only, so
@@ -129,19 +129,27 @@ up() {
 # A process that stays in this machine's own namespaces, for launchers on a host to return
 # through (see `enter`).
 start_anchor() {
-    local pid; pid=$(cat "$STATE/anchor.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then return 0; fi
-    setsid sleep infinity < /dev/null > /dev/null 2>&1 &
+    [ -n "$(live_anchor)" ] && return 0
+    # Named, so that a reused process id is never taken for it.
+    setsid bash -c 'exec -a tessera-hosts-anchor sleep infinity' < /dev/null > /dev/null 2>&1 &
     echo $! > "$STATE/anchor.pid"
+}
+
+# The anchor's process id if it still runs (empty otherwise).
+live_anchor() {
+    local pid; pid=$(cat "$STATE/anchor.pid" 2>/dev/null || true)
+    [ -n "$pid" ] || return 0
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q '^tessera-hosts-anchor'; then
+        echo "$pid"
+    fi
 }
 
 down() {
     need_root
     local h
-    if [ -f "$STATE/anchor.pid" ]; then
-        kill "$(cat "$STATE/anchor.pid")" 2>/dev/null || true
-        rm -f "$STATE/anchor.pid"
-    fi
+    local anchor; anchor=$(live_anchor)
+    [ -n "$anchor" ] && kill "$anchor" 2>/dev/null || true
+    rm -f "$STATE/anchor.pid"
     for ns in /run/netns/h[0-9]*; do
         [ -e "$ns" ] || continue
         h=$(basename "$ns")

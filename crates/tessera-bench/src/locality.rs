@@ -294,6 +294,8 @@ fn run_phase_on(
         .arg("--hostfile")
         .arg(&hosts.hostfile)
         .args(["--map-by", &format!("ppr:{}:node", plan.per_host)])
+        // More tasks per host than a host has cores is the point of the tasks-per-host sweep.
+        .arg("--oversubscribe")
         .args(["-np", &ranks.to_string()])
         .args(["-x", "TESSERA_INSTANCE"])
         .arg(&exe)

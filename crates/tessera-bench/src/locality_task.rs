@@ -233,11 +233,22 @@ fn locate_cost() -> Result<crate::results::Metrics> {
         }
     }
     // A file whose name lives on another daemon: the answer is forwarded there.
-    let probe = paths
-        .iter()
-        .find(|p| nodes == 1 || tessera_core::placement::path_shard(p, nodes) != me)
-        .expect("some name lives elsewhere");
-    let remote = tessera_core::placement::path_shard(probe, nodes);
+    // Names are placed by their path under the mount.
+    let mount = c.config().mount;
+    let shard = |p: &str| -> Result<u32> {
+        Ok(tessera_core::placement::path_shard(
+            &tessera_core::path::resolve(p, &mount)?,
+            nodes,
+        ))
+    };
+    let mut probe = &paths[0];
+    for p in &paths {
+        if nodes == 1 || shard(p)? != me {
+            probe = p;
+            break;
+        }
+    }
+    let remote = shard(probe)?;
     const SAMPLES: usize = 1000;
     let mut locate_us = Vec::with_capacity(SAMPLES);
     let mut ping_us = Vec::with_capacity(SAMPLES);

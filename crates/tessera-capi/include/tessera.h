@@ -265,9 +265,11 @@ int64_t tessera_flush_file(tessera_file *file);
 
 /* Where the bytes of [offset, offset + len) of `path` live (len UINT64_MAX: to the end of the
  * file): up to `max` extents are stored in `out`, ascending and touching, cut at the file's
- * size. Returns the total number of extents (up to 4096 are listed; call again with a larger
- * array if it exceeds `max`). If `view_time_ns` is not NULL it receives when the answer was
- * assembled. Answers are advisory: acting on a stale one costs speed, never correctness. */
+ * size. Returns the number of extents the answer lists (at most 4096; if that exceeds `max`,
+ * call again with a larger array). A listing of 4096 may stop before the range's end: ask
+ * again from the last extent's `end`. If `view_time_ns` is not NULL it receives when the
+ * answer was assembled. Answers are advisory: acting on a stale one costs speed, never
+ * correctness. */
 int64_t tessera_locate(tessera_client *client, const char *path, uint64_t offset, uint64_t len,
                        struct tessera_location *out, size_t max, int64_t *view_time_ns);
 

@@ -450,10 +450,10 @@ fn migration_racing_a_writer_never_brings_back_old_bytes() {
 fn a_migrated_away_log_is_released_after_the_grace_period() {
     let inst = Inst::start_with(2, &["--set", "migrate_grace_ms=200"]);
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    {
-        let w = inst.client(0);
-        write_from(&w, "/tessera/moving", 0, &bytes);
-    } // the writer's connection ends
+    // Written by a process that then ends (a writer still running might write again).
+    let src = common::scratch("moving").join("src");
+    std::fs::write(&src, &bytes).unwrap();
+    common::ok_under(&inst, 0, "cp", &[src.to_str().unwrap(), "/tessera/moving"]);
     let ino = inst.client(1).stat("/tessera/moving").unwrap().ino;
     let log_dir = inst.layout.load_config().unwrap().log_dir(0, ino);
     let logs = || std::fs::read_dir(&log_dir).map(|d| d.count()).unwrap_or(0);

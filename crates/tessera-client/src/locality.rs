@@ -14,6 +14,9 @@ use tessera_proto::{ForwardPing, Locate, LocateRange};
 /// Extents listed per range unless asked otherwise.
 pub const DEFAULT_MAX_EXTENTS: u32 = 4096;
 
+/// Ranges per request (the daemon refuses more).
+const MAX_RANGES: usize = 65_536;
+
 /// Where one daemon runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostOf {
@@ -127,13 +130,19 @@ impl Client {
                 Err(e) => bad.push(Some(e)),
             }
         }
-        let located = g.call(Locate {
-            ranges,
-            max_extents,
-        })?;
+        // One request per `MAX_RANGES` (the daemon's bound), each in a few batched rounds.
+        let mut files = Vec::with_capacity(ranges.len());
+        for batch in ranges.chunks(MAX_RANGES) {
+            let located = g.call(Locate {
+                ranges: batch.to_vec(),
+                max_extents,
+            })?;
+            let at = located.view_time_ns;
+            files.extend(located.files.into_iter().map(|f| f.map(|f| (f, at))));
+        }
         let table = host_table(&mut g)?;
         drop(g);
-        let mut answers = located.files.into_iter();
+        let mut answers = files.into_iter();
         Ok(asks
             .iter()
             .zip(bad)
@@ -144,7 +153,8 @@ impl Client {
                 let f = answers.next().ok_or_else(|| {
                     FsError::new(Errno::Proto, "the daemon answered fewer ranges than asked")
                 })??;
-                Ok(named(&table, &a.path, f, located.view_time_ns))
+                let (f, at) = f;
+                Ok(named(&table, &a.path, f, at))
             })
             .collect())
     }

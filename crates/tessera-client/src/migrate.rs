@@ -78,8 +78,7 @@ impl File {
             upto: Some(upto),
             from: from.into_iter().collect(),
         })?;
-        // Copies are not writes: nothing of them is published for this process if it dies.
-        g.writer(ino)?.published();
+
         g.stats.migrated_copied += copied;
         g.stats.migrated += moved;
         let fs = g.files.get_mut(&ino).expect("writer() created the state");
@@ -108,7 +107,12 @@ fn copy_in(
     let mut placed: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for (s, e) in ranges {
         let len = (e - s) as usize;
-        let pos = g.writer(ino)?.append(*s, &data[at..at + len])?;
+        let w = g.writer(ino)?;
+        let pos = w.append(*s, &data[at..at + len])?;
+        // At once in the journal: if this process dies, its daemon publishes what it wrote
+        // and did not publish, and a copy of an old version must never be among that.
+        let upto = w.data_len();
+        w.mark(tessera_core::index::Entry::PublishedUpTo { pos: upto })?;
         placed.insert(*s, (*e, pos));
         at += len;
     }

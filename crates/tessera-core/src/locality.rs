@@ -5,8 +5,8 @@
 //! extents of a range in order, each with the node that holds it (if any) and its
 //! [`Residence`], and the bytes each node holds, ranked. Strided runs are walked piece by piece
 //! in one merge, adjacent pieces of one node and residence joined, and the listing stops at a
-//! bound (`more_from` says where); the per-node totals always cover the whole range, computed
-//! from the runs without expanding them.
+//! bound on extents or on pieces walked (`more_from` says where); the per-node totals always
+//! cover the whole range, computed from the runs without expanding them.
 //!
 //! Answers are advisory: a scheduler acting on a stale one only loses speed.
 
@@ -112,10 +112,8 @@ pub fn locate(
         })
         .collect();
     let mut per_node: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut owned = 0u64;
     for (run, node) in &clipped {
         *per_node.entry(*node).or_default() += run.bytes();
-        owned += run.bytes();
     }
     out.bytes_by_node = per_node.into_iter().collect();
     out.bytes_by_node.sort_by_key(|&(n, b)| (Reverse(b), n));
@@ -127,8 +125,8 @@ pub fn locate(
         .flat_map(|(r, _)| r.clip(start, pfs_end))
         .map(|r| r.bytes())
         .sum();
-    out.pfs_only_bytes = (pfs_end - start) - owned_below_pfs;
-    debug_assert!(owned <= end - start);
+    // Saturating: runs from the wire are clipped above, but need not be disjoint.
+    out.pfs_only_bytes = (pfs_end - start).saturating_sub(owned_below_pfs);
 
     let mut list = Listing {
         extents: Vec::new(),
@@ -143,9 +141,13 @@ pub fn locate(
         .enumerate()
         .map(|(k, (r, _))| Reverse((r.start, k, 0)))
         .collect();
+    // Pieces of one node that touch join into one extent without using up the bound: the walk
+    // itself is bounded too (a strided checkpoint of many ranks per node).
+    let mut budget = (max_extents as u64).saturating_mul(256).max(1 << 16);
     while let Some(Reverse((s, k, i))) = heap.pop() {
         let (run, node) = clipped[k];
-        if !list.push_gap(s) || !list.push_owned(s, s + run.len, node) {
+        budget = budget.saturating_sub(1);
+        if budget == 0 || !list.push_gap(s) || !list.push_owned(s, s + run.len, node) {
             out.more_from = Some(list.at);
             out.extents = list.extents;
             return out;

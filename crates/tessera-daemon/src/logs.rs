@@ -327,11 +327,11 @@ impl Logs {
             .retain(|k| *k != (ino, client));
         let mut freed = 0;
         let (d, i) = self.cfg.log_paths(self.node, ino, client);
-        let beside = [
-            tessera_logstore::journal_path(&d),
-            tessera_logstore::sums_path(&d),
-        ];
-        for p in [d, i].into_iter().chain(beside) {
+        // The journal first: a crash part way must not leave a journal whose writes a
+        // restarted daemon would publish from a log that is gone.
+        let journal = tessera_logstore::journal_path(&d);
+        let sums = tessera_logstore::sums_path(&d);
+        for p in [journal, d, i, sums] {
             let len = std::fs::metadata(&p).map_or(0, |m| m.len());
             match std::fs::remove_file(&p) {
                 Ok(()) => freed += len,

@@ -30,9 +30,9 @@ pub struct Node {
     pub callbacks: Mutex<state::cache::Callbacks>,
     /// Copies of other nodes' ownership stripes.
     pub stripe_cache: Mutex<state::cache::StripeCache>,
-    /// Inodes of this node whose bytes are unchanged since a whole-file flush (see
-    /// [`crate::services::locality`]).
-    pub flushed_clean: Mutex<std::collections::HashSet<u64>>,
+    /// Inodes of this node being flushed whole, and those whose bytes are unchanged since
+    /// a whole-file flush (see [`crate::services::locality`]).
+    pub flushed_clean: Mutex<crate::services::locality::FlushedFiles>,
     /// Logs a migration moved every byte away from: (due, ino, client), released when due
     /// (see [`crate::services::migrate`]).
     pub released: Mutex<Vec<(Instant, u64, u64)>>,

@@ -18,6 +18,7 @@
 use crate::Node;
 use crate::pfs::{Pfs, Temp, copy_sparse};
 use crate::rpc::{ServeClient, ServePeer};
+use crate::services::locality::FlushMark;
 use crate::store::DbOp;
 use rustix::fs::OFlags;
 use std::collections::BTreeMap;
@@ -99,9 +100,10 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             ),
         ));
     }
-    // Marked before the owners are read: any attach from here on clears it (locality answers
-    // then stop reporting the bytes as in the PFS too).
-    node.mark_flushed_clean(d.ino, range.is_none());
+    // A whole-file flush makes the file a candidate before the owners are read: any change
+    // from here on drops it, and only a candidate that survives to the publication is
+    // reported in both places by locality answers. Any flush ends the previous mark.
+    node.flush_marks(d.ino, FlushMark::Started(range.is_none()));
     let mut unmark = Unmark(node, d.ino, true);
     let owners = match range {
         None => node.query_file_whole(d.ino).await?,
@@ -127,8 +129,8 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         }
         Err(e) => Err(e),
     };
-    unmark.2 = result.is_err();
-    drop(unmark);
+    unmark.2 = false;
+    node.flush_marks(d.ino, FlushMark::Ended(result.is_ok()));
     let forget = node.store.submit(vec![DbOp::DelFlushTemp(temp_path)]);
     forget.durable().await?;
     if let Ok((bytes, nodes)) = &result {
@@ -143,13 +145,13 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     result
 }
 
-/// Clears a file's flushed mark when dropped armed: a flush that did not publish.
+/// Ends a flush's candidacy when dropped armed: a flush that returned early with an error.
 struct Unmark<'a>(&'a Node, u64, bool);
 
 impl Drop for Unmark<'_> {
     fn drop(&mut self) {
         if self.2 {
-            self.0.mark_flushed_clean(self.1, false);
+            self.0.flush_marks(self.1, FlushMark::Ended(false));
         }
     }
 }

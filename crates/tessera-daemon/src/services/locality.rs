@@ -8,8 +8,9 @@
 //!
 //! Answers come from the committed state and are advisory: they carry the time they were
 //! assembled, and a scheduler that acts on a stale one only loses speed. Whether owned bytes
-//! are also in the PFS copy is known from a whole-file flush and forgotten at the file's next
-//! change (and at a restart, where they are reported as burst-buffer bytes only).
+//! are also in the PFS copy is known from a whole-file flush that published with no change to
+//! the file while it ran, and forgotten at the file's next change (and at a restart, where
+//! they are reported as burst-buffer bytes only).
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
@@ -145,6 +146,24 @@ impl ServePeer<LocateRuns> for Node {
             })
             .collect())
     }
+}
+
+/// Whole-file flushes under way on this node (a change drops a file from it), and the files
+/// whose bytes are unchanged since one published.
+#[derive(Default)]
+pub struct FlushedFiles {
+    flushing: std::collections::HashSet<u64>,
+    clean: std::collections::HashSet<u64>,
+}
+
+/// What happened to a file, for [`FlushedFiles`].
+pub(crate) enum FlushMark {
+    /// A flush started (of the whole file, or of a range).
+    Started(bool),
+    /// A flush ended (published, or failed).
+    Ended(bool),
+    /// Its bytes or size changed (an attach, truncate, append, or a transaction's completion).
+    Changed,
 }
 
 /// `(ino, stripe, start, end)`: the part of a range within one stripe.
@@ -319,16 +338,30 @@ impl Node {
         self.flushed_clean
             .lock()
             .expect("flushed clean")
+            .clean
             .contains(&ino)
     }
 
-    /// Marks `ino` as flushed (at a whole-file flush's start: every later change clears it).
-    pub(crate) fn mark_flushed_clean(&self, ino: u64, clean: bool) {
-        let mut set = self.flushed_clean.lock().expect("flushed clean");
-        if clean {
-            set.insert(ino);
-        } else {
-            set.remove(&ino);
+    /// Records a flush's start or end, or a change of the file's bytes.
+    pub(crate) fn flush_marks(&self, ino: u64, m: FlushMark) {
+        let mut f = self.flushed_clean.lock().expect("flushed clean");
+        f.clean.remove(&ino);
+        match m {
+            FlushMark::Started(whole) => {
+                if whole {
+                    f.flushing.insert(ino);
+                } else {
+                    f.flushing.remove(&ino);
+                }
+            }
+            FlushMark::Ended(published) => {
+                if f.flushing.remove(&ino) && published {
+                    f.clean.insert(ino);
+                }
+            }
+            FlushMark::Changed => {
+                f.flushing.remove(&ino);
+            }
         }
     }
 }

@@ -7,9 +7,13 @@
 //!
 //! The logs copied from are released once nothing points at them: each source node keeps a
 //! list of (log, due time) and, after `migrate_grace_ms` (readers that learned the old owner
-//! just before the move may still read it until then), removes a log whose writer is gone
-//! and that owns no byte of the file any more. The list is not kept across restarts; a log
-//! left then goes with its file.
+//! just before the move may still read it until then), removes a log whose writer has ended
+//! (neither connected nor expected back) and that owns no byte of the file any more. The list
+//! is not kept across restarts; a log left then goes with its file.
+//!
+//! The copies are never published for the migrating process: its journal marks them
+//! published as they are appended, and its daemon records `upto` past them before any stripe
+//! moves.
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
@@ -25,6 +29,8 @@ use tessera_proto::{
 
 /// Most stripes one plan covers (files larger than this many stripes are not migrated).
 const MAX_PLAN_STRIPES: u64 = 1 << 16;
+/// Most logs one release names.
+const MAX_RELEASES: usize = 1 << 16;
 
 impl ServeClient<MigratePlan> for Node {
     async fn serve_client(&self, _: u64, r: MigratePlan) -> FsResult<Vec<StripeAt>> {
@@ -72,6 +78,19 @@ impl ServeClient<AttachIf> for Node {
             node: self.id,
             client,
         };
+        if r.stripes.len() as u64 > MAX_PLAN_STRIPES {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "a conditional attach of {} stripes: at most {MAX_PLAN_STRIPES}",
+                    r.stripes.len()
+                ),
+            ));
+        }
+        // Well formed and inside their stripes before anything walks them.
+        for (stripe, _, runs) in &r.stripes {
+            super::ownership_shard::check_runs(runs, *stripe, self.cfg.stripe_size)?;
+        }
         let all: Vec<Run> = r
             .stripes
             .iter()
@@ -79,6 +98,17 @@ impl ServeClient<AttachIf> for Node {
             .collect();
         // Ownership sends readers to this log: it must hold the bytes.
         self.logs.check_holds(r.ino, client, &all)?;
+        if let Some(pos) = r.upto {
+            // Before any stripe moves, and whether or not one does: the copies are never
+            // published for this client if it dies (a copy of an old version would overwrite
+            // what a writer attached since).
+            self.clients.note_published(client, r.ino, pos);
+            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
+                client,
+                ino: r.ino,
+                pos,
+            }]));
+        }
         let n = self.cfg.nodes;
         let asks: Vec<(u32, OwnAttachIf)> = r
             .stripes
@@ -102,16 +132,6 @@ impl ServeClient<AttachIf> for Node {
             .filter(|(_, ok)| **ok)
             .flat_map(|((_, _, runs), _)| runs.iter().map(Run::bytes))
             .sum();
-        if let Some(pos) = r.upto {
-            // As an attach's: what this client would publish if it died starts here (its
-            // copies are not writes to publish).
-            self.clients.note_published(client, r.ino, pos);
-            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
-                client,
-                ino: r.ino,
-                pos,
-            }]));
-        }
         if moved > 0 {
             let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
             for o in r
@@ -160,16 +180,27 @@ impl ServePeer<OwnAttachIf> for Node {
     async fn serve_peer(&self, r: OwnAttachIf) -> FsResult<bool> {
         super::ownership_shard::check_runs(&r.runs, r.stripe, self.cfg.stripe_size)?;
         let key = (r.ino, r.stripe);
+        let still = |node: &Node| {
+            node.callbacks
+                .lock()
+                .expect("callbacks")
+                .unchanged_since(key, r.version)
+                && !node.txns.pending().touches_stripe(r.ino, r.stripe)
+        };
+        // Refused here, without a change (which would count as one and make other
+        // migrations of the stripe fail too); checked again under the change below.
+        let unchanged = {
+            let _own = self.own.lock().expect("own");
+            still(self)
+        };
+        if !unchanged {
+            return Ok(false);
+        }
         self.change_ownership(
             super::ownership_shard::Stale::Stripe(r.ino, r.stripe),
             |own| {
                 // Checked under the ownership lock that every change takes: nothing slips in.
-                let unchanged = self
-                    .callbacks
-                    .lock()
-                    .expect("callbacks")
-                    .unchanged_since(key, r.version);
-                if !unchanged || self.txns.pending().touches_stripe(r.ino, r.stripe) {
+                if !still(self) {
                     return (false, Vec::new());
                 }
                 (true, own.attach(r.ino, r.stripe, r.owner, &r.runs))
@@ -181,9 +212,22 @@ impl ServePeer<OwnAttachIf> for Node {
 
 impl ServePeer<ReleaseLogs> for Node {
     async fn serve_peer(&self, r: ReleaseLogs) -> FsResult<()> {
+        if r.clients.len() > MAX_RELEASES {
+            return Err(FsError::new(
+                Errno::Inval,
+                format!(
+                    "{} logs to release at once: at most {MAX_RELEASES}",
+                    r.clients.len()
+                ),
+            ));
+        }
         let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
         let mut list = self.released.lock().expect("released");
-        list.extend(r.clients.into_iter().map(|c| (due, r.ino, c)));
+        for c in r.clients {
+            // Once per log: a later migration of the same file moves its due time on.
+            list.retain(|(_, ino, client)| (*ino, *client) != (r.ino, c));
+            list.push((due, r.ino, c));
+        }
         Ok(())
     }
 }
@@ -218,7 +262,9 @@ impl Node {
     /// if it still owns bytes. A log whose writer is still connected is looked at again one
     /// grace period later.
     async fn release_log(&self, ino: u64, client: u64) -> FsResult<Option<u64>> {
-        if self.clients.is_live(client) {
+        // A writer that may still come back (its connection dropped, or it was connected
+        // when this daemon stopped) may still append to the log, or leave writes to publish.
+        if self.clients.is_live(client) || self.clients.is_absent(client) {
             let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
             self.released
                 .lock()

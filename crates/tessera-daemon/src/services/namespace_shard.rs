@@ -237,7 +237,7 @@ impl ServePeer<InodeGet> for Node {
 impl ServePeer<InodeSetSize> for Node {
     async fn serve_peer(&self, r: InodeSetSize) -> FsResult<Attr> {
         // Every attach and truncate passes here: the PFS copy is no longer the whole story.
-        self.mark_flushed_clean(r.ino, false);
+        self.flush_marks(r.ino, crate::services::locality::FlushMark::Changed);
         if let (Some(txn), SizeChange::Extend(end)) = (r.txn, r.change) {
             self.check_txn_id(txn)?;
             self.extend_pending(txn, r.ino, end).await?;
@@ -254,7 +254,7 @@ impl ServePeer<InodeSetSize> for Node {
 
 impl ServePeer<InodeAppend> for Node {
     async fn serve_peer(&self, r: InodeAppend) -> FsResult<u64> {
-        self.mark_flushed_clean(r.ino, false);
+        self.flush_marks(r.ino, crate::services::locality::FlushMark::Changed);
         let touching = self.txns.pending().touching_file(r.ino);
         self.complete_decided(touching).await?;
         self.change_namespace(|ns| ns.append(r.ino, r.len, now_ns()))

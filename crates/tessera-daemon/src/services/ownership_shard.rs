@@ -205,7 +205,9 @@ pub(crate) fn view_query(
 
 impl Node {
     /// Applies a change to this node's ownership shard, waits until it is durable, and tells
-    /// the holders of the copies it makes stale before answering.
+    /// the holders of the copies it makes stale before answering. Every call counts as a
+    /// change of its stripes, rows or not: an attach of the same owner's same range changes
+    /// no row but does change the bytes readers get (migration's versions rely on it).
     pub(crate) async fn change_ownership<T>(
         &self,
         stale: Stale,

@@ -215,6 +215,10 @@ impl Node {
             let pending = self.txns.pending();
             (pending.sizes_of(txn), pending.pfs_cuts_of(txn))
         };
+        // Their bytes change now: no longer what a flush published.
+        for (ino, _) in &sizes {
+            self.flush_marks(*ino, super::locality::FlushMark::Changed);
+        }
         // Every size in one durable batch: one wait for the state log, not one per file.
         self.change_namespace(|ns| {
             let now = super::namespace_shard::now_ns();

@@ -74,6 +74,12 @@ impl Clients {
         self.live.lock().expect("clients").remove(&id);
     }
 
+    /// Whether `id` may still come back (its connection dropped while its process lives, or
+    /// it was connected when this daemon last stopped).
+    pub fn is_absent(&self, id: u64) -> bool {
+        self.absent.lock().expect("clients").contains_key(&id)
+    }
+
     /// Whether a live connection holds `id`.
     pub fn is_live(&self, id: u64) -> bool {
         self.live.lock().expect("clients").contains_key(&id)
