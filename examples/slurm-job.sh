@@ -39,4 +39,8 @@ mpirun --map-by node -x LD_PRELOAD="$preload" -x TESSERA_INSTANCE "$@"
 
 # Publish the result to the PFS directory (atomically: readers never see half a file).
 tessera flush "$output"
+# Where its bytes are (for a scheduler: --json), and a follow-up task run on the node that
+# holds most of them (through srun, or directly on this node).
+tessera where "$output"
+tessera run 'wc -c < {}' "$output"
 tessera status

@@ -8,7 +8,8 @@
 //! layout. Bandwidth is the bytes over the span from the first task's start to the last
 //! task's end, timed inside the tasks; the launch (mpirun) is reported apart. The same run
 //! measures one TCP stream between two hosts (the link's ceiling) and the cost of `locate`
-//! beside a forwarded no-op. Repetitions interleave the phases.
+//! beside a forwarded no-op. Repetitions interleave the phases; every phase starts after a
+//! `sync`, so no writeback of earlier phases runs during it.
 
 use crate::locality_task::{Done, MARKER, Mode, Plan, Task};
 use crate::results::{Metrics, metric_names, summary};
@@ -288,6 +289,10 @@ fn run_phase_on(
 ) -> Result<(f64, f64, Vec<Done>)> {
     let file = root.join(format!("plan-{}.json", name.replace(' ', "-")));
     std::fs::write(&file, serde_json::to_vec(plan)?)?;
+    // Written data reaches the disk first: on 2 cores, the kernel's writeback of the gigabytes
+    // just written would otherwise share the CPU with whichever read phase comes next (reads
+    // of both Tessera's logs and the direct files are from the page cache either way).
+    rustix::fs::sync();
     let exe = std::env::current_exe().context("locating tessera-bench")?;
     let started = Instant::now();
     let out = Command::new("mpirun")

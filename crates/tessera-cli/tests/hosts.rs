@@ -474,6 +474,12 @@ fn a_slurm_batch_job_starts_uses_flushes_and_stops_tessera() {
         .output()
         .unwrap();
     assert!(verify.status.success(), "{}\n{log}", text(&verify));
+    // The follow-up task ran where most of the output's bytes are and read all of them.
+    assert!(
+        log.contains("1 ran where most of their input bytes are"),
+        "{log}"
+    );
+    assert!(log.lines().any(|l| l.trim() == "5640120"), "{log}");
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -493,3 +493,33 @@ fn a_migrated_away_log_is_released_after_the_grace_period() {
         "read from node 1 now"
     );
 }
+
+/// A flush of the file ends the grace of the logs a migration moved it away from: with a grace
+/// of ten minutes, the old log still goes right after the flush.
+#[test]
+fn a_flush_ends_the_grace_of_migrated_away_logs() {
+    let inst = Inst::start_with(2, &["--set", "migrate_grace_ms=600000"]);
+    let src = common::scratch("flushed-away").join("src");
+    std::fs::write(&src, vec![5u8; 200_000]).unwrap();
+    common::ok_under(&inst, 0, "cp", &[src.to_str().unwrap(), "/tessera/flushed"]);
+    let c = inst.client(1);
+    let ino = c.stat("/tessera/flushed").unwrap().ino;
+    let log_dir = inst.layout.load_config().unwrap().log_dir(0, ino);
+    let logs = || std::fs::read_dir(&log_dir).map(|d| d.count()).unwrap_or(0);
+    let mut f = c.open_read("/tessera/flushed").unwrap();
+    assert_eq!(f.migrate_here().unwrap(), 200_000);
+    assert!(logs() > 0, "kept for the grace period");
+    f.flush_file().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while logs() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flush did not end the grace of node 0's log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read(inst.pfs().join("flushed")).unwrap(),
+        vec![5u8; 200_000]
+    );
+}

@@ -929,6 +929,7 @@ fn peer_samples(s: &mut Samples) {
         ReleaseLogs {
             ino: 5,
             clients: vec![3],
+            now: false,
         },
         (),
     );

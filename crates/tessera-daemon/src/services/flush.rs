@@ -133,6 +133,22 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     node.flush_marks(d.ino, FlushMark::Ended(result.is_ok()));
     let forget = node.store.submit(vec![DbOp::DelFlushTemp(temp_path)]);
     forget.durable().await?;
+    if result.is_ok() {
+        // The logs migrations moved this file away from need no grace any more (on any node:
+        // they hold none of the bytes just flushed). Best effort.
+        let release = node.every_node(|| tessera_proto::ReleaseLogs {
+            ino: d.ino,
+            clients: Vec::new(),
+            now: true,
+        });
+        if let Err(e) = node.call_all(release).await {
+            tracing::debug!(
+                ino = d.ino,
+                "ending the grace of migrated logs: {}",
+                e.message
+            );
+        }
+    }
     if let Ok((bytes, nodes)) = &result {
         tracing::info!(
             path = %node.user_path(&p),

@@ -7,7 +7,8 @@
 //!
 //! The logs copied from are released once nothing points at them: each source node keeps a
 //! list of (log, due time) and, after `migrate_grace_ms` (readers that learned the old owner
-//! just before the move may still read it until then), removes a log whose writer has ended
+//! just before the move may still read it until then) or at the next detach or flush of the
+//! file on that node, whichever comes first, removes a log whose writer has ended
 //! (neither connected nor expected back) and that owns no byte of the file any more. The list
 //! is not kept across restarts; a log left then goes with its file.
 //!
@@ -149,6 +150,7 @@ impl ServeClient<AttachIf> for Node {
                     ReleaseLogs {
                         ino: r.ino,
                         clients,
+                        now: false,
                     },
                 )
             });
@@ -221,6 +223,9 @@ impl ServePeer<ReleaseLogs> for Node {
                 ),
             ));
         }
+        if r.now {
+            self.release_migrated_now(r.ino);
+        }
         let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
         let mut list = self.released.lock().expect("released");
         for c in r.clients {
@@ -233,6 +238,17 @@ impl ServePeer<ReleaseLogs> for Node {
 }
 
 impl Node {
+    /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
+    /// next round of [`Node::release_migrated`] looks at them).
+    pub(crate) fn release_migrated_now(&self, ino: u64) {
+        let now = Instant::now();
+        for e in self.released.lock().expect("released").iter_mut() {
+            if e.1 == ino {
+                e.0 = now;
+            }
+        }
+    }
+
     /// Removes the logs migrations moved away from, once their grace period is over, their
     /// writer gone and no byte of the file owned by them.
     pub async fn release_migrated(self: Arc<Self>) {

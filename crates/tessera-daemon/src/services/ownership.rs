@@ -49,7 +49,10 @@ impl ServeClient<Detach> for Node {
         self.check_ino(r.ino)?;
         self.refuse_in_txn(client, "detach")?;
         check_order(r.start, r.end, "detach")?;
-        self.detach(r.ino, self.owner(client), r.start, r.end).await
+        self.detach(r.ino, self.owner(client), r.start, r.end)
+            .await?;
+        self.release_migrated_now(r.ino);
+        Ok(())
     }
 }
 
@@ -61,6 +64,7 @@ impl ServeClient<DetachFile> for Node {
         let ino = r.ino;
         self.call_all(self.every_node(|| OwnDetachFile { ino, owner }))
             .await?;
+        self.release_migrated_now(ino);
         Ok(())
     }
 }
@@ -379,6 +383,19 @@ impl Node {
             .into_iter()
             .flatten()
             .collect())
+    }
+
+    /// The committed owners of `[s, t)` within one stripe, as a query finds them (leased copies
+    /// used and filled); for advisory answers (locality), which need no settled view.
+    pub(crate) async fn committed_stripe_owners(
+        &self,
+        ino: u64,
+        stripe: u64,
+        s: u64,
+        t: u64,
+    ) -> FsResult<Vec<OwnedRun>> {
+        let probe = Probe::new(TxnView::default());
+        self.stripe_owners(&probe, ino, stripe, s, t).await
     }
 
     /// The owners of `[s, t)` within one stripe: from this node's shard, from a leased copy of

@@ -140,9 +140,11 @@ pub struct OwnAttachIf {
 }
 
 /// After the grace period, remove the logs of `ino` these clients of the receiving node wrote,
-/// if they no longer own any of its bytes and are not connected.
+/// if they no longer own any of its bytes and their writers ended. `now`: the file was just
+/// flushed, so the grace of every such log of it on the receiving node ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReleaseLogs {
     pub ino: u64,
     pub clients: Vec<u64>,
+    pub now: bool,
 }
