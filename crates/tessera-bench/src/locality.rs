@@ -143,6 +143,15 @@ fn measure(
         };
         run_phase(hosts, layout, root, &plan, name)
     };
+    // The data set and its copies (about 4 x F x S) must stay in the page cache, as a burst
+    // buffer's recent writes would: cached files of earlier work are dropped first, so that
+    // reclaiming them does not run during (and evict data under) the measurements.
+    rustix::fs::sync();
+    if let Err(e) = std::fs::write("/proc/sys/vm/drop_caches", "1") {
+        eprintln!(
+            "could not drop the page cache ({e}): earlier cached files may be reclaimed during the run"
+        );
+    }
     eprintln!("writing the data set");
     phase(Mode::Write, 1, set("data"), "write")?;
     let mut reps = Vec::new();

@@ -3,7 +3,7 @@
 //! tasks per host (plots), beside the link's ceiling; the cost of `locate`; the targets.
 
 use crate::locality::METRICS;
-use crate::report::{Series, Target, plot};
+use crate::report::{Series, Target, plot_against};
 use crate::results::{Metrics, summary};
 use anyhow::Result;
 use serde::Deserialize;
@@ -102,10 +102,24 @@ pub fn section(md: &mut String, plots_dir: &Path, records: &[LocalityRecord]) ->
         .filter(|(_, p): &(String, Vec<(u32, f64)>)| !p.is_empty())
         .collect();
     let title = "Locality: aggregate read MiB/s against hosts (1 task per host)";
-    if plot(&plots_dir.join("locality_hosts.png"), title, &by_hosts)? {
+    if plot_against(
+        &plots_dir.join("locality_hosts.png"),
+        title,
+        "emulated hosts",
+        &by_hosts,
+    )? {
         writeln!(md, "![{title}](bench/locality_hosts.png)\n")?;
     }
-    if let Some(most) = latest.keys().map(|(h, _)| *h).max() {
+    // The host count measured at the most task counts.
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for (h, _) in latest.keys() {
+        *counts.entry(*h).or_default() += 1;
+    }
+    if let Some(most) = counts
+        .iter()
+        .max_by_key(|(h, n)| (**n, **h))
+        .map(|(h, _)| *h)
+    {
         let by_tasks: Series = READS
             .iter()
             .map(|(label, metric)| {
@@ -119,7 +133,8 @@ pub fn section(md: &mut String, plots_dir: &Path, records: &[LocalityRecord]) ->
             .filter(|(_, p): &(String, Vec<(u32, f64)>)| p.len() > 1)
             .collect();
         let title = format!("Locality: aggregate read MiB/s against tasks per host ({most} hosts)");
-        if plot(&plots_dir.join("locality_tasks.png"), &title, &by_tasks)? {
+        let png = plots_dir.join("locality_tasks.png");
+        if plot_against(&png, &title, "reading tasks per host", &by_tasks)? {
             writeln!(md, "![{title}](bench/locality_tasks.png)\n")?;
         }
     }

@@ -278,6 +278,11 @@ fn series(
 }
 
 pub(crate) fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
+    plot_against(path, title, "MPI ranks", data)
+}
+
+/// As [`plot`], with its own name for the x axis.
+pub(crate) fn plot_against(path: &Path, title: &str, x: &str, data: &Series) -> Result<bool> {
     if data.is_empty() {
         return Ok(false);
     }
@@ -305,7 +310,7 @@ pub(crate) fn plot(path: &Path, title: &str, data: &Series) -> Result<bool> {
         .build_cartesian_2d(0u32..max_x + 1, (min_y * 0.5..max_y * 2.0).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("MPI ranks")
+        .x_desc(x)
         .y_desc("MiB/s (log scale)")
         .label_style(("sans-serif", 15))
         .draw()?;
