@@ -184,8 +184,6 @@ pub fn run(c: &Client, layout_dir: &Path, tasks: Vec<Task>, opts: &RunOptions) -
         opts.rule,
         prefs.clone(),
     );
-    let here = normalize_host(&this_host());
-    let in_slurm = std::env::var_os("SLURM_JOB_ID").is_some();
     let started = Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
     let mut results: Vec<Option<TaskResult>> = (0..tasks.len()).map(|_| None).collect();
@@ -197,15 +195,7 @@ pub fn run(c: &Client, layout_dir: &Path, tasks: Vec<Task>, opts: &RunOptions) -
     while done < tasks.len() {
         while let Some(d) = queue.dispatch() {
             let (host, _) = &hosts.list[d.host];
-            let launcher = if normalize_host(host) == here && opts.launcher == TaskLauncher::Auto {
-                "local"
-            } else if opts.launcher == TaskLauncher::Srun
-                || (opts.launcher == TaskLauncher::Auto && in_slurm)
-            {
-                "srun"
-            } else {
-                "mpirun"
-            };
+            let launcher = launcher_for(host, opts.launcher);
             if !launchers_used.contains(&launcher) {
                 launchers_used.push(launcher);
             }
@@ -215,7 +205,7 @@ pub fn run(c: &Client, layout_dir: &Path, tasks: Vec<Task>, opts: &RunOptions) -
                 d.node,
                 &tasks[d.task].command,
                 layout_dir,
-                opts,
+                opts.preload.as_deref(),
             );
             let tx = tx.clone();
             let (task, host_i, node) = (d.task, d.host, d.node);
@@ -387,21 +377,20 @@ fn preferences(c: &Client, tasks: &[Task], hosts: &Hosts) -> Result<Vec<Option<P
 /// A command that runs `shell_line` on `host` (as the host table names it) with
 /// `TESSERA_NODE=node`, through the launcher `tessera run` would choose.
 pub fn command_on_host(host: &str, node: u32, shell_line: &str, layout_dir: &Path) -> Command {
-    let launcher = if normalize_host(host) == normalize_host(&this_host()) {
-        "local"
-    } else if std::env::var_os("SLURM_JOB_ID").is_some() {
-        "srun"
-    } else {
-        "mpirun"
-    };
-    let opts = RunOptions {
-        rule: Rule::Soft,
-        per_host: 1,
-        launcher: TaskLauncher::Auto,
-        preload: None,
-        report: None,
-    };
-    task_command(launcher, host, node, shell_line, layout_dir, &opts)
+    let launcher = launcher_for(host, TaskLauncher::Auto);
+    task_command(launcher, host, node, shell_line, layout_dir, None)
+}
+
+/// How a task reaches `host`: a process here for this machine (unless a launcher was
+/// chosen), srun inside a Slurm allocation, mpirun otherwise.
+fn launcher_for(host: &str, choice: TaskLauncher) -> &'static str {
+    match choice {
+        TaskLauncher::Srun => "srun",
+        TaskLauncher::Mpirun => "mpirun",
+        TaskLauncher::Auto if normalize_host(host) == normalize_host(&this_host()) => "local",
+        TaskLauncher::Auto if std::env::var_os("SLURM_JOB_ID").is_some() => "srun",
+        TaskLauncher::Auto => "mpirun",
+    }
 }
 
 /// The command that runs `shell_line` on `host` with `TESSERA_NODE=node`.
@@ -411,13 +400,13 @@ fn task_command(
     node: u32,
     shell_line: &str,
     layout_dir: &Path,
-    opts: &RunOptions,
+    preload: Option<&Path>,
 ) -> Command {
     let mut env: Vec<(String, String)> = vec![
         ("TESSERA_NODE".into(), node.to_string()),
         ("TESSERA_INSTANCE".into(), layout_dir.display().to_string()),
     ];
-    if let Some(p) = &opts.preload {
+    if let Some(p) = preload {
         env.push(("LD_PRELOAD".into(), p.display().to_string()));
     }
     let mut c = match launcher {

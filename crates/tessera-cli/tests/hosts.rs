@@ -554,11 +554,7 @@ fn tasks_run_on_the_hosts_holding_their_inputs() {
         assert_eq!(t["host"], format!("h{}", k + 1), "{t}");
         assert_eq!(t["on_preferred"], true, "{t}");
     }
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::stats_lines(&stats);
     let readers: Vec<&serde_json::Value> = lines
         .iter()
         .filter(|l| l["stats"]["read"]["node_logs"].as_u64() > Some(0))

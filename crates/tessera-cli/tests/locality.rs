@@ -259,16 +259,6 @@ fn where_json_answers_schedulers_and_fails_only_the_missing_paths() {
     assert_eq!(c.forward_ping(7).unwrap_err().errno, Errno::Inval);
 }
 
-/// The statistics lines the interposer appended to `file` (`TESSERA_STATS`), by input path
-/// read (the task's command prints it first).
-fn stats_lines(file: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn run_places_each_task_on_the_node_of_its_input_and_collects_exit_codes() {
     let inst = Inst::start(3);
@@ -321,7 +311,7 @@ fn run_places_each_task_on_the_node_of_its_input_and_collects_exit_codes() {
         assert_eq!(t["exit_code"], if n == 2 { 1 } else { 0 });
     }
     // Every cat read its file from its own node's logs, none through a daemon.
-    let lines = stats_lines(&stats);
+    let lines = common::stats_lines(&stats);
     let cats: Vec<&serde_json::Value> = lines
         .iter()
         .filter(|l| l["stats"]["read"]["node_logs"].as_u64() > Some(0))

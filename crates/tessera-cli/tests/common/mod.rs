@@ -597,3 +597,12 @@ impl RawClient {
             .map_err(|e| format!("no answer within 20 s: {e}"))
     }
 }
+
+/// The lines the interposer appended to a `TESSERA_STATS` file (none if it does not exist).
+pub fn stats_lines(file: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

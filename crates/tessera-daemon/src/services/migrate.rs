@@ -103,12 +103,7 @@ impl ServeClient<AttachIf> for Node {
             // Before any stripe moves, and whether or not one does: the copies are never
             // published for this client if it dies (a copy of an old version would overwrite
             // what a writer attached since).
-            self.clients.note_published(client, r.ino, pos);
-            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
-                client,
-                ino: r.ino,
-                pos,
-            }]));
+            self.note_published(client, r.ino, pos);
         }
         let n = self.cfg.nodes;
         let asks: Vec<(u32, OwnAttachIf)> = r

@@ -29,16 +29,7 @@ impl ServeClient<Attach> for Node {
             .await?;
         // A member's positions are in its transaction's log, which is never published for it.
         if let (Some(pos), None) = (r.upto, txn) {
-            // Kept in the state too: after a restart of this daemon, what it publishes for the
-            // client if it dies must still start there. Not waited for: it reaches the state
-            // log with the next group, in microseconds, and until then the journal's own
-            // marker and the attach stand in for it.
-            self.clients.note_published(client, r.ino, pos);
-            drop(self.store.submit(vec![crate::store::DbOp::PutPublished {
-                client,
-                ino: r.ino,
-                pos,
-            }]));
+            self.note_published(client, r.ino, pos);
         }
         Ok(())
     }
@@ -107,6 +98,18 @@ impl Node {
             )),
             None => Ok(()),
         }
+    }
+
+    /// Records that `client` published every write of `ino` below log position `pos`: what
+    /// this daemon publishes for it if it dies starts there. Kept in the state too, for after
+    /// a restart; not waited for: it reaches the state log with the next group, in
+    /// microseconds, and until then the journal's own marker stands in for it.
+    pub(crate) fn note_published(&self, client: u64, ino: u64, pos: u64) {
+        self.clients.note_published(client, ino, pos);
+        drop(
+            self.store
+                .submit(vec![crate::store::DbOp::PutPublished { client, ino, pos }]),
+        );
     }
 
     /// The owner a client's attaches install: its transaction's log while it is a member.
