@@ -30,6 +30,7 @@ pub mod sums;
 pub mod txn_entries;
 pub mod txn_home;
 pub mod txn_pending;
+pub mod txn_reserved;
 pub mod txn_state;
 pub mod txn_tiers;
 pub mod wal;

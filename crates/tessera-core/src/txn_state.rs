@@ -3,10 +3,13 @@
 //!
 //! The calls, in order: create the transaction (collective); create singleton sub-transactions
 //! (one process each, before begin: begin gathers them so every process knows every one); create
-//! global sub-transactions (collective, before or after begin); begin (collective); commit
+//! global sub-transactions (collective, before or after begin: one created before begin is
+//! declared, as singletons are, and begin checks that every process declared the same ones);
+//! begin (collective); commit
 //! sub-transactions (each process its own part); vote (collective: any process may vote abort,
-//! and a sub-transaction left uncommitted votes abort for it); commit or abort (collective);
-//! finalize. The transport (MPI through the tiers, in `tessera-txn`) only moves the items this
+//! and a sub-transaction left uncommitted votes abort for it; the decision is taken with the
+//! vote and stands); commit or abort, which take the decision up (an abort before the vote is
+//! collective); finalize. The transport (MPI through the tiers, in `tessera-txn`) only moves the items this
 //! state machine asks for and hands back their sorted union; every process then applies the
 //! same union, so all of them reach the same state.
 
@@ -102,6 +105,15 @@ pub struct TxnState {
     next_global: u32,
 }
 
+/// What begin checks of the global sub-transactions declared before it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Declared {
+    /// A process declared this many.
+    Count(u32),
+    /// A process declared global `seq` under this name.
+    Named(u32, String),
+}
+
 impl TxnState {
     /// The state of process `rank` once create has agreed on `id`.
     pub fn new(rank: u32, id: TxnId) -> TxnState {
@@ -160,7 +172,75 @@ impl TxnState {
         Ok(id)
     }
 
-    /// What this process contributes to a global sub-transaction's creation: its name.
+    /// Declares a global sub-transaction before begin (local): begin checks that every process
+    /// declared the same ones, in the same order ([`TxnState::agree_declared`]).
+    pub fn declare_global(&mut self, name: &str) -> Result<SubId, TxnError> {
+        if self.phase != Phase::Created {
+            return Err(self.order(
+                "create_sub_transaction_all",
+                "only before begin_transaction is a global sub-transaction declared",
+            ));
+        }
+        let id = SubId {
+            owner: None,
+            seq: self.next_global,
+        };
+        self.next_global += 1;
+        self.subs.insert(
+            id,
+            Sub {
+                name: name.to_string(),
+                committed: false,
+            },
+        );
+        Ok(id)
+    }
+
+    /// What this process contributes to begin's check of the declared globals.
+    pub fn declared_items(&self) -> Vec<Declared> {
+        let globals = self.subs.iter().filter(|(id, _)| id.owner.is_none());
+        std::iter::once(Declared::Count(self.next_global))
+            .chain(globals.map(|(id, s)| Declared::Named(id.seq, s.name.clone())))
+            .collect()
+    }
+
+    /// Begin's check of the united declarations: every process declared as many globals, and
+    /// each under one name.
+    pub fn agree_declared(united: &[Declared]) -> Result<(), TxnError> {
+        let counts: Vec<u32> = united
+            .iter()
+            .filter_map(|d| match d {
+                Declared::Count(n) => Some(*n),
+                Declared::Named(..) => None,
+            })
+            .collect();
+        if counts.len() > 1 {
+            return Err(TxnError::Disagree {
+                what: "how many global sub-transactions they created before begin",
+                seen: counts
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let mut named: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+        for d in united {
+            if let Declared::Named(seq, name) = d {
+                named.entry(*seq).or_default().push(name);
+            }
+        }
+        if let Some(names) = named.values().find(|n| n.len() > 1) {
+            return Err(TxnError::Disagree {
+                what: "the name of a global sub-transaction",
+                seen: names.join(", "),
+            });
+        }
+        Ok(())
+    }
+
+    /// What this process contributes to a global sub-transaction's creation after begin: its
+    /// name.
     pub fn global_items(&self, name: &str) -> Result<Vec<String>, TxnError> {
         match self.phase {
             Phase::Created | Phase::Begun => Ok(vec![name.to_string()]),
@@ -306,15 +386,20 @@ impl TxnState {
         }
     }
 
-    /// Whether abort may proceed: anything but a committed transaction.
+    /// Whether abort may proceed: anything but a transaction the vote decided to commit
+    /// (the decision is taken with the vote and stands).
     pub fn check_abort(&self) -> Result<(), TxnError> {
-        if self.phase == Phase::Committed {
-            return Err(self.order(
+        match self.phase {
+            Phase::Committed => Err(self.order(
                 "abort_transaction",
                 "a committed transaction stays committed",
-            ));
+            )),
+            Phase::Voted(Decision::Commit) => Err(self.order(
+                "abort_transaction",
+                "the vote decided to commit it and that decision stands; call commit_transaction",
+            )),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     pub fn abort(&mut self) {
@@ -364,6 +449,43 @@ mod tests {
             assert_eq!(*p.phase(), Phase::Committed);
             assert!(p.check_abort().is_err());
         }
+    }
+
+    #[test]
+    fn globals_declared_before_begin_must_agree() {
+        let mut ps: Vec<TxnState> = (0..3).map(|r| TxnState::new(r, 1)).collect();
+        for p in ps.iter_mut() {
+            p.declare_global("read").unwrap();
+        }
+        let united = unite(ps.iter().map(|p| p.declared_items()).collect());
+        TxnState::agree_declared(&united).unwrap();
+        ps[2].declare_global("write").unwrap();
+        let united = unite(ps.iter().map(|p| p.declared_items()).collect());
+        let e = TxnState::agree_declared(&united).unwrap_err();
+        assert!(e.to_string().contains("how many global"), "{e}");
+        ps[0].declare_global("other").unwrap();
+        ps[1].declare_global("write").unwrap();
+        let united = unite(ps.iter().map(|p| p.declared_items()).collect());
+        let e = TxnState::agree_declared(&united).unwrap_err();
+        assert!(e.to_string().contains("other, write"), "{e}");
+        ps[0].begin(Vec::new());
+        let e = ps[0].declare_global("late").unwrap_err();
+        assert!(e.to_string().contains("before begin_transaction"), "{e}");
+    }
+
+    #[test]
+    fn the_decision_of_the_vote_stands() {
+        let mut p = TxnState::new(0, 1);
+        p.begin(Vec::new());
+        assert_eq!(p.vote(Vec::new()), Decision::Commit);
+        let e = p.check_abort().unwrap_err();
+        assert!(e.to_string().contains("decided to commit"), "{e}");
+        let mut q = TxnState::new(0, 2);
+        q.begin(Vec::new());
+        q.vote(vec!["rank 0 voted to abort".into()]);
+        q.check_abort().unwrap();
+        let e = q.check_commit().unwrap_err();
+        assert_eq!(e, TxnError::Aborted(vec!["rank 0 voted to abort".into()]));
     }
 
     #[test]
