@@ -9,6 +9,31 @@ use tessera_proto::{InstanceConfig, InstanceLayout};
 use tokio::sync::Notify;
 
 /// The state of one running daemon.
+/// The client ids a node hands out (also the log ids of transactions' members).
+pub(crate) struct ClientIds {
+    /// The next to hand out.
+    pub next: u64,
+    /// Ids below this are reserved by a state write (made or on its way).
+    pub reserved: u64,
+    /// Ids below this are reserved durably.
+    pub durable: u64,
+}
+
+impl ClientIds {
+    /// How many ids one state write reserves ahead.
+    pub const BLOCK: u64 = 1024;
+
+    /// After a start: past every id reserved before.
+    pub fn resume(persisted: u64) -> ClientIds {
+        let next = persisted.max(1);
+        ClientIds {
+            next,
+            reserved: next,
+            durable: next,
+        }
+    }
+}
+
 pub struct Node {
     pub id: u32,
     pub cfg: InstanceConfig,
@@ -19,7 +44,7 @@ pub struct Node {
     pub own: Mutex<tessera_core::ownership::Ownership>,
     pub logs: logs::Logs,
     pub peers: peer::Peers,
-    pub(crate) next_client: Mutex<u64>,
+    pub(crate) next_client: Mutex<ClientIds>,
     pub started: Instant,
     pub requests: AtomicU64,
     pub connected: AtomicU64,
@@ -77,25 +102,40 @@ impl Node {
 
     /// Hands out a client id (unique on this node, persisted before use).
     pub async fn new_client_id(&self) -> FsResult<u64> {
-        let (id, pending) = {
-            let mut next = self.next_client.lock().expect("client counter");
-            let id = (*next).max(1);
-            *next = id + 1;
-            (
-                id,
-                self.store.submit(vec![store::DbOp::SetMeta(
-                    store::MetaKey::NextClient,
-                    id + 1,
-                )]),
-            )
+        Ok(self.new_client_ids(1).await?.start)
+    }
+
+    /// `n` new client ids at once. Ids are made durable a block ahead (one state write per
+    /// [`ClientIds::BLOCK`] ids, none for most calls): a restart resumes past the block, so
+    /// an id is never handed out twice, and log files are never shared.
+    pub async fn new_client_ids(&self, n: u64) -> FsResult<std::ops::Range<u64>> {
+        let (ids, pending) = {
+            let mut c = self.next_client.lock().expect("client counter");
+            let first = c.next.max(1);
+            c.next = first + n;
+            if c.next > c.reserved {
+                c.reserved = c.next + ClientIds::BLOCK;
+            }
+            // Also when another call's block write is still on its way: waiting for this
+            // one (written after it) covers both.
+            let pending = (c.next > c.durable).then(|| {
+                let upto = c.reserved;
+                let op = store::DbOp::SetMeta(store::MetaKey::NextClient, upto);
+                (upto, self.store.submit(vec![op]))
+            });
+            (first..first + n, pending)
         };
-        pending.durable().await?;
-        Ok(id)
+        if let Some((upto, pending)) = pending {
+            pending.durable().await?;
+            let mut c = self.next_client.lock().expect("client counter");
+            c.durable = c.durable.max(upto);
+        }
+        Ok(ids)
     }
 
     /// Whether `id` was handed out by this node (a reconnecting client may keep it).
     pub fn issued_client_id(&self, id: u64) -> bool {
-        id >= 1 && id < *self.next_client.lock().expect("client counter")
+        id >= 1 && id < self.next_client.lock().expect("client counter").next
     }
 
     /// A path as the user writes it (with the mount prefix), for messages.

@@ -56,6 +56,8 @@ impl Node {
             Request::ForwardPing(r) => self.client_answer(client, r).await,
             Request::MigratePlan(r) => self.client_answer(client, r).await,
             Request::AttachIf(r) => self.client_answer(client, r).await,
+            Request::TxnEnroll(r) => self.client_answer(client, r).await,
+            Request::TxnReserve(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -119,6 +121,7 @@ impl Node {
             PeerRequest::OwnStripeAt(r) => self.peer_answer(r).await,
             PeerRequest::OwnAttachIf(r) => self.peer_answer(r).await,
             PeerRequest::ReleaseLogs(r) => self.peer_answer(r).await,
+            PeerRequest::TxnEnrollNode(r) => self.peer_answer(r).await,
         }
     }
 

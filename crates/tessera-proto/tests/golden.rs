@@ -525,6 +525,15 @@ fn client_samples(s: &mut Samples) {
         },
         4096,
     );
+    s.client(
+        TxnEnroll {
+            txn: txn(),
+            members: vec![(0, 3), (1, 9)],
+            open: true,
+        },
+        vec![1_024, 2_048],
+    );
+    s.client(TxnReserve { count: 1024 }, txn());
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -932,6 +941,14 @@ fn peer_samples(s: &mut Samples) {
             now: false,
         },
         (),
+    );
+    s.peer(
+        TxnEnrollNode {
+            txn: txn(),
+            clients: vec![9, 12],
+            undo: false,
+        },
+        vec![2_048, 2_049],
     );
 }
 

@@ -10,8 +10,9 @@
 //! * [`locks`]: byte-range (fcntl) locks and list locks;
 //! * [`leases`]: lock leases, their renewal and expiry, and the fences of revoked list locks;
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
-//! * [`txn`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000): joining one, its
-//!   two-phase commit at its home, and the state every node holds back until the decision;
+//! * [`txn`] / [`txn_enroll`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000):
+//!   joining one (one process, or all of the library's at once), its two-phase commit at its
+//!   home, and the state every node holds back until the decision;
 //!   [`txn_rename`]: renames by its members, pending between the two names' shards;
 //! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
 //!   pending under transactions like their writes;
@@ -37,6 +38,7 @@ pub mod ownership_shard;
 pub mod read;
 pub mod space;
 pub mod txn;
+pub mod txn_enroll;
 pub mod txn_home;
 pub mod txn_rename;
 pub mod txn_shard;

@@ -2,8 +2,10 @@
 //! daemon becomes its home), joins one (its connection's attaches and size changes are then
 //! pending under it, and its queries see them), and asks for the decision.
 //!
-//! The home's part (membership, the two-phase commit, status) is in [`super::txn_home`]; what
-//! every node keeps pending, and completes, in [`super::txn_shard`].
+//! How the transaction library's processes become members all at once (ids reserved ahead,
+//! one enrollment at begin) is in [`super::txn_enroll`]; the home's part (membership, the
+//! two-phase commit, status) in [`super::txn_home`]; what every node keeps pending, and
+//! completes, in [`super::txn_shard`].
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
@@ -13,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use tessera_core::txn_entries::PendingEntries;
 use tessera_core::txn_home::{HomeTxn, Outcome};
 use tessera_core::txn_pending::PendingOwnership;
+use tessera_core::txn_reserved::ReservedIds;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{
     TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnMembers, TxnOpen, txn_home, txn_id,
@@ -92,7 +95,10 @@ pub struct Txns {
     /// complete everywhere): a decision asked again, or a query that saw one before its
     /// completion, still learns it.
     pub finished: Mutex<Finished>,
-    next: Mutex<u64>,
+    pub(crate) next: Mutex<u64>,
+    /// Ids handed out ahead ([`TxnReserve`]) and not opened yet. In memory: after a restart
+    /// a job's reserved ids are refused (its processes were cut off from this home anyway).
+    pub(crate) reserved: Mutex<ReservedIds>,
     epoch: std::time::Instant,
     /// Members that left, for their homes: told in the background, so that leaving (after
     /// every commit) does not wait for a round trip to the home. A home that hears late
@@ -111,6 +117,7 @@ impl Txns {
             done: Mutex::new(HashSet::new()),
             finished: Mutex::new(Finished::default()),
             next: Mutex::new(next.max(1)),
+            reserved: Mutex::new(ReservedIds::default()),
             epoch: std::time::Instant::now(),
             leaving: Mutex::new(Vec::new()),
             left: tokio::sync::Notify::new(),
@@ -163,24 +170,8 @@ impl ServeClient<TxnOpen> for Node {
             let n = *next;
             *next += 1;
             let txn = txn_id(self.id, n);
-            // Timed out like one whose processes all ended if none joins it.
-            let mut machine = HomeTxn::open(txn, self.cfg.nodes);
-            machine.left(self.txns.now_ms());
-            self.txns.homes.lock().expect("homes").insert(
-                txn,
-                Home {
-                    machine,
-                    members: HashSet::new(),
-                    waiters: Vec::new(),
-                    decided_at: None,
-                    heard: HashMap::new(),
-                },
-            );
-            let ops = vec![
-                DbOp::SetMeta(MetaKey::NextTxn, n + 1),
-                DbOp::PutHomeTxn { txn, state: 0 },
-            ];
-            (txn, self.store.submit(ops))
+            let ops = vec![DbOp::SetMeta(MetaKey::NextTxn, n + 1)];
+            (txn, self.open_home(txn, ops))
         };
         durable.durable().await?;
         Ok(txn)
@@ -306,7 +297,11 @@ impl Node {
 
     /// Queues telling `txn`'s home that `client` is no longer a member (see
     /// [`Node::tell_leaves`]).
-    fn leave_txn(&self, txn: u64, client: u64) {
+    pub(crate) fn leave_txn(&self, txn: u64, client: u64) {
+        // Completed here means decided: its home counts members only while it is open.
+        if self.txns.done.lock().expect("done").contains(&txn) {
+            return;
+        }
         self.txns
             .leaving
             .lock()
@@ -343,14 +338,17 @@ impl Node {
     }
 
     /// The client's connection ended: it leaves its transaction. Whether what it left
-    /// unpublished may be published: not for a member (its writes count only if published
-    /// before its vote).
+    /// unpublished may be published: not for a member of a transaction still undecided here
+    /// (its writes count only if published before its vote).
     pub async fn txn_client_gone(&self, client: u64) -> bool {
         let txn = self.txns.members.lock().expect("members").remove(&client);
         match txn {
             Some((txn, _)) => {
                 self.leave_txn(txn, client);
-                false
+                // A member of a transaction completed here had left it (its library leaves
+                // without telling the daemon until its next call): what it wrote since is
+                // its own.
+                self.txns.done.lock().expect("done").contains(&txn)
             }
             None => true,
         }

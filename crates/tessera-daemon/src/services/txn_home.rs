@@ -56,49 +56,75 @@ pub fn failpoint(name: &str) {
     }
 }
 
+/// Why a transaction past its open state takes no members.
+fn closed(txn: u64) -> FsError {
+    FsError::new(
+        Errno::Inval,
+        format!("transaction {txn:016x} is committing or decided: it takes no new members"),
+    )
+}
+
 impl ServePeer<TxnMember> for Node {
     async fn serve_peer(&self, r: TxnMember) -> FsResult<()> {
-        let now = self.txns.now_ms();
-        let mut homes = self.txns.homes.lock().expect("homes");
-        let Some(h) = homes.get_mut(&r.txn) else {
-            if !r.joined {
-                return Ok(());
-            }
-            let why = match self.txns.finished.lock().expect("finished").get(r.txn) {
-                Some(Outcome::Commit) => "it was committed",
-                Some(Outcome::Abort) => "it was aborted",
-                None => "it was never opened, or finished long ago",
-            };
-            return Err(FsError::new(
-                Errno::Inval,
-                format!(
-                    "transaction {:016x} is not open ({why}); open a new one",
-                    r.txn
-                ),
-            ));
-        };
         let who = (r.node, r.client);
         if r.joined {
-            // A member joining again (its daemon restarted) stays one, whatever the state.
-            if h.members.contains(&who) {
-                return Ok(());
-            }
-            if *h.machine.state() != HomeState::Open {
-                return Err(FsError::new(
-                    Errno::Inval,
-                    format!(
-                        "transaction {:016x} is committing or decided: it takes no new members",
-                        r.txn
-                    ),
-                ));
-            }
-            if h.members.insert(who) {
-                h.machine.joined();
-            }
-        } else if h.members.remove(&who) {
+            return self.admit(r.txn, &[who]);
+        }
+        let now = self.txns.now_ms();
+        let mut homes = self.txns.homes.lock().expect("homes");
+        if let Some(h) = homes.get_mut(&r.txn)
+            && h.members.remove(&who)
+        {
             h.machine.left(now);
         }
         Ok(())
+    }
+}
+
+impl Node {
+    /// At `txn`'s home: the processes `who` (node, client) are members from now on. Refused
+    /// unless the transaction is open (a member joining again, after its daemon restarted,
+    /// stays one whatever the state).
+    pub(crate) fn admit(&self, txn: u64, who: &[(u32, u64)]) -> FsResult<()> {
+        let mut homes = self.txns.homes.lock().expect("homes");
+        let Some(h) = homes.get_mut(&txn) else {
+            return Err(self.not_open(txn));
+        };
+        if who.iter().all(|w| h.members.contains(w)) {
+            return Ok(());
+        }
+        if *h.machine.state() != HomeState::Open {
+            return Err(closed(txn));
+        }
+        for w in who {
+            if h.members.insert(*w) {
+                h.machine.joined();
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses at its home a transaction that may not be joined (or enrolled in) because it
+    /// is no longer, or never was, open here.
+    pub(crate) fn check_open(&self, txn: u64) -> FsResult<()> {
+        let homes = self.txns.homes.lock().expect("homes");
+        match homes.get(&txn).map(|h| h.machine.state()) {
+            Some(HomeState::Open) => Ok(()),
+            Some(_) => Err(closed(txn)),
+            None => Err(self.not_open(txn)),
+        }
+    }
+
+    fn not_open(&self, txn: u64) -> FsError {
+        let why = match self.txns.finished.lock().expect("finished").get(txn) {
+            Some(Outcome::Commit) => "it was committed",
+            Some(Outcome::Abort) => "it was aborted",
+            None => "it was never opened, or finished long ago",
+        };
+        FsError::new(
+            Errno::Inval,
+            format!("transaction {txn:016x} is not open ({why}); open a new one"),
+        )
     }
 }
 
@@ -192,6 +218,12 @@ impl Node {
 
     /// Carries out a home's actions, and the actions they lead to, until none is left.
     /// Completions that fail are retried by [`Node::keep_homes`].
+    ///
+    /// The process that asked for the decision is answered once every node completed (not
+    /// at the durable record): a node's completion runs in steps, and the catalogue and
+    /// namespace reads that meet a transaction completing on their node leave it to that
+    /// completion rather than wait for it, so a member reading at once after its commit
+    /// could otherwise find part of the data set missing.
     pub async fn drive(&self, txn: u64, mut actions: Vec<Action>) {
         while !actions.is_empty() {
             let mut next = Vec::new();

@@ -157,6 +157,10 @@ protocol! {
         MigratePlan = "migrate_plan" -> Vec<StripeAt>,
         /// The bytes whose ownership moved.
         AttachIf = "attach_if" -> u64,
+        /// Each member's log id, in order.
+        TxnEnroll = "txn_enroll" -> Vec<u64>,
+        /// The first id reserved.
+        TxnReserve = "txn_reserve" -> u64,
     }
 }
 
@@ -236,6 +240,8 @@ protocol! {
         /// Whether the attach was applied.
         OwnAttachIf = "own_attach_if" -> bool,
         ReleaseLogs = "release_logs" -> (),
+        /// Each client's log id, in order (none for an undo).
+        TxnEnrollNode = "txn_enroll_node" -> Vec<u64>,
     }
 }
 
@@ -258,8 +264,8 @@ impl Request {
             // A second unlock of a token fails (ESTALE) where the first succeeded.
             Request::ListUnlock(_) => false,
             Request::Shutdown(_) => false,
-            // A second copy opens a second transaction.
-            Request::TxnOpen(_) => false,
+            // A second copy opens (or reserves) other transactions.
+            Request::TxnOpen(_) | Request::TxnReserve(_) => false,
             // A second copy adds the chunk twice, or fails (EEXIST, ENOENT).
             Request::CatChange(_) => false,
             // A second copy reserves a second range.
@@ -284,8 +290,10 @@ impl Request {
             | Request::GetLock(_)
             | Request::Writing(_)
             | Request::Status(_)
-            // Membership is a set at the home; a decision, once taken, is answered again.
+            // Membership is a set at the home; a decision, once taken, is answered again; a
+            // member enrolled again keeps its log id.
             | Request::TxnJoin(_)
+            | Request::TxnEnroll(_)
             | Request::TxnDecide(_)
             | Request::CatLookup(_)
             | Request::CatList(_)
@@ -365,7 +373,9 @@ impl PeerRequest {
             | PeerRequest::LocateRuns(_)
             | PeerRequest::OwnStripeAt(_)
             | PeerRequest::OwnAttachIf(_)
-            | PeerRequest::ReleaseLogs(_) => true,
+            | PeerRequest::ReleaseLogs(_)
+            // A client enrolled again keeps its log id; an undo removes what is there.
+            | PeerRequest::TxnEnrollNode(_) => true,
             // As `Request::CatChange`, `Request::AppendAt`.
             PeerRequest::CatShardChange(_) | PeerRequest::InodeAppend(_) => false,
             PeerRequest::TableListUnlock(_) => false,

@@ -33,6 +33,38 @@ pub struct TxnJoin {
     pub log: Option<u64>,
 }
 
+/// Reserve `count` transaction ids at this daemon (their home), opened later by the
+/// enrollment of their members ([`TxnEnroll`] with `open`); the answer is the first (the ids
+/// are consecutive). A job's processes then name their transactions without asking.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnReserve {
+    pub count: u32,
+}
+
+/// At `txn`'s home (the daemon that opened or reserved it): make the processes `members`
+/// (node, client) members of `txn` at once, as [`TxnJoin`] makes one, opening it first if
+/// `open` and it was reserved here and not opened yet. Each member's node registers it and
+/// hands it a log id; the answer is those log ids, in the order of `members`, which each
+/// member then takes up without a further call. A member must have published its writes
+/// before (its node cannot check that; the member's library does). Refused unless the
+/// transaction is open at this daemon and every member is connected to its node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnEnroll {
+    pub txn: u64,
+    pub members: Vec<(u32, u64)>,
+    pub open: bool,
+}
+
+/// From a transaction's home to a member's node: make `clients` (connected here) members of
+/// `txn`, each with a new log id (the answer, in order); or, with `undo`, take back such an
+/// enrollment (the home refused it after).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnEnrollNode {
+    pub txn: u64,
+    pub clients: Vec<u64>,
+    pub undo: bool,
+}
+
 /// Commit (`commit`) or abort `txn`: answered once the decision is durable at its home. A
 /// commit that ends in an abort fails with the reasons.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
