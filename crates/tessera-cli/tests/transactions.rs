@@ -1034,3 +1034,75 @@ fn a_truncate_refused_by_one_daemon_aborts_its_transaction() {
     let expected: Vec<Option<u32>> = (0..8).map(|i| Some(if i == 4 { 2 } else { 1 })).collect();
     assert_eq!(versions(&read_all(&reader, path), &[1, 2]), expected);
 }
+
+/// The transaction library's way in: the coordinator reserves ids ahead and, at begin,
+/// enrolls every process at once; each takes up the log id it was given and writes as a
+/// member. A bad enrollment is refused with the reason and makes no one a member; enrolling
+/// again (a resent request) hands out the same log ids; a member that leaves without a round
+/// trip is outside from its next request on.
+#[test]
+fn the_coordinator_enrolls_every_process_at_once() {
+    let inst = start(&[]);
+    let home = inst.client(0);
+    let a = inst.client(0);
+    let b = inst.client(1);
+    let outsider = inst.client(1);
+    let e = home.txn_reserve(0).unwrap_err();
+    assert!(e.to_string().contains("give 1 to"), "{e}");
+    let first = home.txn_reserve(4).unwrap();
+    let members = vec![a.txn_identity().unwrap(), b.txn_identity().unwrap()];
+    let refused = |txn: u64, who: Vec<(u32, u64)>, at: &Client, why: &str| {
+        let e = at.txn_enroll(txn, who).unwrap_err();
+        assert_eq!(e.errno, Errno::Inval, "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+    };
+    refused(first + 10, members.clone(), &home, "not open");
+    refused(
+        first,
+        vec![members[0], (1, 999_999)],
+        &home,
+        "not connected",
+    );
+    refused(first, vec![members[0], (7, 1)], &home, "has 2 nodes");
+    refused(first, vec![members[1], members[1]], &home, "named twice");
+    refused(first, members.clone(), &b, "home on node 0");
+    // None of those made a member: a's writes are still its own, visible at once.
+    let plain = path_on(1, "plain");
+    write(&a, &plain, 3, 0, STRIPE);
+    assert_eq!(read_all(&outsider, &plain), pattern(3, 0, STRIPE));
+
+    let logs = home.txn_enroll(first, members.clone()).unwrap();
+    assert_eq!(logs.len(), 2);
+    assert_ne!(
+        logs[0], members[0].1,
+        "a member writes under a log id of its own"
+    );
+    assert_eq!(home.txn_enroll(first, members.clone()).unwrap(), logs);
+    a.txn_enter(first, logs[0]).unwrap();
+    b.txn_enter(first, logs[1]).unwrap();
+    let ds = "/tessera/enrolled";
+    write(&a, ds, 1, 0, 4 * STRIPE);
+    write(&b, ds, 1, 4 * STRIPE, 4 * STRIPE);
+    assert!(!exists(&outsider, ds), "pending until the commit");
+    assert_eq!(read_all(&b, ds), pattern(1, 0, 8 * STRIPE));
+    home.txn_decide(first, true, Vec::new()).unwrap();
+    assert_eq!(read_all(&outsider, ds), pattern(1, 0, 8 * STRIPE));
+    refused(
+        first,
+        vec![outsider.txn_identity().unwrap()],
+        &home,
+        "committed",
+    );
+
+    a.txn_leave().unwrap();
+    assert_eq!(a.txn_member(), None);
+    let after = path_on(0, "after");
+    write(&a, &after, 2, 0, STRIPE);
+    assert_eq!(read_all(&outsider, &after), pattern(2, 0, STRIPE));
+    // The next reserved id is opened by its own enrollment.
+    let logs = home
+        .txn_enroll(first + 1, vec![a.txn_identity().unwrap()])
+        .unwrap();
+    a.txn_enter(first + 1, logs[0]).unwrap();
+    assert_eq!(a.txn_member(), Some(first + 1));
+}

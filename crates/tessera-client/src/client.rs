@@ -12,7 +12,8 @@ use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
     Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Link, Mkdir,
     NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
-    Stat, Status, Symlink, Truncate, TxnDecide, TxnJoin, TxnOpen, Unlink, Writing,
+    Stat, Status, Symlink, Truncate, TxnDecide, TxnEnroll, TxnJoin, TxnOpen, TxnReserve, Unlink,
+    Writing,
 };
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +106,9 @@ pub(crate) struct Inner {
     pub(crate) txn: Option<(u64, u64)>,
     /// A forked child's transaction, joined under a log of its own at its first connection.
     join_after_fork: Option<u64>,
+    /// This process left its transaction ([`Client::txn_leave`]) and its daemon does not
+    /// know yet: told before the next request.
+    leave_untold: bool,
     /// The host table as last read, and the time its file was changed then.
     pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
 }
@@ -188,6 +192,7 @@ impl Client {
                 reconnect_for,
                 txn: None,
                 join_after_fork: None,
+                leave_untold: false,
                 hosts: None,
             })),
         })
@@ -411,27 +416,63 @@ impl Client {
     /// or committed) before joining or leaving: otherwise `EBUSY`.
     pub fn txn_join(&self, txn: Option<u64>) -> FsResult<()> {
         let mut g = self.lock();
-        if g.txn.map(|(t, _)| t) == txn {
+        if g.txn.map(|(t, _)| t) == txn && !g.leave_untold {
             return Ok(());
         }
-        if let Some((ino, _)) = g.files.iter().find(|(_, fs)| !fs.dirty.is_empty()) {
-            return Err(FsError::new(
-                Errno::Busy,
-                format!(
-                    "inode {ino:#x} has writes this process has not published: close, sync or commit the file before {} a transaction",
-                    if txn.is_some() { "joining" } else { "leaving" }
-                ),
-            ));
-        }
+        g.check_published(if txn.is_some() { "joining" } else { "leaving" })?;
         let log = g.call(TxnJoin { txn, log: None })?;
-        // New writes go to the new log id's logs; the old ones stay readable through
-        // ownership like any other process's.
-        for fs in g.files.values_mut() {
-            fs.writer = None;
-            fs.local = RangeMap::default();
-            fs.attached = RangeSet::default();
+        g.leave_untold = false;
+        g.switch_logs(txn.map(|t| (t, log)));
+        Ok(())
+    }
+
+    /// What the transaction's coordinator enrolls this process as (its node and client id),
+    /// once every write is published (`EBUSY` otherwise, as for [`Client::txn_join`]).
+    pub fn txn_identity(&self) -> FsResult<(u32, u64)> {
+        let mut g = self.lock();
+        g.check_published("joining")?;
+        let client = g.client_id()?;
+        Ok((g.node, client))
+    }
+
+    /// Reserves `count` consecutive transaction ids at this process's daemon (their home);
+    /// returns the first. Each is opened by [`Client::txn_enroll`] of its members.
+    pub fn txn_reserve(&self, count: u32) -> FsResult<u64> {
+        self.lock().call(TxnReserve { count })
+    }
+
+    /// Makes the processes `members` (each's [`Client::txn_identity`]) members of `txn`, which
+    /// this process opened or reserved (then opened now), at once; returns each one's log id,
+    /// in order, which each then takes up with [`Client::txn_enter`].
+    pub fn txn_enroll(&self, txn: u64, members: Vec<(u32, u64)>) -> FsResult<Vec<u64>> {
+        self.lock().call(TxnEnroll {
+            txn,
+            members,
+            open: true,
+        })
+    }
+
+    /// Takes up membership of `txn` under `log`, as enrolled by the coordinator: from now on
+    /// this process writes as a member (its daemon already counts it as one).
+    pub fn txn_enter(&self, txn: u64, log: u64) -> FsResult<()> {
+        let mut g = self.lock();
+        g.check_published("joining")?;
+        g.leave_untold = false;
+        g.switch_logs(Some((txn, log)));
+        Ok(())
+    }
+
+    /// Leaves this process's transaction without a round trip: its daemon is told before the
+    /// process's next request (a transaction that was decided has no use for it before).
+    /// Every write must be published first (`EBUSY` otherwise).
+    pub fn txn_leave(&self) -> FsResult<()> {
+        let mut g = self.lock();
+        if g.txn.is_none() {
+            return Ok(());
         }
-        g.txn = txn.map(|t| (t, log));
+        g.check_published("leaving")?;
+        g.switch_logs(None);
+        g.leave_untold = true;
         Ok(())
     }
 
@@ -452,6 +493,32 @@ impl Client {
 }
 
 impl Inner {
+    /// Refuses to change transactions (`what`: joining or leaving) while a write is not
+    /// published: a member writes to logs of its own.
+    fn check_published(&self, what: &str) -> FsResult<()> {
+        if let Some((ino, _)) = self.files.iter().find(|(_, fs)| !fs.dirty.is_empty()) {
+            return Err(FsError::new(
+                Errno::Busy,
+                format!(
+                    "inode {ino:#x} has writes this process has not published: close, sync or commit the file before {what} a transaction"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes from now on go under `txn` (transaction, log id), or this process's own id.
+    fn switch_logs(&mut self, txn: Option<(u64, u64)>) {
+        // New writes go to the new log id's logs; the old ones stay readable through
+        // ownership like any other process's.
+        for fs in self.files.values_mut() {
+            fs.writer = None;
+            fs.local = RangeMap::default();
+            fs.attached = RangeSet::default();
+        }
+        self.txn = txn;
+    }
+
     /// After `fork`, the child must not share the parent's connection or logs: it becomes a
     /// new client with its own logs. Its unattached view of the parent's writes is dropped;
     /// it sees what the parent attached, by the parent's model.
@@ -467,6 +534,7 @@ impl Inner {
         self.files.clear();
         self.foreign.clear();
         self.join_after_fork = self.txn.take().map(|(t, _)| t);
+        self.leave_untold = false;
     }
 
     pub fn resolve(&self, user_path: &str) -> FsResult<String> {
@@ -560,11 +628,22 @@ impl Inner {
     /// Sends a request to this process's daemon. If the daemon restarted, the client
     /// reconnects under the same client id (within `TESSERA_RECONNECT_SECS`) and resends.
     pub fn call<R: ClientCall>(&mut self, req: R) -> FsResult<R::Reply> {
+        let req: Request = req.into();
+        if self.leave_untold && !matches!(req, Request::TxnJoin(_)) {
+            // The daemon must know this process left before it handles anything else.
+            self.leave_untold = false;
+            if let Err(e) = self.call(TxnJoin {
+                txn: None,
+                log: None,
+            }) {
+                self.leave_untold = self.conn.is_some();
+                return Err(e);
+            }
+        }
         self.stats.requests += 1;
         if self.conn.is_none() {
             self.reconnect()?;
         }
-        let req: Request = req.into();
         let body = tessera_proto::frame::encode(&req);
         let first = self.conn.as_mut().expect("connected above").exchange(&body);
         match first {

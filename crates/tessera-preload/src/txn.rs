@@ -47,6 +47,21 @@ pub unsafe extern "C" fn tessera_preload_txn_open(txn: *mut u64) -> c_int {
     })
 }
 
+/// Reserves `count` consecutive transaction ids at this process's daemon and stores the
+/// first in `*first`.
+///
+/// # Safety
+/// `first` points to writable memory for one `u64`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_preload_txn_reserve(count: u32, first: *mut u64) -> c_int {
+    entry(|| {
+        let id = state::client()?.txn_reserve(count)?;
+        // SAFETY: writable by the caller's contract.
+        unsafe { first.write(id) };
+        Ok(())
+    })
+}
+
 /// Publishes what this process wrote to every Tessera file it has open (what a vote to
 /// commit needs first).
 #[unsafe(no_mangle)]
@@ -57,13 +72,83 @@ pub extern "C" fn tessera_preload_txn_publish() -> c_int {
     })
 }
 
-/// Publishes this process's open files, then joins `txn` (`join` != 0) or leaves its
-/// transaction.
+/// Publishes this process's open files, then stores what the transaction's coordinator
+/// enrolls it as: its node in `*node`, its client id in `*client`.
+///
+/// # Safety
+/// `node` and `client` point to writable memory for one `u32` and one `u64`.
 #[unsafe(no_mangle)]
-pub extern "C" fn tessera_preload_txn_join(txn: u64, join: c_int) -> c_int {
+pub unsafe extern "C" fn tessera_preload_txn_identity(node: *mut u32, client: *mut u64) -> c_int {
     entry(|| {
         crate::exit::publish_open_files_or_fail()?;
-        state::client()?.txn_join((join != 0).then_some(txn))
+        let (n, c) = state::client()?.txn_identity()?;
+        // SAFETY: writable by the caller's contract.
+        unsafe {
+            node.write(n);
+            client.write(c);
+        }
+        Ok(())
+    })
+}
+
+/// At the coordinator: makes the `count` processes (`nodes[i]`, `clients[i]`) members of
+/// `txn` at once (opening it if it was reserved) and stores each one's log id in `logs[i]`.
+///
+/// # Safety
+/// `nodes` and `clients` point to `count` readable values each, `logs` to `count` writable
+/// ones (all may be null when `count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_preload_txn_enroll(
+    txn: u64,
+    nodes: *const u32,
+    clients: *const u64,
+    count: usize,
+    logs: *mut u64,
+) -> c_int {
+    entry(|| {
+        let members: Vec<(u32, u64)> = if count == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: `count` readable values each, by the caller's contract.
+            let (n, c) = unsafe {
+                (
+                    std::slice::from_raw_parts(nodes, count),
+                    std::slice::from_raw_parts(clients, count),
+                )
+            };
+            n.iter().copied().zip(c.iter().copied()).collect()
+        };
+        let got = state::client()?.txn_enroll(txn, members)?;
+        if got.len() != count {
+            return Err(FsError::new(
+                Errno::Io,
+                format!(
+                    "the daemon answered {} log ids for {count} members",
+                    got.len()
+                ),
+            ));
+        }
+        if count > 0 {
+            // SAFETY: `count` writable values, by the caller's contract.
+            unsafe { std::slice::from_raw_parts_mut(logs, count) }.copy_from_slice(&got);
+        }
+        Ok(())
+    })
+}
+
+/// Takes up membership of `txn` under `log`, as the coordinator enrolled this process.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_preload_txn_enter(txn: u64, log: u64) -> c_int {
+    entry(|| state::client()?.txn_enter(txn, log))
+}
+
+/// Publishes this process's open files, then leaves its transaction (its daemon is told
+/// with its next request).
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_preload_txn_leave() -> c_int {
+    entry(|| {
+        crate::exit::publish_open_files_or_fail()?;
+        state::client()?.txn_leave()
     })
 }
 

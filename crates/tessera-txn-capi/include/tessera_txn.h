@@ -2,21 +2,28 @@
  *
  * A transaction is agreed on by the processes of an MPI communicator, organised in D2T's
  * tiers: a coordinator, sub-coordinators each serving at most 256 processes (at least two of
- * them), and subordinates. Every collective call below is a gather to the sub-coordinators, a
+ * them), and subordinates. Every collective move below is a gather to the sub-coordinators, a
  * reduction to unique items, a gather to the coordinator and a broadcast back down, so no
  * process receives more than its group's and the sub-coordinators' messages.
  *
  * The calls, in order (C = collective over the communicator, L = local):
  *
  *   tessera_txn_init                            C  once per communicator
- *   tessera_txn_create_transaction              C  the coordinator draws the id
+ *   tessera_txn_create_transaction              C  the next id of a block the coordinator
+ *                                                  reserved: a move only once per 1,024
  *   tessera_txn_create_sub_transaction          L  a singleton of this process, before begin
- *   tessera_txn_create_sub_transaction_all      C  a global one, before or after begin
- *   tessera_txn_begin_transaction               C  every process learns every singleton
+ *   tessera_txn_create_sub_transaction_all      C  a global one: before begin it is declared
+ *                                                  and begin checks it; after begin, a move
+ *   tessera_txn_begin_transaction               C  every process learns every singleton, and
+ *                                                  becomes a member in Tessera
  *   tessera_txn_commit_sub_transaction          L  this process's part of one
- *   tessera_txn_vote_transaction                C  any process may vote abort
- *   tessera_txn_commit_transaction              C  after a vote to commit
- *   tessera_txn_abort_transaction               C  any time before commit
+ *   tessera_txn_vote_transaction                C  any process may vote abort; the vote
+ *                                                  decides (durably, with Tessera beneath)
+ *   tessera_txn_commit_transaction              C  after a vote to commit (takes the
+ *                                                  decision up: no move)
+ *   tessera_txn_abort_transaction               C  before the vote (a move), or after a vote
+ *                                                  to abort (no move); refused after a vote
+ *                                                  to commit: the decision stands
  *   tessera_txn_finalize_txn                    C* frees the transaction
  *   tessera_txn_finalize                        C* frees the library (before MPI_Finalize)
  *
@@ -26,12 +33,14 @@
  * The functions that act return TESSERA_TXN_OK (0) or a negative TESSERA_TXN_E* code, and
  * tessera_txn_errmsg() then says what was wrong and how to fix it; the ones that only read a
  * value (tessera_txn_rank, _sub_coordinators, _sub_transactions, _id) return it, or -1 (0 for
- * the id) for a NULL handle. A collective call that fails on one process fails on every
+ * the id) for a NULL handle. A collective move that fails on one process fails on every
  * process with the same code: a bad argument or a call out of order on one process is sent
- * through the call to the others, and processes that make different collective calls at the
- * same point (commit on some, abort on others) all get TESSERA_TXN_EDISAGREE and may then
- * agree. A NULL library or transaction handle cannot take part, so the others wait for that
- * process: it is a program error, as an invalid communicator is to MPI.
+ * through the move to the others, and processes that make different moves at the same point
+ * all get TESSERA_TXN_EDISAGREE and may then agree (a bad argument to a call that makes no
+ * move, such as a create within a reserved block or a global declared before begin, fails
+ * that process at once, and the declaration's refusal fails begin on every process). A NULL
+ * library or transaction handle cannot take part, so the others wait for that process: it is
+ * a program error, as an invalid communicator is to MPI.
  *
  * Handles are not thread-safe: use a library and its transactions from one thread (MPI's
  * collectives order them anyway). The library frees its communicators (MPI_Comm_free, a

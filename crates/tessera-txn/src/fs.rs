@@ -1,7 +1,10 @@
 //! How a transaction reaches Tessera: the file system side of its calls. The coordinator
-//! opens the transaction at its daemon (the id every process then uses), every process joins
-//! it at begin (what it publishes from then on is pending under it), publishes before it
-//! votes, the coordinator asks for the decision at commit or abort, and every process leaves.
+//! opens the transaction at its daemon (the id every process then uses); at begin every
+//! process names itself (its node and client id, once its writes are published), the
+//! coordinator enrolls them all at once and each takes up the log id it was given (what it
+//! publishes from then on is pending under the transaction); every process publishes before
+//! it votes, the coordinator asks for the decision within the vote (or at an abort before
+//! it), and every process leaves (its daemon learns it with the process's next request).
 //!
 //! Two ways in: [`Interposed`], the interposer's own connection, found in the process at run
 //! time (a program whose files go through `LD_PRELOAD=libtessera_preload.so`); and [`Direct`],
@@ -9,14 +12,26 @@
 
 use std::ffi::{CString, c_char, c_int};
 
+/// A process as the coordinator enrolls it: its node and its client id there.
+pub type Member = (u32, u64);
+
 /// The file system calls of a transaction; `Err` carries the message to report.
 pub trait FileSystem {
     /// Opens a transaction (at the coordinator): its id.
     fn open(&self) -> Result<u64, String>;
+    /// Reserves `count` consecutive transaction ids (at the coordinator): the first. Each is
+    /// opened when its members are enrolled.
+    fn reserve(&self, count: u32) -> Result<u64, String>;
     /// Publishes this process's writes (before its vote).
     fn publish(&self) -> Result<(), String>;
-    /// Joins `txn` (`None`: leaves), publishing first.
-    fn join(&self, txn: Option<u64>) -> Result<(), String>;
+    /// What this process is enrolled as, publishing its writes first.
+    fn identity(&self) -> Result<Member, String>;
+    /// Makes `members` members of `txn` (at the coordinator): each one's log id, in order.
+    fn enroll(&self, txn: u64, members: &[Member]) -> Result<Vec<u64>, String>;
+    /// Takes up membership of `txn` under `log`, as enrolled.
+    fn enter(&self, txn: u64, log: u64) -> Result<(), String>;
+    /// Leaves this process's transaction, publishing first.
+    fn leave(&self) -> Result<(), String>;
     /// Asks for the decision (at the coordinator).
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String>;
 }
@@ -29,13 +44,31 @@ impl FileSystem for Direct {
         self.0.txn_open().map_err(|e| e.to_string())
     }
 
+    fn reserve(&self, count: u32) -> Result<u64, String> {
+        self.0.txn_reserve(count).map_err(|e| e.to_string())
+    }
+
     fn publish(&self) -> Result<(), String> {
         // A program on the client library publishes its files itself (close, sync, commit).
         Ok(())
     }
 
-    fn join(&self, txn: Option<u64>) -> Result<(), String> {
-        self.0.txn_join(txn).map_err(|e| e.to_string())
+    fn identity(&self) -> Result<Member, String> {
+        self.0.txn_identity().map_err(|e| e.to_string())
+    }
+
+    fn enroll(&self, txn: u64, members: &[Member]) -> Result<Vec<u64>, String> {
+        self.0
+            .txn_enroll(txn, members.to_vec())
+            .map_err(|e| e.to_string())
+    }
+
+    fn enter(&self, txn: u64, log: u64) -> Result<(), String> {
+        self.0.txn_enter(txn, log).map_err(|e| e.to_string())
+    }
+
+    fn leave(&self) -> Result<(), String> {
+        self.0.txn_leave().map_err(|e| e.to_string())
     }
 
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String> {
@@ -46,16 +79,24 @@ impl FileSystem for Direct {
 }
 
 type OpenFn = unsafe extern "C" fn(*mut u64) -> c_int;
+type ReserveFn = unsafe extern "C" fn(u32, *mut u64) -> c_int;
 type PublishFn = extern "C" fn() -> c_int;
-type JoinFn = extern "C" fn(u64, c_int) -> c_int;
+type IdentityFn = unsafe extern "C" fn(*mut u32, *mut u64) -> c_int;
+type EnrollFn = unsafe extern "C" fn(u64, *const u32, *const u64, usize, *mut u64) -> c_int;
+type EnterFn = extern "C" fn(u64, u64) -> c_int;
+type LeaveFn = extern "C" fn() -> c_int;
 type DecideFn = unsafe extern "C" fn(u64, c_int, *const c_char) -> c_int;
 type ErrorFn = unsafe extern "C" fn(*mut c_char, usize) -> usize;
 
 /// The interposer's transaction calls (`tessera_preload_txn_*`).
 pub struct Interposed {
     open: OpenFn,
+    reserve: ReserveFn,
     publish: PublishFn,
-    join: JoinFn,
+    identity: IdentityFn,
+    enroll: EnrollFn,
+    enter: EnterFn,
+    leave: LeaveFn,
     decide: DecideFn,
     error: ErrorFn,
 }
@@ -71,8 +112,12 @@ impl Interposed {
     /// The interposer's calls, if it is loaded in this process.
     pub fn find() -> Option<Interposed> {
         let open = symbol(c"tessera_preload_txn_open")?;
+        let reserve = symbol(c"tessera_preload_txn_reserve")?;
         let publish = symbol(c"tessera_preload_txn_publish")?;
-        let join = symbol(c"tessera_preload_txn_join")?;
+        let identity = symbol(c"tessera_preload_txn_identity")?;
+        let enroll = symbol(c"tessera_preload_txn_enroll")?;
+        let enter = symbol(c"tessera_preload_txn_enter")?;
+        let leave = symbol(c"tessera_preload_txn_leave")?;
         let decide = symbol(c"tessera_preload_txn_decide")?;
         let error = symbol(c"tessera_preload_txn_error")?;
         // SAFETY: the interposer defines these symbols with exactly these signatures
@@ -80,8 +125,12 @@ impl Interposed {
         unsafe {
             Some(Interposed {
                 open: std::mem::transmute::<*mut libc::c_void, OpenFn>(open),
+                reserve: std::mem::transmute::<*mut libc::c_void, ReserveFn>(reserve),
                 publish: std::mem::transmute::<*mut libc::c_void, PublishFn>(publish),
-                join: std::mem::transmute::<*mut libc::c_void, JoinFn>(join),
+                identity: std::mem::transmute::<*mut libc::c_void, IdentityFn>(identity),
+                enroll: std::mem::transmute::<*mut libc::c_void, EnrollFn>(enroll),
+                enter: std::mem::transmute::<*mut libc::c_void, EnterFn>(enter),
+                leave: std::mem::transmute::<*mut libc::c_void, LeaveFn>(leave),
                 decide: std::mem::transmute::<*mut libc::c_void, DecideFn>(decide),
                 error: std::mem::transmute::<*mut libc::c_void, ErrorFn>(error),
             })
@@ -109,12 +158,47 @@ impl FileSystem for Interposed {
         self.failed(rc).map(|()| id)
     }
 
+    fn reserve(&self, count: u32) -> Result<u64, String> {
+        let mut first = 0u64;
+        // SAFETY: `first` is writable for one u64.
+        let rc = unsafe { (self.reserve)(count, &mut first) };
+        self.failed(rc).map(|()| first)
+    }
+
     fn publish(&self) -> Result<(), String> {
         self.failed((self.publish)())
     }
 
-    fn join(&self, txn: Option<u64>) -> Result<(), String> {
-        self.failed((self.join)(txn.unwrap_or(0), c_int::from(txn.is_some())))
+    fn identity(&self) -> Result<Member, String> {
+        let (mut node, mut client) = (0u32, 0u64);
+        // SAFETY: both are writable for one value.
+        let rc = unsafe { (self.identity)(&mut node, &mut client) };
+        self.failed(rc).map(|()| (node, client))
+    }
+
+    fn enroll(&self, txn: u64, members: &[Member]) -> Result<Vec<u64>, String> {
+        let nodes: Vec<u32> = members.iter().map(|m| m.0).collect();
+        let clients: Vec<u64> = members.iter().map(|m| m.1).collect();
+        let mut logs = vec![0u64; members.len()];
+        // SAFETY: three buffers of `members.len()` values, the last writable.
+        let rc = unsafe {
+            (self.enroll)(
+                txn,
+                nodes.as_ptr(),
+                clients.as_ptr(),
+                members.len(),
+                logs.as_mut_ptr(),
+            )
+        };
+        self.failed(rc).map(|()| logs)
+    }
+
+    fn enter(&self, txn: u64, log: u64) -> Result<(), String> {
+        self.failed((self.enter)(txn, log))
+    }
+
+    fn leave(&self) -> Result<(), String> {
+        self.failed((self.leave)())
     }
 
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String> {

@@ -10,9 +10,13 @@
 //! it reads the united result is the pure state machine `tessera_core::txn_state`.
 //!
 //! With Tessera beneath ([`fs`]), the transaction is the file system's too: the coordinator
-//! opens it at its daemon, every process joins it at begin, publishes before it votes, and
-//! the coordinator's commit (or abort) is the daemons' two-phase commit, so what the
-//! processes published appears to everyone else all at once, or never.
+//! opens it at its daemon; begin enrolls every process at once (the coordinator, with every
+//! process's identity gathered, makes them all members in one call before the move goes back
+//! down); every process publishes before it votes, and the vote ends in the daemons'
+//! two-phase commit (the coordinator asks for the decision with every vote gathered, and the
+//! move brings it down), so what the processes published appears to everyone else all at
+//! once, or never. After the vote, commit and abort only take up the decision every process
+//! already has: no further move, no daemon call.
 //!
 //! MPI stays out of the file system crates: this crate is the only one of the file system's
 //! libraries that links MPI.
@@ -24,6 +28,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
+use tessera_core::txn_state::Declared;
 use tessera_core::txn_state::TxnState;
 pub use tessera_core::txn_state::{Decision, Phase, SubId, TxnError, TxnId};
 use tiers::TierComms;
@@ -41,7 +46,6 @@ enum Call {
     Global { txn: TxnId, seq: u32 },
     Begin { txn: TxnId },
     Vote { txn: TxnId },
-    Commit { txn: TxnId },
     Abort { txn: TxnId },
 }
 
@@ -52,7 +56,6 @@ impl Call {
             Call::Global { .. } => "create_sub_transaction_all",
             Call::Begin { .. } => "begin_transaction",
             Call::Vote { .. } => "vote_transaction",
-            Call::Commit { .. } => "commit_transaction",
             Call::Abort { .. } => "abort_transaction",
         }
     }
@@ -63,7 +66,8 @@ impl Call {
 enum Item {
     /// Every process says it took part, even with nothing else to say.
     Present,
-    Id(TxnId),
+    /// A block of transaction ids the coordinator reserved: the first, and how many.
+    Block(TxnId, u32),
     Name(String),
     Singleton(SubId, String),
     /// A reason to abort (vote), or a failure (commit).
@@ -71,6 +75,12 @@ enum Item {
     /// This process could not make the call (a bad argument, a call out of order): every
     /// process fails it alike.
     Refused(String),
+    /// What the coordinator enrolls a process as in Tessera (its node and client id), at begin.
+    Member(u32, u64),
+    /// A process enrolled (node, client) and the log id it writes under as a member.
+    Enrolled(u32, u64, u64),
+    /// What a process declared of the global sub-transactions created before begin.
+    Declared(Declared),
 }
 
 /// One move through the tiers of call `call`: this process's `items` (or why it cannot make
@@ -79,6 +89,18 @@ fn collective(
     comms: &TierComms,
     call: Call,
     items: Result<Vec<Item>, TxnError>,
+) -> Result<Vec<Item>, TxnError> {
+    collective_with(comms, call, items, |_| Vec::new())
+}
+
+/// As [`collective`], and when every process makes the call and none refused it, the
+/// coordinator adds `top`'s items (computed from every process's) before the move goes back
+/// down.
+fn collective_with(
+    comms: &TierComms,
+    call: Call,
+    items: Result<Vec<Item>, TxnError>,
+    top: impl FnOnce(&[Item]) -> Vec<Item>,
 ) -> Result<Vec<Item>, TxnError> {
     let (mine, own_error) = match items {
         Ok(v) => (v, None),
@@ -91,7 +113,15 @@ fn collective(
         .chain(mine)
         .map(|i| (call.clone(), i))
         .collect();
-    let all = comms.unique(tagged);
+    let all = comms.unique_with(tagged, |all| {
+        let agreed = all
+            .iter()
+            .all(|(c, i)| *c == call && !matches!(i, Item::Refused(_)));
+        if agreed {
+            let items: Vec<Item> = all.iter().map(|(_, i)| i.clone()).collect();
+            all.extend(top(&items).into_iter().map(|i| (call.clone(), i)));
+        }
+    });
     let mut calls: Vec<&Call> = all.iter().map(|(c, _)| c).collect();
     calls.dedup();
     if calls.len() > 1 {
@@ -128,7 +158,14 @@ fn collective(
 pub struct Transactions {
     comms: Rc<TierComms>,
     fs: Option<Rc<dyn fs::FileSystem>>,
+    /// The ids reserved and not used yet, `[next, end)`: the same on every process (each
+    /// takes them in the same order), so a create that finds one takes it without a move.
+    ids: std::cell::Cell<(TxnId, TxnId)>,
 }
+
+/// How many transaction ids the coordinator reserves at once: one create in this many is a
+/// collective move (and, with Tessera beneath, a call at its daemon).
+const RESERVE: u32 = 1024;
 
 impl Transactions {
     /// Splits a copy of `comm` into the tiers. Collective over `comm`.
@@ -157,6 +194,7 @@ impl Transactions {
         Ok(Transactions {
             comms: Rc::new(TierComms::split(comm, fan_in)),
             fs: fs::Interposed::find().map(|i| Rc::new(i) as Rc<dyn fs::FileSystem>),
+            ids: std::cell::Cell::new((0, 0)),
         })
     }
 
@@ -165,7 +203,17 @@ impl Transactions {
     /// make the same choice.
     pub fn with_file_system(mut self, fs: Option<Rc<dyn fs::FileSystem>>) -> Transactions {
         self.fs = fs;
+        self.ids.set((0, 0));
         self
+    }
+
+    /// The next reserved id, taken, if one is left.
+    fn take_reserved(&self) -> Option<TxnId> {
+        let (next, end) = self.ids.get();
+        (next < end).then(|| {
+            self.ids.set((next + 1, end));
+            next
+        })
     }
 
     /// Whether transactions reach Tessera.
@@ -182,40 +230,61 @@ impl Transactions {
         self.comms.rank
     }
 
-    /// Creates a transaction: the coordinator draws its id (opens it at its daemon, with
-    /// Tessera beneath). Collective.
+    /// Creates a transaction. Its id is the next of a block the coordinator reserved (at its
+    /// daemon, the transaction's home, with Tessera beneath; drawn at random without): every
+    /// process takes the same next id, so only the create that finds the block used up is a
+    /// collective move, in which the coordinator reserves the next block. Collective.
     pub fn create_transaction(&self) -> Result<Transaction, TxnError> {
-        let mine = match (&self.fs, self.comms.rank) {
-            (Some(fs), 0) => fs.open().map(|id| vec![Item::Id(id)]).map_err(|e| {
-                TxnError::Invalid(format!("opening the transaction in Tessera failed: {e}"))
-            }),
-            (None, 0) => Ok(vec![Item::Id(rand::random::<TxnId>())]),
-            _ => Ok(Vec::new()),
+        let id = match self.take_reserved() {
+            Some(id) => id,
+            None => {
+                let mine = match (&self.fs, self.comms.rank) {
+                    (Some(fs), 0) => fs
+                        .reserve(RESERVE)
+                        .map(|first| vec![Item::Block(first, RESERVE)])
+                        .map_err(|e| {
+                            TxnError::Invalid(format!(
+                                "opening the transaction in Tessera failed: {e}"
+                            ))
+                        }),
+                    (None, 0) => Ok(vec![Item::Block(rand::random::<TxnId>() >> 1, RESERVE)]),
+                    _ => Ok(Vec::new()),
+                };
+                let all = collective(&self.comms, Call::Create, mine)?;
+                let (first, count) = all
+                    .iter()
+                    .find_map(|i| match i {
+                        Item::Block(first, count) => Some((*first, *count)),
+                        _ => None,
+                    })
+                    .ok_or_else(|| TxnError::Disagree {
+                        what: "the transaction id",
+                        seen: "none".into(),
+                    })?;
+                self.ids.set((first + 1, first + u64::from(count)));
+                first
+            }
         };
-        let all = collective(&self.comms, Call::Create, mine)?;
-        let id = all
-            .iter()
-            .find_map(|i| match i {
-                Item::Id(id) => Some(*id),
-                _ => None,
-            })
-            .ok_or_else(|| TxnError::Disagree {
-                what: "the transaction id",
-                seen: "none".into(),
-            })?;
         Ok(Transaction {
             comms: Rc::clone(&self.comms),
             state: TxnState::new(self.comms.rank, id),
             globals: 0,
             fs: self.fs.clone(),
             joined: false,
+            refused_declaration: None,
         })
     }
 
-    /// Takes part in a collective call that this process cannot make (a bad argument seen by
-    /// a C caller), so that every process fails it alike instead of waiting for this one.
-    /// Returns the error `why` for this process.
+    /// Takes part in a create this process cannot make (a bad argument seen by a C caller):
+    /// in the move the others make, so that every process fails it alike instead of waiting
+    /// for this one, or alone where they take a reserved id without one. Returns the error
+    /// `why` for this process.
     pub fn refuse_create(&self, why: TxnError) -> TxnError {
+        // Where the others take a reserved id without a move, so does this process (the ids
+        // stay in step), and it fails alone.
+        if self.take_reserved().is_some() {
+            return why;
+        }
         match collective(&self.comms, Call::Create, Err(why)) {
             Err(e) => e,
             Ok(_) => unreachable!("a refused call fails"),
@@ -223,13 +292,13 @@ impl Transactions {
     }
 }
 
-/// The collective calls of a transaction, for [`Transaction::refuse`].
+/// The collective calls of a transaction, for [`Transaction::refuse`] (an abort is one before
+/// the vote).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CollectiveCall {
     CreateSubTransactionAll,
     Begin,
     Vote,
-    Commit,
     Abort,
 }
 
@@ -242,6 +311,20 @@ pub struct Transaction {
     fs: Option<Rc<dyn fs::FileSystem>>,
     /// Whether this process is a member of the transaction in Tessera.
     joined: bool,
+    /// Why this process could not declare a global sub-transaction before begin: begin fails
+    /// with it on every process.
+    refused_declaration: Option<TxnError>,
+}
+
+/// The declarations of globals among `items`.
+fn declared(items: &[Item]) -> Vec<Declared> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Declared(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn strings(items: Vec<Item>, pick: fn(Item) -> Option<String>) -> Vec<String> {
@@ -274,7 +357,6 @@ impl Transaction {
             },
             CollectiveCall::Begin => Call::Begin { txn },
             CollectiveCall::Vote => Call::Vote { txn },
-            CollectiveCall::Commit => Call::Commit { txn },
             CollectiveCall::Abort => Call::Abort { txn },
         }
     }
@@ -283,6 +365,12 @@ impl Transaction {
     /// seen by a C caller), so that every process fails it alike instead of waiting for this
     /// one. Returns the error `why` for this process.
     pub fn refuse(&mut self, which: CollectiveCall, why: TxnError) -> TxnError {
+        if which == CollectiveCall::CreateSubTransactionAll && *self.state.phase() == Phase::Created
+        {
+            // Declared before begin, without a move: begin fails with it on every process.
+            self.refused_declaration.get_or_insert(why.clone());
+            return why;
+        }
         match collective(&self.comms, self.call(which), Err(why)) {
             Err(e) => e,
             Ok(_) => unreachable!("a refused call fails"),
@@ -294,8 +382,13 @@ impl Transaction {
         self.state.create_singleton(name)
     }
 
-    /// A global sub-transaction; every process names it alike. Collective.
+    /// A global sub-transaction; every process names it alike. Collective: before begin it
+    /// is declared (as singletons are) and begin's move checks that every process declared
+    /// the same ones; after begin it is a move of its own.
     pub fn create_sub_transaction_all(&mut self, name: &str) -> Result<SubId, TxnError> {
+        if *self.state.phase() == Phase::Created {
+            return self.state.declare_global(name);
+        }
         let call = self.call(CollectiveCall::CreateSubTransactionAll);
         let items = self
             .state
@@ -311,18 +404,27 @@ impl Transaction {
     }
 
     /// Begins: every process learns every singleton sub-transaction, and (with Tessera
-    /// beneath) joins the transaction: what it publishes from now on is pending under it.
-    /// Collective.
+    /// beneath) becomes a member of the transaction: every process names itself, the
+    /// coordinator enrolls them all in one call, and each takes up the log id it was given,
+    /// so what it publishes from now on is pending under the transaction. Collective.
     pub fn begin_transaction(&mut self) -> Result<(), TxnError> {
         let call = self.call(CollectiveCall::Begin);
-        let mut items = self.state.begin_items().map(|v| {
+        let mut items: Result<Vec<Item>, TxnError> = self.state.begin_items().map(|v| {
             v.into_iter()
                 .map(|(id, name)| Item::Singleton(id, name))
+                .chain(self.state.declared_items().into_iter().map(Item::Declared))
                 .collect()
         });
-        if let (Ok(_), Some(fs)) = (&items, &self.fs) {
-            match fs.join(Some(self.id())) {
-                Ok(()) => self.joined = true,
+        if let (Ok(_), Some(why)) = (&items, self.refused_declaration.take()) {
+            items = Err(why);
+        }
+        let mut me = None;
+        if let (Ok(v), Some(fs)) = (&mut items, &self.fs) {
+            match fs.identity() {
+                Ok(m) => {
+                    v.push(Item::Member(m.0, m.1));
+                    me = Some(m);
+                }
                 Err(e) => {
                     items = Err(TxnError::Invalid(format!(
                         "joining the transaction in Tessera failed: {e}"
@@ -330,20 +432,55 @@ impl Transaction {
                 }
             }
         }
-        let all = match collective(&self.comms, call, items) {
-            Ok(all) => all,
-            Err(e) => {
-                self.leave();
-                return Err(e);
+        let (fs, txn) = (self.fs.clone(), self.id());
+        let all = collective_with(&self.comms, call, items, |all| {
+            let Some(fs) = fs else {
+                return Vec::new();
+            };
+            if TxnState::agree_declared(&declared(all)).is_err() {
+                // Every process fails begin on it: none is enrolled.
+                return Vec::new();
             }
-        };
-        let singletons = all
-            .into_iter()
-            .filter_map(|i| match i {
-                Item::Singleton(id, name) => Some((id, name)),
-                _ => None,
-            })
-            .collect();
+            let members: Vec<fs::Member> = all
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Member(node, client) => Some((*node, *client)),
+                    _ => None,
+                })
+                .collect();
+            match fs.enroll(txn, &members) {
+                Ok(logs) => members
+                    .into_iter()
+                    .zip(logs)
+                    .map(|((node, client), log)| Item::Enrolled(node, client, log))
+                    .collect(),
+                Err(e) => vec![Item::Refused(format!(
+                    "enrolling the processes in Tessera failed: {e}"
+                ))],
+            }
+        })?;
+        TxnState::agree_declared(&declared(&all))?;
+        let mut singletons = Vec::new();
+        let mut mine = None;
+        for i in all {
+            match i {
+                Item::Singleton(id, name) => singletons.push((id, name)),
+                Item::Enrolled(node, client, log) if Some((node, client)) == me => mine = Some(log),
+                _ => {}
+            }
+        }
+        if let (Some(fs), Some(_)) = (&self.fs, me) {
+            let log = mine.ok_or_else(|| {
+                TxnError::Invalid(format!(
+                    "rank {} was not enrolled in the transaction in Tessera",
+                    self.comms.rank
+                ))
+            })?;
+            fs.enter(txn, log).map_err(|e| {
+                TxnError::Invalid(format!("joining the transaction in Tessera failed: {e}"))
+            })?;
+            self.joined = true;
+        }
         self.state.begin(singletons);
         Ok(())
     }
@@ -353,9 +490,11 @@ impl Transaction {
         self.state.commit_sub(sub)
     }
 
-    /// Votes (`ok` = false votes abort); returns the decision every process reaches. With
-    /// Tessera beneath, a process publishes its writes first; one that cannot votes abort.
-    /// Collective.
+    /// Votes (`ok` = false votes abort); returns the decision every process reaches, which
+    /// is final: with every vote gathered the coordinator decides (with Tessera beneath, asks
+    /// the daemons for their decision, durable before the move goes back down). With Tessera
+    /// beneath, a process publishes its writes first (one that cannot votes abort), and
+    /// leaves the transaction once it knows the decision. Collective.
     pub fn vote_transaction(&mut self, ok: bool) -> Result<Decision, TxnError> {
         let call = self.call(CollectiveCall::Vote);
         let published = match (&self.fs, ok) {
@@ -368,60 +507,74 @@ impl Transaction {
             v.extend(published.err());
             v.into_iter().map(Item::Reason).collect()
         });
-        let all = collective(&self.comms, call, items)?;
+        let (fs, txn) = (self.fs.clone(), self.id());
+        let all = collective_with(&self.comms, call, items, |all| {
+            let Some(fs) = fs else {
+                return Vec::new();
+            };
+            let reasons: Vec<String> = all
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Reason(r) => Some(r.clone()),
+                    _ => None,
+                })
+                .collect();
+            if !reasons.is_empty() {
+                // Every process leaves and the transaction is dropped at its home anyway
+                // (its processes end, or time out): a failure here changes nothing it could
+                // act on.
+                let _ = fs.decide(txn, false, &reasons);
+                return Vec::new();
+            }
+            match fs.decide(txn, true, &[]) {
+                Ok(()) => Vec::new(),
+                Err(e) => vec![Item::Reason(format!("Tessera did not commit it: {e}"))],
+            }
+        })?;
         let reasons = strings(all, |i| match i {
             Item::Reason(r) => Some(r),
             _ => None,
         });
-        Ok(self.state.vote(reasons))
-    }
-
-    /// Commits a transaction voted to commit: with Tessera beneath, the coordinator asks
-    /// for the daemons' decision first, and every process leaves the transaction after.
-    /// Collective.
-    pub fn commit_transaction(&mut self) -> Result<(), TxnError> {
-        let call = self.call(CollectiveCall::Commit);
-        let items = self
-            .state
-            .check_commit()
-            .map(|()| match (&self.fs, self.comms.rank) {
-                (Some(fs), 0) => match fs.decide(self.id(), true, &[]) {
-                    Ok(()) => Vec::new(),
-                    Err(e) => vec![Item::Reason(format!("Tessera did not commit it: {e}"))],
-                },
-                _ => Vec::new(),
-            });
-        let all = collective(&self.comms, call, items)?;
-        let failures = strings(all, |i| match i {
-            Item::Reason(r) => Some(r),
-            _ => None,
-        });
+        let decision = self.state.vote(reasons);
         self.leave();
-        self.state.commit(failures)
+        Ok(decision)
     }
 
-    /// Aborts (any time before commit): with Tessera beneath, what the processes published
-    /// under it is dropped. Collective.
+    /// Commits a transaction voted to commit: the vote decided it on every process (and in
+    /// Tessera), so this only takes the decision up. Local.
+    pub fn commit_transaction(&mut self) -> Result<(), TxnError> {
+        self.state.check_commit()?;
+        self.state.commit(Vec::new())
+    }
+
+    /// Aborts: before the vote, a collective call (with Tessera beneath, what the processes
+    /// published under the transaction is dropped); after a vote to abort, local (the vote
+    /// decided it); after a vote to commit, refused (the decision stands).
     pub fn abort_transaction(&mut self) -> Result<(), TxnError> {
+        self.state.check_abort()?;
+        if matches!(self.state.phase(), Phase::Voted(_)) {
+            self.state.abort();
+            return Ok(());
+        }
         let call = self.call(CollectiveCall::Abort);
-        let items = self.state.check_abort().map(|()| Vec::new());
-        if let (Ok(_), Some(fs), 0) = (&items, &self.fs, self.comms.rank) {
+        if let (Some(fs), 0) = (&self.fs, self.comms.rank) {
             let why = ["the application aborted it".to_string()];
             // Every process leaves and the transaction is dropped at its home anyway (its
             // processes end, or time out): a failure here changes nothing it could act on.
             let _ = fs.decide(self.id(), false, &why);
         }
-        collective(&self.comms, call, items)?;
+        collective(&self.comms, call, Ok(Vec::new()))?;
         self.leave();
         self.state.abort();
         Ok(())
     }
 
-    /// Leaves the transaction in Tessera, if this process joined it. A process that cannot
-    /// (its connection is gone) is no longer a member anyway.
+    /// Leaves the transaction in Tessera, if this process joined it (its daemon learns it
+    /// with the process's next request). A process that cannot (its connection is gone) is no
+    /// longer a member anyway.
     fn leave(&mut self) {
         if let (true, Some(fs)) = (self.joined, &self.fs) {
-            let _ = fs.join(None);
+            let _ = fs.leave();
             self.joined = false;
         }
     }

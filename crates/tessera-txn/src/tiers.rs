@@ -55,11 +55,27 @@ impl TierComms {
     where
         T: Serialize + DeserializeOwned + Ord,
     {
+        self.unique_with(mine, |_| {})
+    }
+
+    /// As [`TierComms::unique`], and the coordinator may add to the union before it goes
+    /// back down (`top`, called on the coordinator only, with every process's items): what it
+    /// decides there, with everything gathered, every process learns in the same move.
+    pub fn unique_with<T>(&self, mine: Vec<T>, top: impl FnOnce(&mut Vec<T>)) -> Vec<T>
+    where
+        T: Serialize + DeserializeOwned + Ord,
+    {
         let at_sub = gather_unique(&self.group, mine, &self.world);
         let mut result = Vec::new();
         if let Some(subs) = &self.subs {
             // Only sub-coordinators hold a group's items; the coordinator unites them.
-            let all = gather_unique(subs, at_sub.unwrap_or_default(), &self.world);
+            let all =
+                gather_unique(subs, at_sub.unwrap_or_default(), &self.world).map(|mut all| {
+                    top(&mut all);
+                    all.sort();
+                    all.dedup();
+                    all
+                });
             let mut bytes = all.map(|v| encode(&v, &self.world)).unwrap_or_default();
             broadcast_bytes(subs, &mut bytes);
             result = bytes;
