@@ -7,6 +7,7 @@
 //! (`txn_model`).
 
 use crate::results::{Metrics, summary};
+use crate::txn_workload::Mode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use mpi::collective::SystemOperation;
@@ -211,10 +212,11 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
             let fs = tessera_txn::fs::Direct(client.clone());
             let txns = tessera_txn::Transactions::init(world)?
                 .with_file_system(Some(std::rc::Rc::new(fs)));
+            let plain = tessera_txn::Transactions::init(world)?.with_file_system(None);
             if world.rank() == 0 {
                 client.mkdir(crate::txn_workload::ROOT, 0o755)?;
             }
-            Some((client, txns))
+            Some((client, txns, plain))
         }
         None => None,
     };
@@ -288,34 +290,42 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
             "protocol_over_allreduce".into(),
             slowest.iter().sum::<f64>() / allreduce,
         );
-        if let Some((client, txns)) = &on_tessera {
+        if let Some((client, txns, plain)) = &on_tessera {
             let w = crate::txn_workload::Workload {
                 world,
                 client,
                 txns,
+                protocol_only: plain,
+                parts: Default::default(),
             };
-            // Alternating which goes first, so neither always finds the daemons warmer.
-            let order = if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            };
-            for with_txn in order {
-                let tag = format!("{}{rep}", if with_txn { "txn" } else { "plain" });
-                let s = w.run(&tag, with_txn)?;
-                m.insert(
-                    if with_txn {
-                        "with_txn_s"
-                    } else {
-                        "without_txn_s"
+            // Rotating which goes first, so none always finds the daemons warmer.
+            let mut order = [Mode::Txn, Mode::Plain, Mode::ProtocolOnly];
+            order.rotate_left(rep % 3);
+            for mode in order {
+                let tag = format!("{}{rep}", mode.metric());
+                let timed = w.run(&tag, mode)?;
+                let which = mode.metric();
+                m.insert(format!("{which}_s"), timed.total);
+                // The parts each run has: opening, vote and commit with transactions, the
+                // closing barrier without.
+                for (part, s) in crate::txn_workload::PARTS.iter().zip(timed.parts) {
+                    let ran = match *part {
+                        "body" => true,
+                        "barrier" => mode == Mode::Plain,
+                        _ => mode != Mode::Plain,
+                    };
+                    if ran {
+                        m.insert(format!("{which}_{part}_s"), s);
                     }
-                    .into(),
-                    s,
-                );
+                }
             }
             m.insert(
                 "with_over_without".into(),
                 m["with_txn_s"] / m["without_txn_s"],
+            );
+            m.insert(
+                "protocol_only_over_without".into(),
+                m["protocol_only_s"] / m["without_txn_s"],
             );
         }
         if world.rank() == 0 {

@@ -107,7 +107,13 @@ pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
                     "protocol_total_s",
                     "allreduce_s",
                     "with_txn_s",
+                    "with_txn_open_s",
+                    "with_txn_body_s",
+                    "with_txn_vote_s",
+                    "with_txn_commit_s",
                     "without_txn_s",
+                    "without_txn_body_s",
+                    "without_txn_barrier_s",
                 ]
                 .map(String::from),
             )
@@ -143,7 +149,7 @@ pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
         writeln!(md, "| workload with / without transactions (x) |{cells}\n")?;
         writeln!(
             md,
-            "The workload (`with_txn`, `without_txn`) is the seed's on a fresh instance: a create step (ten 3-D variables, each rank writing and registering a 32x32x32 chunk of doubles of each) and an update step (variable 0's chunks looked up and read, an updated variable written, the old one deleted and the new one created), each step one transaction of every rank, or the same files and catalogue calls published as they are made.\n"
+            "The workload (`with_txn`, `without_txn`) is the seed's on a fresh instance: a create step (ten 3-D variables, each rank writing and registering a 32x32x32 chunk of doubles of each) and an update step (variable 0's chunks looked up and read, an updated variable written, the old one deleted and the new one created), each step one transaction of every rank, or the same files and catalogue calls published as they are made. Its parts, each the slowest rank's, summed over the two steps: `open` (create, the global sub-transaction, begin), `body` (the step's own calls), `vote` (which decides), `commit`; without transactions, `body` and the `barrier` that ends each step.\n"
         )?;
     }
     writeln!(

@@ -4,10 +4,12 @@
 //! chunks looked up and read, an updated variable written, the old one deleted and the new
 //! one created in its place). With transactions, each step is one transaction of every
 //! process and its writes and catalogue entries appear at its commit; without, the same
-//! files and catalogue calls are published per process as they are made.
+//! files and catalogue calls are published per process as they are made; protocol-only, the
+//! steps make the transaction calls but publish as made (the protocol's share of the cost).
 
 use anyhow::{Result, bail};
 use mpi::traits::*;
+use std::cell::RefCell;
 use tessera_client::{Chunk, Client, Model, OpenOptions, Variable};
 use tessera_txn::{Transaction, Transactions};
 
@@ -20,12 +22,51 @@ pub const VARIABLES: usize = 10;
 const EDGE: u64 = 32;
 const CHUNK_BYTES: u64 = EDGE * EDGE * EDGE * 8;
 
+/// The parts of a step timed apart, as metric names (`<with|without>_txn_<part>_s`): with
+/// transactions, opening (create, the global sub-transaction, begin), the step's own calls,
+/// the vote and the commit; without, the step's own calls and the barrier that ends it.
+pub const PARTS: [&str; 5] = ["open", "body", "vote", "commit", "barrier"];
+
+/// How the workload's steps are run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Each step one transaction of every process, in Tessera too.
+    Txn,
+    /// No transaction: published as made, a barrier ends each step.
+    Plain,
+    /// The transaction protocol's calls, but transactions that do not reach Tessera (what the
+    /// processes publish is published as made): what the protocol alone costs.
+    ProtocolOnly,
+}
+
+impl Mode {
+    /// The prefix of its metrics (`<prefix>_s`, `<prefix>_<part>_s`).
+    pub fn metric(self) -> &'static str {
+        match self {
+            Mode::Txn => "with_txn",
+            Mode::Plain => "without_txn",
+            Mode::ProtocolOnly => "protocol_only",
+        }
+    }
+}
+
 /// What one rank runs the workload with.
 pub struct Workload<'a> {
     pub world: &'a mpi::topology::SimpleCommunicator,
     pub client: &'a Client,
     /// Transactions whose file system is `client`.
     pub txns: &'a Transactions,
+    /// Transactions without a file system (the protocol-only mode).
+    pub protocol_only: &'a Transactions,
+    /// This rank's time in each of [`PARTS`] during the current run.
+    pub parts: RefCell<[f64; PARTS.len()]>,
+}
+
+/// What a run of the workload measured: the slowest rank's time in all and in each of
+/// [`PARTS`] (each the slowest rank's, so they need not add up to the total).
+pub struct Timed {
+    pub total: f64,
+    pub parts: [f64; PARTS.len()],
 }
 
 impl Workload<'_> {
@@ -98,28 +139,45 @@ impl Workload<'_> {
         Ok(f64::from_le_bytes(buf[..8].try_into().expect("8 bytes")))
     }
 
-    /// Runs `step` in a transaction of every process (`with_txn`) or without one; the
-    /// barriers stand where the transaction's collective phases order the calls.
-    fn step(&self, with_txn: bool, step: &dyn Fn() -> Result<()>) -> Result<()> {
-        if !with_txn {
-            step()?;
-            self.world.barrier();
-            return Ok(());
-        }
-        let mut t: Transaction = self.txns.create_transaction()?;
+    /// Runs `step` in a transaction of every process (`mode`) or without one; the barriers
+    /// stand where the transaction's collective phases order the calls.
+    fn step(&self, mode: Mode, step: &dyn Fn() -> Result<()>) -> Result<()> {
+        let mut at = mpi::time();
+        let mut lap = |part: usize| {
+            let now = mpi::time();
+            self.parts.borrow_mut()[part] += now - at;
+            at = now;
+        };
+        let txns = match mode {
+            Mode::Txn => self.txns,
+            Mode::ProtocolOnly => self.protocol_only,
+            Mode::Plain => {
+                step()?;
+                lap(1);
+                self.world.barrier();
+                lap(4);
+                return Ok(());
+            }
+        };
+        let mut t: Transaction = txns.create_transaction()?;
         let sub = t.create_sub_transaction_all("step")?;
         t.begin_transaction()?;
+        lap(0);
         step()?;
+        lap(1);
         t.commit_sub_transaction(sub)?;
         t.vote_transaction(true)?;
+        lap(2);
         t.commit_transaction()?;
         t.finalize();
+        lap(3);
         Ok(())
     }
 
     /// The whole workload under names starting `tag` (unique per run); returns the slowest
-    /// rank's time.
-    pub fn run(&self, tag: &str, with_txn: bool) -> Result<f64> {
+    /// rank's time, in all and by part.
+    pub fn run(&self, tag: &str, mode: Mode) -> Result<Timed> {
+        *self.parts.borrow_mut() = [0.0; PARTS.len()];
         let dir = format!("{ROOT}/{tag}");
         let name = |v: usize| format!("{tag}.var{v}");
         let file = |v: usize, version: u32| format!("{dir}/var{v}.v{version}");
@@ -132,7 +190,7 @@ impl Workload<'_> {
         self.world.barrier();
         let t0 = mpi::time();
         // Create step: every variable's chunk written, registered once the variable exists.
-        self.step(with_txn, &|| {
+        self.step(mode, &|| {
             if self.rank() == 0 {
                 for v in 0..VARIABLES {
                     self.client.cat_create(self.variable(&name(v)))?;
@@ -149,7 +207,7 @@ impl Workload<'_> {
             Ok(())
         })?;
         // Update step on variable 0.
-        self.step(with_txn, &|| {
+        self.step(mode, &|| {
             let old = self.read_own_chunk(&name(0))?;
             self.write_chunk(&file(0, 2), old + 1.0)?;
             self.world.barrier();
@@ -171,9 +229,18 @@ impl Workload<'_> {
                 self.rank()
             );
         }
-        let mut slowest = 0f64;
-        self.world
-            .all_reduce_into(&mine, &mut slowest, mpi::collective::SystemOperation::max());
-        Ok(slowest)
+        let mut times = [0f64; PARTS.len() + 1];
+        times[0] = mine;
+        times[1..].copy_from_slice(&self.parts.borrow()[..]);
+        let mut slowest = [0f64; PARTS.len() + 1];
+        self.world.all_reduce_into(
+            &times[..],
+            &mut slowest[..],
+            mpi::collective::SystemOperation::max(),
+        );
+        Ok(Timed {
+            total: slowest[0],
+            parts: slowest[1..].try_into().expect("one per part"),
+        })
     }
 }

@@ -430,10 +430,26 @@ fn the_transaction_protocol_is_timed_and_modelled() {
     assert!(sum > 0.0 && sum < 10.0 * total, "{v}");
     // The seed's workload ran on Tessera with and without transactions (each run checks
     // that the updated variable reads back whole).
-    for name in ["with_txn_s", "without_txn_s", "with_over_without"] {
+    for name in [
+        "with_txn_s",
+        "without_txn_s",
+        "with_over_without",
+        "with_txn_open_s",
+        "with_txn_body_s",
+        "with_txn_vote_s",
+        "without_txn_body_s",
+        "without_txn_barrier_s",
+        "protocol_only_s",
+        "protocol_only_over_without",
+    ] {
         let s = m[name].as_f64().unwrap_or(-1.0);
         assert!(s > 0.0, "{name} missing in {v}");
     }
+    // After the vote, commit only takes up the decision: no move, no daemon call.
+    assert!(
+        m["with_txn_commit_s"].as_f64().unwrap_or(-1.0) >= 0.0,
+        "{v}"
+    );
     let v = json(&["--model", "256,1024,65536"]);
     for (p, subs) in [("256", 2), ("1024", 4), ("65536", 256)] {
         let m = &v["by_processes"][p];
