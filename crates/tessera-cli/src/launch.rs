@@ -218,6 +218,13 @@ pub fn launch(layout: &InstanceLayout, how: &Launch, timeout: Duration) -> Resul
         }
         let exited = child.try_wait()?;
         if exited.is_some() || Instant::now() > deadline {
+            // What the launcher was still running: which step of a launch hangs (the remote
+            // agent, the launcher's daemon on a host, a daemon) is told apart by it.
+            let running = if exited.is_none() {
+                group_listing(child.id() as i32)
+            } else {
+                String::new()
+            };
             if exited.is_none() {
                 // Our own child, not reaped yet: its pid (and process group) cannot have
                 // been reused.
@@ -229,7 +236,7 @@ pub fn launch(layout: &InstanceLayout, how: &Launch, timeout: Duration) -> Resul
             let tail: Vec<&str> = tail.lines().rev().take(8).collect();
             let names: Vec<String> = missing.iter().map(|n| format!("node {n}")).collect();
             bail!(
-                "{} did not register {} (launcher {}); last lines of {}:\n{}",
+                "{} did not register {} (launcher {}); last lines of {}:\n{}{running}",
                 names.join(", "),
                 match exited {
                     Some(s) => format!("before {} exited ({s})", how.name()),
@@ -244,6 +251,52 @@ pub fn launch(layout: &InstanceLayout, how: &Launch, timeout: Duration) -> Resul
     }
 }
 
+/// The processes of process group `pgid` (the launcher and what it started, on this host),
+/// one line each with its state, for a launch that hangs; empty if none is left.
+fn group_listing(pgid: i32) -> String {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return String::new();
+    };
+    let mut lines = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...: the fields after the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<i32>().ok()) != Some(pgid) {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        lines.push(format!("  {pid} {} {cmd}", fields.first().unwrap_or(&"?")));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.sort();
+    format!(
+        "\nstill running in the launcher's process group (pid, state, command):\n{}",
+        lines.join("\n")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +306,22 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_hanging_launch_lists_what_its_group_still_runs() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = sleeper.id() as i32;
+        let listing = group_listing(pid);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(listing.contains(&format!("  {pid} ")), "{listing}");
+        assert!(listing.contains("sleep 30"), "{listing}");
+        assert_eq!(group_listing(i32::MAX), "");
     }
 
     #[test]
