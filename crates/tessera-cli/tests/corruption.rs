@@ -137,9 +137,7 @@ fn a_flipped_data_byte_is_an_error_naming_file_and_offset() {
     let inst = Inst::start(2);
     let (base, all) = written_file(&inst, 8, 50_000);
     let data = base.with_extension("data");
-    let mut bytes = std::fs::read(&data).unwrap();
-    bytes[123_456] ^= 0x01;
-    std::fs::write(&data, &bytes).unwrap();
+    common::damage_on_device(&data, 123_456);
     for node in [1, 0] {
         match read_back(&inst, node, all.len()) {
             Ok(got) => {

@@ -9,8 +9,9 @@
 //! log only grows, so a full block's slot never changes; the last, partial block's slot is
 //! rewritten as the block fills (its `len` says how much it covers). The writer writes the
 //! slots of everything appended before it writes the index records that point there, so every
-//! indexed byte has a checksum; a reader checks every block it reads (a slot read while being
-//! rewritten fails the check once and is read again).
+//! indexed byte has a checksum; a reader checks every block it reads from the device (a slot
+//! read while being rewritten fails the check once and is read again; `tessera-logstore`
+//! says which cached blocks are not checked again).
 //!
 //! Checking whole blocks costs a reader at most two extra partial blocks per contiguous span
 //! it reads (16 KiB blocks: a 4 KiB random read reads at most 32 KiB); the slots cost 0.05 %

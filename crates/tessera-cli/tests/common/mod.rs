@@ -606,3 +606,44 @@ pub fn stats_lines(file: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Flips byte `at` of the file at `path` on the device: written and synced, then dropped from
+/// the page cache, as damage the device returns would be (a read of cached pages is not
+/// checked again). Fails where the cache cannot be dropped (tmpfs: the test directory must be
+/// on a disk).
+pub fn damage_on_device(path: &std::path::Path, at: u64) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: advice on an open descriptor; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "posix_fadvise");
+    let mut page = [0u8; 4096];
+    let iov = libc::iovec {
+        iov_base: page.as_mut_ptr().cast(),
+        iov_len: page.len(),
+    };
+    // SAFETY: one iovec over `page`, writable for its length, and an open descriptor.
+    let n = unsafe {
+        libc::preadv2(
+            f.as_raw_fd(),
+            &iov,
+            1,
+            (at & !4095) as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    assert!(
+        n < 0,
+        "{} stays in the page cache (tmpfs?): run the tests with TMPDIR on a disk",
+        path.display()
+    );
+}
