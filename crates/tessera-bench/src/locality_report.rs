@@ -52,14 +52,32 @@ pub fn targets(records: &[LocalityRecord]) -> Vec<Target> {
         .map(|(_, r)| *r);
     let median_of = |metric: &str| r.and_then(|r| summary(&r.reps, metric));
     let hosts = r.map_or(String::new(), |r| format!(", {} hosts", r.hosts));
-    vec![
-        Target::on_median(
-            format!("locality{hosts}: placed reads >= 0.8 x direct local reads"),
-            median_of("placed_over_direct"),
+    // Placed against direct holds at every configuration measured: the one with the lowest
+    // median stands for them all.
+    let lowest = latest
+        .iter()
+        .filter_map(|((h, t), r)| summary(&r.reps, "placed_over_direct").map(|s| (s, *h, *t)))
+        .min_by(|a, b| a.0.1.total_cmp(&b.0.1));
+    let placed = match lowest {
+        Some((s, h, t)) => Target::on_median(
+            format!(
+                "locality, every configuration measured: placed reads >= 0.8 x direct local reads (lowest: {h} hosts x {t} tasks)"
+            ),
+            Some(s),
             2,
             "x",
             |m| m >= 0.8,
         ),
+        None => Target::on_median(
+            "locality: placed reads >= 0.8 x direct local reads".into(),
+            None,
+            2,
+            "x",
+            |m| m >= 0.8,
+        ),
+    };
+    vec![
+        placed,
         Target::on_median(
             format!("locality{hosts}: locate p50 <= 2 x forward_ping p50"),
             median_of("locate_over_ping"),
