@@ -513,3 +513,81 @@ fn a_flush_ends_the_grace_of_migrated_away_logs() {
         vec![5u8; 200_000]
     );
 }
+
+/// `TESSERA_MIGRATE=open` through the interposer: an unmodified `cat` on node 1 of a file node 0
+/// wrote copies its bytes to node 1 as it opens it, prints them whole, and `locate` then names
+/// node 1 for every range. Opens for writing stay where they are; a policy the interposer does
+/// not know is named in the message and changes nothing.
+#[test]
+fn an_unmodified_reader_migrates_the_file_it_opens() {
+    let inst = Inst::start(2);
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let src = common::scratch("migrate-open").join("src");
+    std::fs::write(&src, &bytes).unwrap();
+    common::ok_under(&inst, 0, "cp", &[src.to_str().unwrap(), "/tessera/opened"]);
+    let c = inst.client(0);
+    let nodes = |c: &Client| -> Vec<Option<u32>> {
+        let l = c.locate("/tessera/opened", 0, None).unwrap();
+        l.extents
+            .iter()
+            .map(|e| e.holder.as_ref().map(|h| h.node))
+            .collect()
+    };
+    assert_eq!(nodes(&c), vec![Some(0)], "written on node 0");
+
+    // An unknown policy: said so, and the bytes stay on node 0.
+    let out = common::under(&inst, 1, "cat", &["/tessera/opened"])
+        .env("TESSERA_MIGRATE", "eager")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout == bytes, "cat printed the file");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TESSERA_MIGRATE=eager") && err.contains("use open"),
+        "{err}"
+    );
+    assert_eq!(nodes(&c), vec![Some(0)], "an unknown policy moves nothing");
+
+    // A write open on node 1 does not migrate either.
+    let out = common::under(&inst, 1, "sh", &["-c", "echo >> /tessera/opened"])
+        .env("TESSERA_MIGRATE", "open")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = c.locate("/tessera/opened", 0, None).unwrap();
+    assert_eq!(
+        shape(&l),
+        vec![
+            (0, 200_000, Some(0), Residence::BurstBuffer),
+            (200_000, 200_001, Some(1), Residence::BurstBuffer),
+        ],
+        "only the appended byte is on node 1"
+    );
+
+    let out = common::under(&inst, 1, "cat", &["/tessera/opened"])
+        .env("TESSERA_MIGRATE", "open")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout[..bytes.len()] == bytes[..] && out.stdout[bytes.len()..] == *b"\n");
+    assert_eq!(
+        nodes(&c),
+        vec![Some(1)],
+        "every range is on the reader's node now"
+    );
+    let here = inst.client(1);
+    let mut f = here.open_read("/tessera/opened").unwrap();
+    let mut got = vec![0u8; bytes.len()];
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert!(got == bytes);
+    assert_eq!(here.stats().read.remote, 0, "read locally");
+}

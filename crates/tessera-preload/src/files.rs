@@ -101,10 +101,11 @@ fn migrate_on_open() -> bool {
         Ok(v) if v == "open" => true,
         Ok(v) if v.is_empty() || v == "never" => false,
         Ok(v) => {
-            crate::report(&FsError::new(
-                Errno::Inval,
-                format!("TESSERA_MIGRATE={v}: not a migration policy; use open (or never); files stay where they are"),
-            ));
+            // Said whatever TESSERA_VERBOSE says: a setting that does nothing is not routine.
+            let _b = Busy::enter();
+            eprintln!(
+                "tessera: TESSERA_MIGRATE={v}: not a migration policy; use open (or never); files stay where they are"
+            );
             false
         }
         Err(_) => false,
