@@ -503,6 +503,11 @@ pub struct Store {
 pub struct Pending(Option<oneshot::Receiver<FsResult<()>>>);
 
 impl Pending {
+    /// Nothing to wait for.
+    pub fn done() -> Pending {
+        Pending(None)
+    }
+
     pub async fn durable(self) -> FsResult<()> {
         match self.0 {
             None => Ok(()),

@@ -9,7 +9,7 @@
 
 use crate::Node;
 use crate::rpc::ServePeer;
-use crate::store::DbOp;
+use crate::store::{DbOp, Pending};
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
 use tessera_core::txn_entries::{Seen, Taken, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
@@ -350,27 +350,37 @@ impl Node {
     /// Ends `txn`'s names on this shard. Commit: the entries it removed go, with their files
     /// (inode, bytes on every node, PFS copy), and the ones it created join the namespace.
     /// Abort: the files it created are destroyed; the entries it removed stay.
-    pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<()> {
+    ///
+    /// Returns once every change is queued to the store, with what stays to wait for: the
+    /// store writes in the order it is given, so the caller's last wait covers these too
+    /// (one wait for the state log per completion, not one per name).
+    pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<Pending> {
         let mut mine = self.txns.entries().take(txn);
+        let mut queued = Pending::done();
         while let Some(taken) = mine.first() {
             let done = self
                 .complete_name(&path::join(&taken.parent, &taken.name), taken, commit)
                 .await;
-            if let Err(e) = done {
-                // Left for the next completion: every step above is idempotent.
-                self.txns.entries().restore(txn, mine);
-                return Err(e);
+            match done {
+                Ok(p) => queued = p,
+                Err(e) => {
+                    // Left for the next completion: every step above is idempotent.
+                    self.txns.entries().restore(txn, mine);
+                    return Err(e);
+                }
             }
             mine.remove(0);
         }
-        Ok(())
+        Ok(queued)
     }
 
     /// Applies (`commit`) or undoes one name's pending changes. A name renamed away goes
     /// without its file; a file renamed here from its committed name stays at abort. Files
     /// are renamed in a transaction only while they have no PFS copy; one a flush made
     /// meanwhile follows the file (a crash after it moved finds it gone and leaves it).
-    async fn complete_name(&self, p: &str, taken: &Taken, commit: bool) -> FsResult<()> {
+    /// The last change, the entry it keeps, is queued, not waited for (see
+    /// [`Node::complete_entries`]).
+    async fn complete_name(&self, p: &str, taken: &Taken, commit: bool) -> FsResult<Pending> {
         let (n, moves) = (taken.pending, &taken.moves);
         if let (true, Some(old), Some(dest)) = (commit, n.removed, &moves.to) {
             let dest = dest.clone();
@@ -384,7 +394,7 @@ impl Node {
                 self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))
                     .await?;
             }
-            return Ok(());
+            return Ok(Pending::done());
         }
         let (gone, kept) = if commit {
             (n.removed, n.created)
@@ -418,11 +428,10 @@ impl Node {
                 self.drop_name(old.ino).await?;
             }
         }
-        if let Some(new) = kept {
-            self.change_namespace(|ns| Ok(((), ns.put(p, new)?.1)))
-                .await?;
+        match kept {
+            Some(new) => Ok(self.queue_namespace(|ns| Ok(((), ns.put(p, new)?.1)))?.1),
+            None => Ok(Pending::done()),
         }
-        Ok(())
     }
 
     /// Applies a change to this node's namespace shard and waits until it is durable. The
@@ -445,6 +454,19 @@ impl Node {
         };
         pending.durable().await?;
         out
+    }
+
+    /// As [`Node::change_namespace`], but returns the durability to wait for instead of
+    /// waiting: for a run of changes whose last wait covers them all. A refused change
+    /// queues nothing.
+    pub(crate) fn queue_namespace<T>(
+        &self,
+        change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<NamespaceChange>)>,
+    ) -> FsResult<(T, Pending)> {
+        let mut ns = self.ns.lock().expect("ns");
+        let (out, ops) = change(&mut ns)?;
+        let ops = ops.into_iter().map(DbOp::from).collect();
+        Ok((out, self.store.submit(ops)))
     }
 
     pub(crate) fn exists(&self, p: &str) -> FsError {

@@ -196,8 +196,10 @@ impl Node {
             self.txns.done.lock().expect("done").insert(txn);
         }
         // Files it created first: their entries and inodes are in place (or gone) before the
-        // pending rows that name them are forgotten.
-        self.complete_entries(txn, commit).await?;
+        // pending rows that name them are forgotten. The store writes in the order it is
+        // given, so one wait at the end makes all of it durable: a crash before then loses a
+        // tail of the completion, which the next one (from the decision record) redoes.
+        let entries = self.complete_entries(txn, commit).await?;
         if !commit {
             let durable = {
                 let ops = self.txns.pending().abort(txn);
@@ -219,8 +221,8 @@ impl Node {
         for (ino, _) in &sizes {
             self.flush_marks(*ino, super::locality::FlushMark::Changed);
         }
-        // Every size in one durable batch: one wait for the state log, not one per file.
-        self.change_namespace(|ns| {
+        // Every size in one batch.
+        let sizes = self.queue_namespace(|ns| {
             let now = super::namespace_shard::now_ns();
             let mut changes = Vec::new();
             for (ino, size) in sizes {
@@ -231,8 +233,12 @@ impl Node {
                 }
             }
             Ok(((), changes))
-        })
-        .await?;
+        })?;
+        if !pfs_cuts.is_empty() {
+            // The PFS copies are cut only after the sizes that cut them are durable.
+            entries.durable().await?;
+            sizes.1.durable().await?;
+        }
         // The PFS copies of the files it cut lose the bytes beyond the cut (a read of a hole
         // would find them there otherwise): the copy under the name the file had, if the name
         // (as the decision left it) still leads to it, out of a flush's way. Idempotent: a
