@@ -199,6 +199,23 @@ pub fn rank(reps: usize) -> Result<()> {
     Ok(())
 }
 
+/// The process ids of the instance's daemons that run on this host (`TESSERA_INSTANCE`).
+fn daemon_pids() -> Vec<u32> {
+    let Some(dir) = std::env::var_os("TESSERA_INSTANCE") else {
+        return Vec::new();
+    };
+    let here = tessera_proto::hosts::this_host();
+    let Ok(table) = tessera_client::InstanceLayout::new(std::path::PathBuf::from(dir)).load_hosts()
+    else {
+        return Vec::new();
+    };
+    table
+        .nodes_on(&here)
+        .into_iter()
+        .filter_map(|n| table.get(n).map(|e| e.pid))
+        .collect()
+}
+
 /// The timed repetitions (see [`rank`]).
 fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()> {
     let txns = tessera_txn::Transactions::init(world)?;
@@ -297,6 +314,7 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
                 txns,
                 protocol_only: plain,
                 parts: Default::default(),
+                daemons: daemon_pids(),
             };
             // Rotating which goes first, so none always finds the daemons warmer.
             let mut order = [Mode::Txn, Mode::Plain, Mode::ProtocolOnly];
@@ -306,6 +324,10 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
                 let timed = w.run(&tag, mode)?;
                 let which = mode.metric();
                 m.insert(format!("{which}_s"), timed.total);
+                if world.rank() == 0 {
+                    m.insert(format!("{which}_daemon_cpu_s"), timed.daemon_cpu);
+                }
+                m.insert(format!("{which}_rank_cpu_s"), timed.rank_cpu);
                 // The parts each run has: opening, vote and commit with transactions, the
                 // closing barrier without.
                 for (part, s) in crate::txn_workload::PARTS.iter().zip(timed.parts) {

@@ -60,6 +60,10 @@ pub struct Workload<'a> {
     pub protocol_only: &'a Transactions,
     /// This rank's time in each of [`PARTS`] during the current run.
     pub parts: RefCell<[f64; PARTS.len()]>,
+    /// The process ids of the instance's daemons on this host (read by rank 0 only), whose
+    /// CPU time a run reports: on 2 cores with 16 ranks every cycle a daemon spends is one
+    /// a rank waits for.
+    pub daemons: Vec<u32>,
 }
 
 /// What a run of the workload measured: the slowest rank's time in all and in each of
@@ -67,6 +71,37 @@ pub struct Workload<'a> {
 pub struct Timed {
     pub total: f64,
     pub parts: [f64; PARTS.len()],
+    /// CPU seconds the daemons spent during the run.
+    pub daemon_cpu: f64,
+    /// CPU seconds the ranks spent during the run, all of them together.
+    pub rank_cpu: f64,
+}
+
+/// CPU seconds the live threads of process `pid` have used, from each thread's
+/// `/proc/PID/task/TID/schedstat` (nanoseconds on the CPU; `/proc/PID/stat` counts in 10 ms
+/// ticks, too coarse for a 100 ms run); 0 if it is gone.
+fn process_cpu(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 * 1e-9
+}
+
+/// CPU seconds this process has used (every thread).
+fn own_cpu() -> f64 {
+    // SAFETY: getrusage writes into the struct it is given, which lives for the call.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 impl Workload<'_> {
@@ -188,6 +223,8 @@ impl Workload<'_> {
             unsafe { libc::sync() };
         }
         self.world.barrier();
+        let daemons_cpu = || self.daemons.iter().map(|p| process_cpu(*p)).sum::<f64>();
+        let (daemons0, own0) = (daemons_cpu(), own_cpu());
         let t0 = mpi::time();
         // Create step: every variable's chunk written, registered once the variable exists.
         self.step(mode, &|| {
@@ -221,6 +258,10 @@ impl Workload<'_> {
             Ok(())
         })?;
         let mine = mpi::time() - t0;
+        let (daemon_cpu, own) = (daemons_cpu() - daemons0, own_cpu() - own0);
+        let mut rank_cpu = 0f64;
+        self.world
+            .all_reduce_into(&own, &mut rank_cpu, mpi::collective::SystemOperation::sum());
         // The update is visible whole to everyone now.
         let updated = self.read_own_chunk(&name(0))?;
         if updated != 1.0 {
@@ -241,6 +282,8 @@ impl Workload<'_> {
         Ok(Timed {
             total: slowest[0],
             parts: slowest[1..].try_into().expect("one per part"),
+            daemon_cpu,
+            rank_cpu,
         })
     }
 }
