@@ -17,6 +17,8 @@ if [ "$full" -eq 1 ]; then
     export TESSERA_CONFORMANCE_PROGRAMS="${TESSERA_CONFORMANCE_PROGRAMS:-1000}"
     export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
     export TESSERA_FUZZ_CASES="${TESSERA_FUZZ_CASES:-100000}"
+    # Tests with a longer form of their own (the reader racing transactions: 400 reads).
+    export TESSERA_FULL=1
     say "full tier: $TESSERA_CONFORMANCE_PROGRAMS conformance programs per model, $PROPTEST_CASES property cases, $TESSERA_FUZZ_CASES fuzz inputs per target"
 fi
 ensure_build_deps
