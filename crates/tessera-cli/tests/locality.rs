@@ -549,16 +549,21 @@ fn an_unmodified_reader_migrates_the_file_it_opens() {
     );
     assert_eq!(nodes(&c), vec![Some(0)], "an unknown policy moves nothing");
 
+    // Runs a command on node 1 with migration on open; it must succeed.
+    let migrating = |prog: &str, args: &[&str]| {
+        let out = common::under(&inst, 1, prog, args)
+            .env("TESSERA_MIGRATE", "open")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
     // A write open on node 1 does not migrate either.
-    let out = common::under(&inst, 1, "sh", &["-c", "echo >> /tessera/opened"])
-        .env("TESSERA_MIGRATE", "open")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    migrating("sh", &["-c", "echo >> /tessera/opened"]);
     let l = c.locate("/tessera/opened", 0, None).unwrap();
     assert_eq!(
         shape(&l),
@@ -569,15 +574,7 @@ fn an_unmodified_reader_migrates_the_file_it_opens() {
         "only the appended byte is on node 1"
     );
 
-    let out = common::under(&inst, 1, "cat", &["/tessera/opened"])
-        .env("TESSERA_MIGRATE", "open")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = migrating("cat", &["/tessera/opened"]);
     assert!(out.stdout[..bytes.len()] == bytes[..] && out.stdout[bytes.len()..] == *b"\n");
     assert_eq!(
         nodes(&c),
