@@ -1094,7 +1094,7 @@ fn the_coordinator_enrolls_every_process_at_once() {
         "committed",
     );
 
-    a.txn_leave().unwrap();
+    a.txn_leave(true).unwrap();
     assert_eq!(a.txn_member(), None);
     let after = path_on(0, "after");
     write(&a, &after, 2, 0, STRIPE);
@@ -1105,4 +1105,78 @@ fn the_coordinator_enrolls_every_process_at_once() {
         .unwrap();
     a.txn_enter(first + 1, logs[0]).unwrap();
     assert_eq!(a.txn_member(), Some(first + 1));
+}
+
+/// How many descriptors of this process are open on logs written under log id `log` in
+/// `inst` (its writers, and the writers' checked readers).
+fn open_logs(inst: &Inst, log: u64) -> usize {
+    let prefix = format!("{log}.");
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.starts_with(&inst.root))
+        .filter(|target| {
+            target
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .count()
+}
+
+#[test]
+fn switching_logs_keeps_committed_writers_closes_aborted_ones_and_reads_earlier_own_bytes() {
+    let inst = start(&[]);
+    let (home, a, outsider) = (inst.client(0), inst.client(1), inst.client(0));
+    let first = home.txn_reserve(2).unwrap();
+    let (kept, dropped) = (path_on(1, "kept"), path_on(1, "dropped"));
+
+    // Committed: leaving does not close the writers (their files stay, part of the data
+    // set); writing the file again, outside and in the next transaction, goes to new logs.
+    let logs = home
+        .txn_enroll(first, vec![a.txn_identity().unwrap()])
+        .unwrap();
+    a.txn_enter(first, logs[0]).unwrap();
+    write(&a, &kept, 1, 0, 2 * STRIPE);
+    home.txn_decide(first, true, Vec::new()).unwrap();
+    a.txn_leave(true).unwrap();
+    assert!(
+        open_logs(&inst, logs[0]) > 0,
+        "the committed transaction's writer was closed at once"
+    );
+    write(&a, &kept, 2, STRIPE, STRIPE);
+    assert_eq!(
+        versions(&read_all(&outsider, &kept), &[1, 2]),
+        [Some(1), Some(2)]
+    );
+
+    // Aborted: its logs are deleted, so leaving closes them at once (an open descriptor
+    // would keep their space allocated).
+    let logs = home
+        .txn_enroll(first + 1, vec![a.txn_identity().unwrap()])
+        .unwrap();
+    a.txn_enter(first + 1, logs[0]).unwrap();
+    write(&a, &kept, 3, 0, STRIPE);
+    write(&a, &dropped, 3, 0, STRIPE);
+    assert!(
+        open_logs(&inst, logs[0]) > 0,
+        "the member writes its own logs"
+    );
+    home.txn_decide(first + 1, false, vec!["the test aborts it".into()])
+        .unwrap();
+    a.txn_leave(false).unwrap();
+    assert_eq!(
+        open_logs(&inst, logs[0]),
+        0,
+        "the aborted transaction's logs are still open"
+    );
+    assert!(!exists(&outsider, &dropped), "the aborted file appeared");
+    // The member reads its own bytes of before the switch from its log, with a writer of
+    // that log again (after writing more) and without one.
+    let seen = |c: &Client| versions(&read_all(c, &kept), &[1, 2, 3, 4]);
+    assert_eq!(seen(&a), [Some(1), Some(2)], "the abort changed the file");
+    write(&a, &kept, 4, 2 * STRIPE, STRIPE);
+    for c in [&a, &outsider] {
+        assert_eq!(seen(c), [Some(1), Some(2), Some(4)]);
+    }
 }

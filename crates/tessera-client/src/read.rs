@@ -129,6 +129,30 @@ impl Ahead {
 
 /// The pieces of the owners' runs within `[start, end)`, ascending: only the pieces a read
 /// touches are expanded, so reading a few pieces of a file of many writers costs a few.
+/// Attached bytes `[at, at + dst.len())` of file `ino` from the log of `client` on this
+/// node, by the log's index; an error names the bytes the log lacks.
+fn read_node_log(
+    g: &mut Inner,
+    path: &str,
+    ino: u64,
+    client: u64,
+    at: u64,
+    dst: &mut [u8],
+) -> FsResult<()> {
+    let view = g.foreign_view(ino, client)?;
+    if let Some((a, b)) = view.read(at, dst)?.first() {
+        let note = view
+            .damage_note()
+            .map_or(String::new(), |n| format!("; {n}"));
+        return Err(FsError::new(
+            Errno::Io,
+            format!("{path}: the log of client {client} lacks attached bytes [{a},{b}){note}"),
+        ));
+    }
+    g.stats.read.node_logs += dst.len() as u64;
+    Ok(())
+}
+
 fn owned_pieces(owners: &RunMap<Owner>, start: u64, end: u64) -> Vec<Extent<Owner>> {
     let mut out: Vec<Extent<Owner>> = owners
         .overlapping(start, end)
@@ -204,7 +228,11 @@ pub(crate) fn fill(
             .collect();
         for (s, e) in parts {
             let dst = &mut out[(s - offset) as usize..(e - offset) as usize];
-            if o.value == me {
+            let (writing, forgot) = g
+                .files
+                .get(&ino)
+                .map_or((false, false), |fs| (fs.writer.is_some(), fs.forgot));
+            if o.value == me && writing {
                 // Our own bytes, from our log. A cached owner list can be older than our own
                 // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.
                 let Some(fs) = g.files.get_mut(&ino) else {
@@ -213,28 +241,30 @@ pub(crate) fn fill(
                 let Some(w) = fs.writer.as_mut() else {
                     continue;
                 };
+                let mut gaps = RangeSet::new();
+                gaps.add(s, e);
                 for ext in fs.local.overlapping(s, e) {
                     let d = &mut dst[(ext.start - s) as usize..(ext.end - s) as usize];
                     w.read_at(d, ext.value)?;
                     todo.remove(ext.start, ext.end);
+                    gaps.remove(ext.start, ext.end);
                     g.stats.read.own_log += ext.end - ext.start;
+                }
+                if forgot {
+                    // Bytes written under this log before a switch of logs (joining or
+                    // leaving a transaction), which `local` no longer knows: by its index.
+                    for gap in gaps.overlapping(s, e) {
+                        let d = &mut dst[(gap.start - s) as usize..(gap.end - s) as usize];
+                        read_node_log(g, path, ino, me.client, gap.start, d)?;
+                        todo.remove(gap.start, gap.end);
+                    }
                 }
                 continue;
             } else if o.value.node == g.node {
-                let view = g.foreign_view(ino, o.value.client)?;
-                if let Some((a, b)) = view.read(s, dst)?.first() {
-                    let note = view
-                        .damage_note()
-                        .map_or(String::new(), |n| format!("; {n}"));
-                    return Err(FsError::new(
-                        Errno::Io,
-                        format!(
-                            "{path}: the log of client {} lacks attached bytes [{a},{b}){note}",
-                            o.value.client
-                        ),
-                    ));
-                }
-                g.stats.read.node_logs += e - s;
+                // Another process's log on this node, or one of ours this process has no
+                // writer of now (it attached those bytes before it joined or left a
+                // transaction): read by its index like any other.
+                read_node_log(g, path, ino, o.value.client, s, dst)?;
             } else if read_ahead
                 .as_ref()
                 .is_some_and(|ra| ra.ahead.take(s, e, dst))

@@ -7,18 +7,20 @@
 use rustix::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
+/// The process's soft limit on open descriptors (`u64::MAX` if unlimited or unknown).
+pub fn descriptor_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
 /// The lowest number the library's descriptors take (0: leave them where they are, when
 /// the descriptor limit is too small to spare a high range).
 fn base() -> i32 {
     static BASE: OnceLock<i32> = OnceLock::new();
-    *BASE.get_or_init(|| {
-        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(u64::MAX);
-        match (soft / 2).min(512) {
-            b if b < 64 => 0,
-            b => b as i32,
-        }
+    *BASE.get_or_init(|| match (descriptor_limit() / 2).min(512) {
+        b if b < 64 => 0,
+        b => b as i32,
     })
 }
 

@@ -43,6 +43,10 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
+    /// Descriptors a writer holds open: its four files, and the data and sums again for
+    /// checked reads of its own log.
+    pub const DESCRIPTORS: u64 = 6;
+
     /// Creates the logs, or continues existing ones (a process that reconnected keeps its id).
     /// The directory of the logs (`<node>/logs/<ino>`) is made private; the directories
     /// above it are the node's daemon's, which made them private when it started.

@@ -143,12 +143,12 @@ pub extern "C" fn tessera_preload_txn_enter(txn: u64, log: u64) -> c_int {
 }
 
 /// Publishes this process's open files, then leaves its transaction (its daemon is told
-/// with its next request).
+/// with its next request), which `committed` (!= 0) or not.
 #[unsafe(no_mangle)]
-pub extern "C" fn tessera_preload_txn_leave() -> c_int {
+pub extern "C" fn tessera_preload_txn_leave(committed: c_int) -> c_int {
     entry(|| {
         crate::exit::publish_open_files_or_fail()?;
-        state::client()?.txn_leave()
+        state::client()?.txn_leave(committed != 0)
     })
 }
 

@@ -30,8 +30,9 @@ pub trait FileSystem {
     fn enroll(&self, txn: u64, members: &[Member]) -> Result<Vec<u64>, String>;
     /// Takes up membership of `txn` under `log`, as enrolled.
     fn enter(&self, txn: u64, log: u64) -> Result<(), String>;
-    /// Leaves this process's transaction, publishing first.
-    fn leave(&self) -> Result<(), String>;
+    /// Leaves this process's transaction, publishing first; whether it `committed` (the
+    /// logs of an aborted one are closed at once).
+    fn leave(&self, committed: bool) -> Result<(), String>;
     /// Asks for the decision (at the coordinator).
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String>;
 }
@@ -67,8 +68,8 @@ impl FileSystem for Direct {
         self.0.txn_enter(txn, log).map_err(|e| e.to_string())
     }
 
-    fn leave(&self) -> Result<(), String> {
-        self.0.txn_leave().map_err(|e| e.to_string())
+    fn leave(&self, committed: bool) -> Result<(), String> {
+        self.0.txn_leave(committed).map_err(|e| e.to_string())
     }
 
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String> {
@@ -84,7 +85,7 @@ type PublishFn = extern "C" fn() -> c_int;
 type IdentityFn = unsafe extern "C" fn(*mut u32, *mut u64) -> c_int;
 type EnrollFn = unsafe extern "C" fn(u64, *const u32, *const u64, usize, *mut u64) -> c_int;
 type EnterFn = extern "C" fn(u64, u64) -> c_int;
-type LeaveFn = extern "C" fn() -> c_int;
+type LeaveFn = extern "C" fn(c_int) -> c_int;
 type DecideFn = unsafe extern "C" fn(u64, c_int, *const c_char) -> c_int;
 type ErrorFn = unsafe extern "C" fn(*mut c_char, usize) -> usize;
 
@@ -197,8 +198,8 @@ impl FileSystem for Interposed {
         self.failed((self.enter)(txn, log))
     }
 
-    fn leave(&self) -> Result<(), String> {
-        self.failed((self.leave)())
+    fn leave(&self, committed: bool) -> Result<(), String> {
+        self.failed((self.leave)(c_int::from(committed)))
     }
 
     fn decide(&self, txn: u64, commit: bool, reasons: &[String]) -> Result<(), String> {

@@ -536,7 +536,7 @@ impl Transaction {
             _ => None,
         });
         let decision = self.state.vote(reasons);
-        self.leave();
+        self.leave(decision == Decision::Commit);
         Ok(decision)
     }
 
@@ -564,7 +564,7 @@ impl Transaction {
             let _ = fs.decide(self.id(), false, &why);
         }
         collective(&self.comms, call, Ok(Vec::new()))?;
-        self.leave();
+        self.leave(false);
         self.state.abort();
         Ok(())
     }
@@ -572,9 +572,9 @@ impl Transaction {
     /// Leaves the transaction in Tessera, if this process joined it (its daemon learns it
     /// with the process's next request). A process that cannot (its connection is gone) is no
     /// longer a member anyway.
-    fn leave(&mut self) {
+    fn leave(&mut self, committed: bool) {
         if let (true, Some(fs)) = (self.joined, &self.fs) {
-            let _ = fs.leave();
+            let _ = fs.leave(committed);
             self.joined = false;
         }
     }
