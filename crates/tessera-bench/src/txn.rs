@@ -314,6 +314,7 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
                 txns,
                 protocol_only: plain,
                 parts: Default::default(),
+                parts_cpu: Default::default(),
                 daemons: daemon_pids(),
             };
             // Rotating which goes first, so none always finds the daemons warmer.
@@ -330,7 +331,11 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
                 m.insert(format!("{which}_rank_cpu_s"), timed.rank_cpu);
                 // The parts each run has: opening, vote and commit with transactions, the
                 // closing barrier without.
-                for (part, s) in crate::txn_workload::PARTS.iter().zip(timed.parts) {
+                for ((part, s), cpu) in crate::txn_workload::PARTS
+                    .iter()
+                    .zip(timed.parts)
+                    .zip(timed.parts_cpu)
+                {
                     let ran = match *part {
                         "body" => true,
                         "barrier" => mode == Mode::Plain,
@@ -338,6 +343,7 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
                     };
                     if ran {
                         m.insert(format!("{which}_{part}_s"), s);
+                        m.insert(format!("{which}_{part}_rank_cpu_s"), cpu);
                     }
                 }
             }

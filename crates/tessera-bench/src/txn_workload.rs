@@ -60,6 +60,8 @@ pub struct Workload<'a> {
     pub protocol_only: &'a Transactions,
     /// This rank's time in each of [`PARTS`] during the current run.
     pub parts: RefCell<[f64; PARTS.len()]>,
+    /// This rank's CPU seconds in each of [`PARTS`] during the current run.
+    pub parts_cpu: RefCell<[f64; PARTS.len()]>,
     /// The process ids of the instance's daemons on this host (read by rank 0 only), whose
     /// CPU time a run reports: on 2 cores with 16 ranks every cycle a daemon spends is one
     /// a rank waits for.
@@ -75,6 +77,9 @@ pub struct Timed {
     pub daemon_cpu: f64,
     /// CPU seconds the ranks spent during the run, all of them together.
     pub rank_cpu: f64,
+    /// CPU seconds the ranks spent in each of [`PARTS`], all of them together: where the
+    /// transactions' extra CPU goes.
+    pub parts_cpu: [f64; PARTS.len()],
 }
 
 /// CPU seconds the live threads of process `pid` have used, from each thread's
@@ -177,11 +182,12 @@ impl Workload<'_> {
     /// Runs `step` in a transaction of every process (`mode`) or without one; the barriers
     /// stand where the transaction's collective phases order the calls.
     fn step(&self, mode: Mode, step: &dyn Fn() -> Result<()>) -> Result<()> {
-        let mut at = mpi::time();
+        let (mut at, mut cpu_at) = (mpi::time(), own_cpu());
         let mut lap = |part: usize| {
-            let now = mpi::time();
+            let (now, cpu) = (mpi::time(), own_cpu());
             self.parts.borrow_mut()[part] += now - at;
-            at = now;
+            self.parts_cpu.borrow_mut()[part] += cpu - cpu_at;
+            (at, cpu_at) = (now, cpu);
         };
         let txns = match mode {
             Mode::Txn => self.txns,
@@ -213,6 +219,7 @@ impl Workload<'_> {
     /// rank's time, in all and by part.
     pub fn run(&self, tag: &str, mode: Mode) -> Result<Timed> {
         *self.parts.borrow_mut() = [0.0; PARTS.len()];
+        *self.parts_cpu.borrow_mut() = [0.0; PARTS.len()];
         let dir = format!("{ROOT}/{tag}");
         let name = |v: usize| format!("{tag}.var{v}");
         let file = |v: usize, version: u32| format!("{dir}/var{v}.v{version}");
@@ -279,7 +286,14 @@ impl Workload<'_> {
             &mut slowest[..],
             mpi::collective::SystemOperation::max(),
         );
+        let mut parts_cpu = [0f64; PARTS.len()];
+        self.world.all_reduce_into(
+            &self.parts_cpu.borrow()[..],
+            &mut parts_cpu[..],
+            mpi::collective::SystemOperation::sum(),
+        );
         Ok(Timed {
+            parts_cpu,
             total: slowest[0],
             parts: slowest[1..].try_into().expect("one per part"),
             daemon_cpu,
