@@ -127,8 +127,6 @@ impl Ahead {
     }
 }
 
-/// The pieces of the owners' runs within `[start, end)`, ascending: only the pieces a read
-/// touches are expanded, so reading a few pieces of a file of many writers costs a few.
 /// Attached bytes `[at, at + dst.len())` of file `ino` from the log of `client` on this
 /// node, by the log's index; an error names the bytes the log lacks.
 fn read_node_log(
@@ -153,6 +151,8 @@ fn read_node_log(
     Ok(())
 }
 
+/// The pieces of the owners' runs within `[start, end)`, ascending: only the pieces a read
+/// touches are expanded, so reading a few pieces of a file of many writers costs a few.
 fn owned_pieces(owners: &RunMap<Owner>, start: u64, end: u64) -> Vec<Extent<Owner>> {
     let mut out: Vec<Extent<Owner>> = owners
         .overlapping(start, end)
