@@ -1081,3 +1081,46 @@ print("flags")
     assert!(stderr(&two).contains("2 names"), "{}", stderr(&two));
     let _ = std::fs::remove_dir_all(&local);
 }
+
+/// A program that writes one file after another keeps working past its descriptor limit's
+/// worth of log writers (6 descriptors each; under the common limit of 1024 it failed with
+/// `EMFILE` at the 170th file), and reads every file back past the limit's worth of views of
+/// logs (3 descriptors each); what it fsynced, appended and read stays right.
+#[test]
+fn a_program_writes_and_reads_more_files_than_its_descriptors_could_hold_open() {
+    let inst = Inst::start(1);
+    ok(&inst, 0, "mkdir", &["/tessera/many"]);
+    let script = r#"
+ulimit -n 1024 && exec python3 -c '
+import os
+n = 400
+for i in range(n):
+    with open(f"/tessera/many/{i}", "w") as f:
+        f.write("x" * 100)
+        if i % 7 == 0:
+            f.flush()
+            os.fsync(f.fileno())
+for i in range(0, n, 3):
+    with open(f"/tessera/many/{i}", "a") as f:
+        f.write("y" * 10)
+for _ in range(2):
+    for i in range(n):
+        want = "x" * 100 + ("y" * 10 if i % 3 == 0 else "")
+        assert open(f"/tessera/many/{i}").read() == want, i
+print("ok", len(os.listdir("/proc/self/fd")))
+'"#;
+    let out = ok(&inst, 0, "sh", &["-c", script]);
+    let open: usize = stdout(&out)
+        .strip_prefix("ok ")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}{}", stdout(&out), stderr(&out)));
+    assert!(open < 1024, "{open} descriptors open at the end");
+    // Another process reads them all through the same node's logs.
+    let out = ok(
+        &inst,
+        0,
+        "sh",
+        &["-c", "ulimit -n 1024 && cat /tessera/many/* | wc -c"],
+    );
+    assert_eq!(stdout(&out).trim(), (400 * 100 + 134 * 10).to_string());
+}

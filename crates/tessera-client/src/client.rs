@@ -21,11 +21,21 @@ use serde::{Deserialize, Serialize};
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
 const GRANT_CHUNK: u64 = 64 << 20;
 
-/// How many writers of logs it no longer writes a process keeps open: a quarter of its
-/// descriptor limit's worth (42 under the common limit of 1024), at most 4096.
-fn retired_writers_kept() -> usize {
+/// How many log writers a process keeps open at most: a quarter of its descriptor limit's
+/// worth (42 under the common limit of 1024), at most 4096. Beyond, the writers of files
+/// with nothing unpublished are closed, oldest first (reopened if written again): a program
+/// that writes a file after another would otherwise run out of descriptors (after 170 files
+/// under a limit of 1024).
+fn writers_kept() -> usize {
     let quarter = tessera_logstore::high_fd::descriptor_limit() / 4;
-    (quarter / LogWriter::DESCRIPTORS).min(4096) as usize
+    (quarter / LogWriter::DESCRIPTORS).clamp(2, 4096) as usize
+}
+
+/// How many views of other logs on its node a process keeps open at most: another quarter of
+/// its descriptor limit (a view holds 3 descriptors), at most 8192.
+fn views_kept() -> usize {
+    let quarter = tessera_logstore::high_fd::descriptor_limit() / 4;
+    (quarter / 3).clamp(2, 8192) as usize
 }
 
 /// Counters of what this process asked of the daemons and where its reads were served
@@ -103,6 +113,9 @@ pub(crate) struct Inner {
     pub files: HashMap<u64, FileState>,
     /// Logs of other processes on this node, read directly: (ino, client) -> (view, generation).
     pub foreign: HashMap<(u64, u64), (LogView, u64)>,
+    /// The keys of `foreign`, oldest first: beyond [`views_kept`] the oldest view is closed
+    /// (and opened again when needed).
+    foreign_order: std::collections::VecDeque<(u64, u64)>,
     /// Bumped by every query answer: views older than this are refreshed before use.
     pub query_gen: u64,
     grant: u64,
@@ -121,8 +134,8 @@ pub(crate) struct Inner {
     /// know yet: told before the next request.
     leave_untold: bool,
     /// Writers of logs this process no longer writes (it joined or left a transaction),
-    /// oldest first: closed once there are more than [`retired_writers_kept`], not when the
-    /// process switches. Closing a writer's six descriptors costs about 5 us of CPU, paid
+    /// oldest first: closed when the open writers are more than [`writers_kept`], not when
+    /// the process switches. Closing a writer's six descriptors costs about 5 us of CPU, paid
     /// for every file at every join and leave when it was done there; the writers of files
     /// written outside transactions stay open for the process's life, and these now cost no
     /// more.
@@ -131,7 +144,9 @@ pub(crate) struct Inner {
     /// the last switch): the only ones whose writes a switch checks and forgets, so that
     /// joining or leaving costs what the transaction wrote, not every file the process has
     /// opened.
-    written: Vec<u64>,
+    written: std::collections::HashSet<u64>,
+    /// The files whose writer (of the current log id) is open, oldest first.
+    open_writers: std::collections::VecDeque<u64>,
     /// The host table as last read, and the time its file was changed then.
     pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
 }
@@ -207,6 +222,7 @@ impl Client {
                 pid: std::process::id(),
                 files: HashMap::new(),
                 foreign: HashMap::new(),
+                foreign_order: Default::default(),
                 query_gen: 0,
                 grant: 0,
                 lock_seq: 0,
@@ -217,7 +233,8 @@ impl Client {
                 join_after_fork: None,
                 leave_untold: false,
                 retired: Default::default(),
-                written: Vec::new(),
+                written: Default::default(),
+                open_writers: Default::default(),
                 hosts: None,
             })),
         })
@@ -554,7 +571,8 @@ impl Inner {
             fs.attached = RangeSet::default();
             fs.forgot = true;
         }
-        let kept = retired_writers_kept();
+        self.open_writers.clear();
+        let kept = writers_kept();
         while self.retired.len() > kept {
             self.retired.pop_front();
         }
@@ -576,7 +594,9 @@ impl Inner {
         self.files.clear();
         self.retired.clear();
         self.written.clear();
+        self.open_writers.clear();
         self.foreign.clear();
+        self.foreign_order.clear();
         self.join_after_fork = self.txn.take().map(|(t, _)| t);
         self.leave_untold = false;
     }
@@ -766,9 +786,44 @@ impl Inner {
         if fs.writer.is_none() {
             let (d, i) = cfg.log_paths(node, ino, client);
             fs.writer = Some(LogWriter::open(&d, &i, IndexHeader { ino, client, node })?);
-            self.written.push(ino);
+            self.written.insert(ino);
+            self.open_writers.push_back(ino);
+            self.close_idle_writers(ino);
         }
-        Ok(fs.writer.as_mut().expect("created above"))
+        Ok(self
+            .files
+            .get_mut(&ino)
+            .and_then(|fs| fs.writer.as_mut())
+            .expect("created above"))
+    }
+
+    /// Closes writers while more than [`writers_kept`] are open: those of logs left behind
+    /// first, then, oldest first, those of files (other than `keep`) with nothing
+    /// unpublished, their index synced first. What the process wrote stays in `local`: the
+    /// log continues where it was when the file is written again, and is read by its index
+    /// meanwhile.
+    fn close_idle_writers(&mut self, keep: u64) {
+        let kept = writers_kept();
+        while self.retired.len() + self.open_writers.len() > kept && !self.retired.is_empty() {
+            self.retired.pop_front();
+        }
+        let mut tries = self.open_writers.len();
+        while self.open_writers.len() > kept && tries > 0 {
+            tries -= 1;
+            let Some(ino) = self.open_writers.pop_front() else {
+                break;
+            };
+            let Some(fs) = self.files.get_mut(&ino) else {
+                continue;
+            };
+            let Some(mut w) = fs.writer.take() else {
+                continue;
+            };
+            if ino == keep || !fs.dirty.is_empty() || w.sync_index().is_err() {
+                fs.writer = Some(w);
+                self.open_writers.push_back(ino);
+            }
+        }
     }
 
     /// The id of the logs this process writes now: its client id, or its transaction's log.
@@ -793,9 +848,19 @@ impl Inner {
     /// The log of another process on this node, refreshed if a query happened since.
     pub fn foreign_view(&mut self, ino: u64, client: u64) -> FsResult<&LogView> {
         let gen_now = self.query_gen;
+        let key = (ino, client);
+        if !self.foreign.contains_key(&key) {
+            while self.foreign.len() >= views_kept() {
+                let Some(old) = self.foreign_order.pop_front() else {
+                    break;
+                };
+                self.foreign.remove(&old);
+            }
+            self.foreign_order.push_back(key);
+        }
         let cfg = &self.cfg;
         let node = self.node;
-        let entry = match self.foreign.entry((ino, client)) {
+        let entry = match self.foreign.entry(key) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let (d, i) = cfg.log_paths(node, ino, client);

@@ -807,8 +807,14 @@ impl File {
         self.commit()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        if let Some(w) = g.files.get_mut(&self.ino).and_then(|f| f.writer.as_mut()) {
-            w.sync_durable()?;
+        // A writer closed while idle (see `Inner::close_idle_writers`) is opened again: what
+        // the process wrote to its log must reach the device all the same.
+        let wrote = g
+            .files
+            .get(&self.ino)
+            .is_some_and(|f| f.writer.is_some() || !f.local.is_empty());
+        if wrote {
+            g.writer(self.ino)?.sync_durable()?;
         }
         Ok(())
     }
