@@ -1124,3 +1124,55 @@ print("ok", len(os.listdir("/proc/self/fd")))
     );
     assert_eq!(stdout(&out).trim(), (400 * 100 + 134 * 10).to_string());
 }
+
+/// The soft and hard limits on open descriptors of process `pid`.
+fn descriptor_limits(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a descriptor limit");
+    let mut n = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(u64::MAX));
+    (n.next().unwrap(), n.next().unwrap())
+}
+
+/// A daemon started under a low soft limit on descriptors (the common 1024, here 256) raises
+/// it to the hard limit, as servers do: it holds a connection per process of its node and
+/// views of up to 256 logs.
+#[test]
+fn a_daemon_raises_its_descriptor_limit_to_the_hard_one() {
+    let root = tessera_cli::instance::temp_dir("tessera-test").expect("temp dir");
+    let inst = Inst {
+        layout: tessera_client::InstanceLayout::new(root.join("inst")),
+        root,
+        nodes: 1,
+        hosts: None,
+    };
+    let start = format!(
+        "ulimit -Sn 256 && exec {TESSERA} start --instance {} --pfs {} --daemons 1 --bb-root {}",
+        inst.layout.dir.display(),
+        inst.root.join("pfs").display(),
+        inst.root.join("bb").display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &start])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pid = inst
+        .layout
+        .load_hosts()
+        .unwrap()
+        .get(0)
+        .expect("node 0")
+        .pid;
+    let (soft, hard) = descriptor_limits(pid);
+    assert!(
+        hard > 256,
+        "the hard limit here ({hard}) leaves nothing to raise to"
+    );
+    assert_eq!(soft, hard, "the daemon kept a soft limit of {soft}");
+}

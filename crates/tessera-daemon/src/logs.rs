@@ -16,11 +16,15 @@ use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::LogView;
 use tessera_proto::InstanceConfig;
 
-/// Open views of the logs on this node kept at most. A view holds three descriptors and the
-/// log's extent map; kept for every writer a node ever had, they made a daemon's memory and
-/// descriptors grow with the writers of a job (about 50 KB per strided writer of 1,000
-/// pieces), not with the ones reading or writing now.
-const MAX_VIEWS: usize = 256;
+/// Open views of the logs on this node kept at most: 256, or fewer if half the daemon's
+/// descriptor limit would not hold them (a view holds three descriptors; the rest are its
+/// connections). A view also holds the log's extent map; kept for every writer a node ever
+/// had, they made a daemon's memory and descriptors grow with the writers of a job (about
+/// 50 KB per strided writer of 1,000 pieces), not with the ones reading or writing now.
+fn max_views() -> usize {
+    let half = tessera_logstore::high_fd::descriptor_limit() / 2;
+    (half / 3).clamp(16, 256) as usize
+}
 
 /// Open views of the logs on this node, by (ino, client), least recently used dropped first.
 struct Views<V = Arc<Mutex<LogView>>> {
@@ -46,7 +50,7 @@ impl<V: Clone> Views<V> {
     }
 
     fn insert(&mut self, key: (u64, u64), view: V) {
-        if self.open.len() >= MAX_VIEWS
+        if self.open.len() >= max_views()
             && let Some(oldest) = self
                 .open
                 .iter()
@@ -433,12 +437,13 @@ mod tests {
     #[test]
     fn views_keep_the_most_recently_used() {
         let mut v: Views<u64> = Views::default();
-        for c in 0..MAX_VIEWS as u64 {
+        let most = max_views();
+        for c in 0..most as u64 {
             v.insert((1, c), c);
         }
         assert_eq!(v.get((1, 0)), Some(0)); // used again: now the newest
         v.insert((1, 1000), 1000);
-        assert_eq!(v.open.len(), MAX_VIEWS);
+        assert_eq!(v.open.len(), most);
         assert_eq!(
             v.get((1, 1)),
             None,

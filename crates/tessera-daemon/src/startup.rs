@@ -44,6 +44,7 @@ pub fn run(layout: InstanceLayout, node: u32) -> FsResult<()> {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
+    raise_descriptor_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -51,6 +52,24 @@ pub fn run(layout: InstanceLayout, node: u32) -> FsResult<()> {
         .build()
         .map_err(|e| FsError::io("starting the runtime", &e))?;
     rt.block_on(serve(layout, node))
+}
+
+/// Raises the daemon's soft limit on open descriptors to its hard limit, as servers do: a
+/// daemon holds a connection per process of its node and a view of up to 256 logs (three
+/// descriptors each), which the common soft limit of 1024 leaves little room for. A limit
+/// that cannot be raised is kept (the views then stay within half of it, see `logs.rs`).
+fn raise_descriptor_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some() && limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!("could not raise the descriptor limit to its hard limit: {e}");
+        }
+    }
 }
 
 async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
