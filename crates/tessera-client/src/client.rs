@@ -134,11 +134,9 @@ pub(crate) struct Inner {
     /// know yet: told before the next request.
     leave_untold: bool,
     /// Writers of logs this process no longer writes (it joined or left a transaction),
-    /// oldest first: closed when the open writers are more than [`writers_kept`], not when
-    /// the process switches. Closing a writer's six descriptors costs about 5 us of CPU, paid
-    /// for every file at every join and leave when it was done there; the writers of files
-    /// written outside transactions stay open for the process's life, and these now cost no
-    /// more.
+    /// oldest first: closed first when the open writers are more than [`writers_kept`], not
+    /// when the process switches. Closing a writer's six descriptors costs about 5 us of CPU,
+    /// paid for every file at every join and leave when it was done there.
     retired: std::collections::VecDeque<LogWriter>,
     /// The files this process has written under its current log id (each got a writer since
     /// the last switch): the only ones whose writes a switch checks and forgets, so that
