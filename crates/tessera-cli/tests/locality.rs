@@ -551,16 +551,7 @@ fn an_unmodified_reader_migrates_the_file_it_opens() {
 
     // Runs a command on node 1 with migration on open; it must succeed.
     let migrating = |prog: &str, args: &[&str]| {
-        let out = common::under(&inst, 1, prog, args)
-            .env("TESSERA_MIGRATE", "open")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        common::succeeded(common::under(&inst, 1, prog, args).env("TESSERA_MIGRATE", "open"))
     };
     // A write open on node 1 does not migrate either.
     migrating("sh", &["-c", "echo >> /tessera/opened"]);

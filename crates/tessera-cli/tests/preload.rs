@@ -466,15 +466,7 @@ try:
 except OSError as e:
     print(errno.errorcode[e.errno])
 "#;
-    let out = under(&inst, 0, "python3", &["-c", script])
-        .current_dir(&cwd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::succeeded(under(&inst, 0, "python3", &["-c", script]).current_dir(&cwd));
     assert_eq!(stdout(&out), "EILSEQ\nEILSEQ\nEILSEQ\n");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not UTF-8"),

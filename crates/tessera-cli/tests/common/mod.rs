@@ -499,10 +499,15 @@ pub fn under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> Command {
 
 /// Runs a command through the interposer on daemon `node`; it must succeed.
 pub fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> std::process::Output {
-    let out = under(inst, node, prog, args).output().expect("spawn");
+    succeeded(&mut under(inst, node, prog, args))
+}
+
+/// Runs `cmd` (from [`under`], with what a test adds to it); it must succeed.
+pub fn succeeded(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("spawn");
     assert!(
         out.status.success(),
-        "{prog} {args:?} failed: {}\n{}{}",
+        "{cmd:?} failed: {}\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
