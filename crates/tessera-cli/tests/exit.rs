@@ -252,3 +252,63 @@ fn published_writes_are_not_published_again_after_a_daemon_restart() {
         "the newer bytes were overwritten by a second publication of older ones"
     );
 }
+
+/// A daemon told to stop while it publishes what a killed process left stops cleanly: the
+/// publication ends with the daemon (no panic of a background task meeting the runtime's
+/// end), and the daemon's successor publishes all of it.
+#[test]
+fn a_daemon_stopped_while_it_publishes_a_killed_process_s_writes_stops_cleanly() {
+    let inst = Inst::start(1);
+    let mut w = Rank::spawn(&inst.layout, 0);
+    open_to_write(&mut w, "/tessera/held", true);
+    w.ok(&Cmd::Write {
+        off: 0,
+        len: 4096,
+        id: 1,
+    });
+    // Restarted, the daemon watches the writer as a process that was connected before; the
+    // failpoint holds the publication once the writer has ended, until the daemon stops.
+    inst.kill9(0);
+    inst.restart_with(0, &[("TESSERA_FAILPOINT", "leftovers-hold")]);
+    let pid = inst.pid(0);
+    w.kill9();
+    let log_file = inst.layout.log_file(0);
+    let end = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log_file)
+        .unwrap_or_default()
+        .contains("failpoint leftovers-hold")
+    {
+        assert!(
+            Instant::now() < end,
+            "the daemon did not start publishing the killed writer's bytes within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = inst.tessera(&["stop"]);
+    assert!(
+        out.status.success(),
+        "stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    while tessera_cli::instance::process_alive(pid) {
+        assert!(Instant::now() < end, "the stopped daemon is still running");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let log = std::fs::read_to_string(&log_file).unwrap();
+    assert!(
+        !log.contains("panicked"),
+        "the daemon panicked while stopping:\n{log}"
+    );
+    inst.restart(0);
+    let c = inst.client(0);
+    wait_for_size(&c, "/tessera/held", 4096, "the writes were not published");
+    let mut buf = vec![0u8; 4096];
+    c.open_read("/tessera/held")
+        .unwrap()
+        .read_exact_at(&mut buf, 0)
+        .unwrap();
+    for (k, b) in buf.iter().enumerate() {
+        assert_eq!(*b, pattern_byte(1, k as u64), "byte {k}");
+    }
+}

@@ -21,8 +21,10 @@
 //! * [`logs`]: reading the logs on this node and burst-buffer accounting;
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
-//! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it.
+//! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
+//! * [`failpoints`]: where crash and stop tests make a daemon end or hold.
 
+pub mod failpoints;
 pub mod leftovers;
 pub mod logs;
 pub mod node;

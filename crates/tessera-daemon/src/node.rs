@@ -49,6 +49,9 @@ pub struct Node {
     pub requests: AtomicU64,
     pub connected: AtomicU64,
     pub shutdown: Notify,
+    /// Set once the daemon is stopping: its state is being written and closed, and the
+    /// background loops that would change it end instead (see [`Node::stopping`]).
+    pub stopping: std::sync::atomic::AtomicBool,
     pub uid: u32,
     pub gid: u32,
     /// Who holds copies of this node's ownership stripes.
@@ -76,6 +79,11 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether the daemon is stopping (its state being written and closed).
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Runs a PFS call on the blocking pool, never on an async worker: the PFS may be a
     /// network file system that stalls for seconds.
     pub async fn on_pfs<T: Send + 'static>(

@@ -133,6 +133,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         requests: AtomicU64::new(0),
         connected: AtomicU64::new(0),
         shutdown: Notify::new(),
+        stopping: std::sync::atomic::AtomicBool::new(false),
         uid,
         gid,
         flushed_clean: Mutex::default(),
@@ -239,6 +240,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         _ = term.recv() => tracing::info!("SIGTERM"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
     }
+    node.stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     // The state is written and its files closed before the node leaves the table: whoever
     // sees it gone may start its successor on the same burst buffer.
     let store_node = node.clone();

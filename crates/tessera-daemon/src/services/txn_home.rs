@@ -9,6 +9,7 @@
 
 use super::txn::Home;
 use crate::Node;
+use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::collections::HashSet;
@@ -45,14 +46,6 @@ fn answer_to(
         (false, Outcome::Commit) => {
             Err(vec![format!("transaction {txn:016x} is already committed")])
         }
-    }
-}
-
-/// Ends the daemon at once if the failpoint `name` is set (crash tests).
-pub fn failpoint(name: &str) {
-    if std::env::var("TESSERA_FAILPOINT").is_ok_and(|f| f == name) {
-        tracing::error!("failpoint {name}: ending the daemon");
-        std::process::exit(86);
     }
 }
 

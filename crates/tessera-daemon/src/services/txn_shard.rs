@@ -8,8 +8,8 @@
 //! prepared (between prepare and decision); `shard-before-complete` ends it when the decision
 //! arrives (between decision and completion).
 
-use super::txn_home::failpoint;
 use crate::Node;
+use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::sync::Arc;
