@@ -68,17 +68,13 @@ impl Node {
         self.store.submit(ops)
     }
 
-    /// Opens a reserved `txn` now, if it is reserved here and not opened yet; `Ok(false)` if
-    /// it is not.
-    async fn open_reserved(&self, txn: u64) -> FsResult<bool> {
-        let durable = {
-            if !self.txns.reserved.lock().expect("reserved").take(txn) {
-                return Ok(false);
-            }
-            self.open_home(txn, Vec::new())
-        };
-        durable.durable().await?;
-        Ok(true)
+    /// Opens a reserved `txn` now, if it is reserved here and not opened yet: open in memory
+    /// at once, durable when the answer is awaited; `None` if it is not reserved here.
+    fn open_reserved(&self, txn: u64) -> Option<crate::store::Pending> {
+        if !self.txns.reserved.lock().expect("reserved").take(txn) {
+            return None;
+        }
+        Some(self.open_home(txn, Vec::new()))
     }
 }
 
@@ -122,8 +118,11 @@ impl ServeClient<TxnEnroll> for Node {
             }
             by_node.entry(*node).or_default().push(*client);
         }
+        // The open record becomes durable while the nodes count their members: no member
+        // learns its log id (and acts as one) before both are done.
+        let mut opened = None;
         if r.open && !self.txns.homes.lock().expect("homes").contains_key(&r.txn) {
-            self.open_reserved(r.txn).await?;
+            opened = self.open_reserved(r.txn);
         }
         self.check_open(r.txn)?;
         // Each node counts its members before the home does: the home's check of its
@@ -138,7 +137,14 @@ impl ServeClient<TxnEnroll> for Node {
                 self.call(*node, req)
             })
         };
-        let answers = futures::future::join_all(enroll(false)).await;
+        let (answers, durable) =
+            futures::future::join(futures::future::join_all(enroll(false)), async {
+                match opened {
+                    Some(p) => p.durable().await,
+                    None => Ok(()),
+                }
+            })
+            .await;
         let mut logs: HashMap<(u32, u64), u64> = HashMap::new();
         let mut failure = None;
         for ((node, clients), answer) in by_node.iter().zip(answers) {
@@ -158,6 +164,9 @@ impl ServeClient<TxnEnroll> for Node {
                     failure.get_or_insert(e);
                 }
             }
+        }
+        if let Err(e) = durable {
+            failure.get_or_insert(e);
         }
         let admitted = match failure {
             Some(e) => Err(e),
