@@ -276,13 +276,43 @@ impl Inst {
     }
 }
 
+impl Inst {
+    /// The panics the instance's daemons reported in their logs (every incarnation's), once
+    /// the daemons in `pids` have ended: a daemon that panics, even while it stops, has a bug.
+    fn daemon_panics(&self, pids: &[i32]) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while pids
+            .iter()
+            .any(|p| tessera_cli::instance::process_alive(*p))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (0..self.nodes)
+            .filter_map(|n| {
+                let log = std::fs::read_to_string(self.layout.log_file(n)).ok()?;
+                let at = log.find("panicked at")?;
+                let from = log[..at].rfind('\n').map_or(0, |i| i + 1);
+                let excerpt: String = log[from..].lines().take(12).collect::<Vec<_>>().join("\n");
+                Some(format!("daemon {n}: {excerpt}"))
+            })
+            .collect()
+    }
+}
+
 impl Drop for Inst {
     fn drop(&mut self) {
+        let pids: Vec<i32> = self
+            .layout
+            .load_hosts()
+            .map(|t| t.nodes.iter().map(|e| e.pid as i32).collect())
+            .unwrap_or_default();
         let _ = Command::new(TESSERA)
             .arg("--instance")
             .arg(&self.layout.dir)
             .arg("stop")
             .output();
+        let panics = self.daemon_panics(&pids);
         if let Some(local) = &self.hosts {
             for n in 0..self.nodes {
                 let _ = Command::new("bash")
@@ -292,10 +322,13 @@ impl Drop for Inst {
                     .output();
             }
         }
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && panics.is_empty() {
             let _ = std::fs::remove_dir_all(&self.root);
         } else {
             eprintln!("instance kept for inspection: {}", self.root.display());
+        }
+        if !std::thread::panicking() && !panics.is_empty() {
+            panic!("a daemon panicked:\n{}", panics.join("\n"));
         }
     }
 }
