@@ -106,6 +106,32 @@ impl Tiers {
         }
     }
 
+    /// Items addressed to single processes (`(rank, item)`), dealt out as the tiers carry them
+    /// down: one list per group, in group order, each with its members' items in the order
+    /// given. Items for ranks outside the job are dropped.
+    pub fn by_group<T>(&self, own: Vec<(u32, T)>) -> Vec<Vec<(u32, T)>> {
+        let mut out: Vec<Vec<(u32, T)>> = (0..self.groups).map(|_| Vec::new()).collect();
+        for (rank, item) in own {
+            if rank < self.processes {
+                out[self.group_of(rank) as usize].push((rank, item));
+            }
+        }
+        out
+    }
+
+    /// Group `g`'s share of [`Tiers::by_group`] dealt to its members: one list per member, in
+    /// the group's rank order. Items for ranks outside the group are dropped.
+    pub fn by_member<T>(&self, g: u32, own: Vec<(u32, T)>) -> Vec<Vec<T>> {
+        let ranks = self.group(g);
+        let mut out: Vec<Vec<T>> = ranks.clone().map(|_| Vec::new()).collect();
+        for (rank, item) in own {
+            if ranks.contains(&rank) {
+                out[(rank - ranks.start) as usize].push(item);
+            }
+        }
+        out
+    }
+
     /// The sub-coordinator of group `g`: its first rank.
     pub fn sub_coordinator(&self, g: u32) -> u32 {
         self.group(g).start
@@ -253,6 +279,32 @@ mod tests {
             let role = t.role(rank);
             prop_assert_eq!(role.sub_coordinator, t.group(g).start == rank);
             prop_assert_eq!(role.coordinator, rank == 0);
+        }
+
+        #[test]
+        fn items_of_single_processes_reach_exactly_those_processes(
+            p in 1u32..3_000,
+            fan_in in 2u32..300,
+            own in proptest::collection::vec((0u32..3_100, any::<u16>()), 0..200),
+        ) {
+            let t = Tiers::with_fan_in(p, fan_in);
+            // Dealt to groups, then within each group to its members.
+            let mut got: Vec<Vec<u16>> = (0..p).map(|_| Vec::new()).collect();
+            for (g, share) in t.by_group(own.clone()).into_iter().enumerate() {
+                let g = g as u32;
+                prop_assert!(share.iter().all(|(r, _)| t.group(g).contains(r)));
+                for (i, items) in t.by_member(g, share).into_iter().enumerate() {
+                    got[(t.group(g).start + i as u32) as usize] = items;
+                }
+            }
+            // The model: each process gets its own items, in the order given; no other's.
+            let mut want: Vec<Vec<u16>> = (0..p).map(|_| Vec::new()).collect();
+            for (r, item) in own {
+                if r < p {
+                    want[r as usize].push(item);
+                }
+            }
+            prop_assert_eq!(got, want);
         }
 
         #[test]

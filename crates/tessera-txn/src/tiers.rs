@@ -1,8 +1,9 @@
 //! The tiers as MPI communicators, and the one collective move of the protocol: gather to the
 //! sub-coordinators, reduce to unique items, gather to the coordinator, reduce again, broadcast
-//! back down. No process receives more than its group's and the sub-coordinators' messages.
+//! back down (or scatter, when the coordinator also hands processes items of their own). No
+//! process receives more than its group's and the sub-coordinators' messages.
 
-use mpi::datatype::PartitionMut;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 use serde::Serialize;
@@ -85,6 +86,58 @@ impl TierComms {
     }
 }
 
+impl TierComms {
+    /// As [`TierComms::unique_with`], and `top` also hands single processes items of their
+    /// own (by world rank, such as the log id each is enrolled under): every process returns
+    /// the union and its own items. Down the tiers the coordinator scatters, to each
+    /// sub-coordinator, the union and its group's own items, and each sub-coordinator
+    /// scatters the union and one process's own items to each of its group: what a process
+    /// receives grows with the union and its own items, not with every process's.
+    pub fn unique_with_own<T>(
+        &self,
+        mine: Vec<T>,
+        top: impl FnOnce(&mut Vec<T>) -> Vec<(u32, T)>,
+    ) -> (Vec<T>, Vec<T>)
+    where
+        T: Serialize + DeserializeOwned + Ord,
+    {
+        let at_sub = gather_unique(&self.group, mine, &self.world);
+        // What this process's sub-coordinator hands its group: the union, encoded once, and
+        // each member's own items by world rank.
+        let mut for_group: (Vec<u8>, Vec<(u32, T)>) = (Vec::new(), Vec::new());
+        if let Some(subs) = &self.subs {
+            let pieces =
+                gather_unique(subs, at_sub.unwrap_or_default(), &self.world).map(|mut all| {
+                    let own = top(&mut all);
+                    all.sort();
+                    all.dedup();
+                    let union = encode(&all, &self.world);
+                    // Sub-coordinators are ranked as their groups are (keys keep world order).
+                    self.tiers
+                        .by_group(own)
+                        .iter()
+                        .map(|theirs| encode(&(&union, theirs), &self.world))
+                        .collect::<Vec<_>>()
+                });
+            for_group = decode(&scatter_bytes(subs, pieces, &self.world), &self.world);
+        }
+        let pieces = (self.group.rank() == 0).then(|| {
+            let (union, own) = for_group;
+            // Group members are ranked as in the world (keys keep world order).
+            self.tiers
+                .by_member(self.tiers.role(self.rank).group, own)
+                .iter()
+                .map(|items| encode(&(&union, items), &self.world))
+                .collect()
+        });
+        let (union, own): (Vec<u8>, Vec<T>) = decode(
+            &scatter_bytes(&self.group, pieces, &self.world),
+            &self.world,
+        );
+        (decode(&union, &self.world), own)
+    }
+}
+
 /// Ends the whole job with `what`: nothing else keeps the other processes from waiting.
 fn fatal(world: &SimpleCommunicator, what: &str) -> ! {
     eprintln!(
@@ -138,6 +191,45 @@ where
     all.sort();
     all.dedup();
     Some(all)
+}
+
+/// Rank 0's `pieces` (one per member, in rank order; `None` on the others) to the members
+/// of `comm`: each returns its own (lengths first).
+fn scatter_bytes(
+    comm: &SimpleCommunicator,
+    pieces: Option<Vec<Vec<u8>>>,
+    world: &SimpleCommunicator,
+) -> Vec<u8> {
+    let root = comm.process_at_rank(0);
+    let mut len: i32 = 0;
+    if comm.rank() != 0 {
+        root.scatter_into(&mut len);
+        let mut mine = vec![0u8; len as usize];
+        root.scatter_varcount_into(&mut mine[..]);
+        return mine;
+    }
+    let pieces = pieces.expect("the root of a scatter has the pieces");
+    let lens: Vec<i32> = pieces
+        .iter()
+        .map(|p| {
+            i32::try_from(p.len())
+                .unwrap_or_else(|_| fatal(world, "a transaction message is larger than 2 GiB"))
+        })
+        .collect();
+    let mut displs = Vec::with_capacity(lens.len());
+    let mut at: i32 = 0;
+    for l in &lens {
+        displs.push(at);
+        at = at
+            .checked_add(*l)
+            .unwrap_or_else(|| fatal(world, "the transaction messages of a tier exceed 2 GiB"));
+    }
+    root.scatter_into_root(&lens[..], &mut len);
+    let all: Vec<u8> = pieces.concat();
+    let mut mine = vec![0u8; len as usize];
+    let part = Partition::new(&all[..], &lens[..], &displs[..]);
+    root.scatter_varcount_into_root(&part, &mut mine[..]);
+    mine
 }
 
 /// Rank 0's `bytes` to every member of `comm` (length first).
