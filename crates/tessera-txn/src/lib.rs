@@ -13,11 +13,11 @@
 //! opens it at its daemon; begin enrolls every process at once (the coordinator, with every
 //! process's identity gathered, makes them all members in one call before the move goes back
 //! down, handing each process its log id alone: a process receives the union and its own
-//! id, not every process's); every process publishes before it votes, and the vote ends in the daemons'
-//! two-phase commit (the coordinator asks for the decision with every vote gathered, and the
-//! move brings it down), so what the processes published appears to everyone else all at
-//! once, or never. After the vote, commit and abort only take up the decision every process
-//! already has: no further move, no daemon call.
+//! id, not every process's); every process publishes before it votes, and the vote ends in
+//! the daemons' two-phase commit (the coordinator asks for the decision with every vote
+//! gathered, and the move brings it down), so what the processes published appears to
+//! everyone else all at once, or never. After the vote, commit and abort only take up the
+//! decision every process already has: no further move, no daemon call.
 //!
 //! MPI stays out of the file system crates: this crate is the only one of the file system's
 //! libraries that links MPI.

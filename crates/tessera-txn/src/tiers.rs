@@ -208,7 +208,9 @@ fn scatter_bytes(
         root.scatter_varcount_into(&mut mine[..]);
         return mine;
     }
-    let pieces = pieces.expect("the root of a scatter has the pieces");
+    let pieces = pieces
+        .filter(|p| p.len() == comm.size() as usize)
+        .unwrap_or_else(|| fatal(world, "a scatter's root has not one piece per member"));
     let lens: Vec<i32> = pieces
         .iter()
         .map(|p| {
