@@ -168,14 +168,7 @@ where
     }
     let mut lens = vec![0i32; comm.size() as usize];
     root.gather_into_root(&len, &mut lens[..]);
-    let mut displs = Vec::with_capacity(lens.len());
-    let mut at: i32 = 0;
-    for l in &lens {
-        displs.push(at);
-        at = at
-            .checked_add(*l)
-            .unwrap_or_else(|| fatal(world, "the transaction messages of a group exceed 2 GiB"));
-    }
+    let (displs, at) = displacements(&lens, world);
     let mut buf = vec![0u8; at as usize];
     {
         let mut part = PartitionMut::new(&mut buf[..], &lens[..], &displs[..]);
@@ -191,6 +184,20 @@ where
     all.sort();
     all.dedup();
     Some(all)
+}
+
+/// Where each of the messages of lengths `lens` starts when they lie end to end, and their
+/// total; more than MPI's counts can hold ends the job.
+fn displacements(lens: &[i32], world: &SimpleCommunicator) -> (Vec<i32>, i32) {
+    let mut displs = Vec::with_capacity(lens.len());
+    let mut at: i32 = 0;
+    for l in lens {
+        displs.push(at);
+        at = at
+            .checked_add(*l)
+            .unwrap_or_else(|| fatal(world, "the transaction messages of a tier exceed 2 GiB"));
+    }
+    (displs, at)
 }
 
 /// Rank 0's `pieces` (one per member, in rank order; `None` on the others) to the members
@@ -218,14 +225,7 @@ fn scatter_bytes(
                 .unwrap_or_else(|_| fatal(world, "a transaction message is larger than 2 GiB"))
         })
         .collect();
-    let mut displs = Vec::with_capacity(lens.len());
-    let mut at: i32 = 0;
-    for l in &lens {
-        displs.push(at);
-        at = at
-            .checked_add(*l)
-            .unwrap_or_else(|| fatal(world, "the transaction messages of a tier exceed 2 GiB"));
-    }
+    let (displs, _) = displacements(&lens, world);
     root.scatter_into_root(&lens[..], &mut len);
     let all: Vec<u8> = pieces.concat();
     let mut mine = vec![0u8; len as usize];
