@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Inst, Rank, build_c, ok_under, under};
+use common::{Inst, Rank, build_c, ok_under, under, wait_gone};
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, pattern_byte};
 use tessera_client::Model;
@@ -38,6 +38,30 @@ fn open_to_write(r: &mut Rank, path: &str, create: bool) {
         write: true,
         create,
     });
+}
+
+/// Writes block `block` (4 KiB) of `path`, open in `w`, with pattern `id`.
+fn write_block(w: &mut Rank, block: u64, id: u32) {
+    w.ok(&Cmd::Write {
+        off: block * 4096,
+        len: 4096,
+        id,
+    });
+}
+
+/// Waits until a killed writer's blocks of `path` are published, then checks that block `k`
+/// holds pattern `ids[k]`.
+fn assert_published_blocks(c: &tessera_client::Client, path: &str, ids: &[u32]) {
+    let len = ids.len() * 4096;
+    wait_for_size(c, path, len as u64, "the writes were not published");
+    let mut buf = vec![0u8; len];
+    c.open_read(path)
+        .unwrap()
+        .read_exact_at(&mut buf, 0)
+        .unwrap();
+    for (k, b) in buf.iter().enumerate() {
+        assert_eq!(*b, pattern_byte(ids[k / 4096], k as u64), "byte {k}");
+    }
 }
 
 /// Waits until `path` is at least `size` bytes long as `c` sees it; a killed writer is
@@ -144,33 +168,12 @@ fn a_killed_process_whose_daemon_restarted_is_published() {
     let inst = Inst::start(2);
     let mut w = Rank::spawn(&inst.layout, 0);
     open_to_write(&mut w, "/tessera/restarted", true);
-    w.ok(&Cmd::Write {
-        off: 0,
-        len: 4096,
-        id: 1,
-    });
+    write_block(&mut w, 0, 1);
     inst.kill9(0);
     inst.restart(0);
-    w.ok(&Cmd::Write {
-        off: 4096,
-        len: 4096,
-        id: 2,
-    });
+    write_block(&mut w, 1, 2);
     w.kill9();
-    let c = inst.client(1);
-    wait_for_size(
-        &c,
-        "/tessera/restarted",
-        8192,
-        "the writes were not published",
-    );
-    let mut r = c.open_read("/tessera/restarted").unwrap();
-    let mut buf = vec![0u8; 8192];
-    r.read_exact_at(&mut buf, 0).unwrap();
-    for (k, b) in buf.iter().enumerate() {
-        let id = if k < 4096 { 1 } else { 2 };
-        assert_eq!(*b, pattern_byte(id, k as u64), "byte {k}");
-    }
+    assert_published_blocks(&inst.client(1), "/tessera/restarted", &[1, 2]);
 }
 
 /// A child of `vfork` that fails to exec and calls `_exit` (what Python's subprocess does)
@@ -261,54 +264,31 @@ fn a_daemon_stopped_while_it_publishes_a_killed_process_s_writes_stops_cleanly()
     let inst = Inst::start(1);
     let mut w = Rank::spawn(&inst.layout, 0);
     open_to_write(&mut w, "/tessera/held", true);
-    w.ok(&Cmd::Write {
-        off: 0,
-        len: 4096,
-        id: 1,
-    });
+    write_block(&mut w, 0, 1);
     // Restarted, the daemon watches the writer as a process that was connected before; the
     // failpoint holds the publication once the writer has ended, until the daemon stops.
     inst.kill9(0);
     inst.restart_with(0, &[("TESSERA_FAILPOINT", "leftovers-hold")]);
     let pid = inst.pid(0);
     w.kill9();
-    let log_file = inst.layout.log_file(0);
-    let end = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&log_file)
-        .unwrap_or_default()
-        .contains("failpoint leftovers-hold")
-    {
-        assert!(
-            Instant::now() < end,
-            "the daemon did not start publishing the killed writer's bytes within 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // The daemon starts publishing the killed writer's bytes.
+    inst.log_once(0, "failpoint leftovers-hold");
     let out = inst.tessera(&["stop"]);
     assert!(
         out.status.success(),
         "stop: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let end = Instant::now() + Duration::from_secs(20);
-    while tessera_cli::instance::process_alive(pid) {
-        assert!(Instant::now() < end, "the stopped daemon is still running");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let log = std::fs::read_to_string(&log_file).unwrap();
+    wait_gone(
+        pid,
+        Duration::from_secs(20),
+        "(the stopped daemon) is still running",
+    );
+    let log = std::fs::read_to_string(inst.layout.log_file(0)).unwrap();
     assert!(
         !log.contains("panicked"),
         "the daemon panicked while stopping:\n{log}"
     );
     inst.restart(0);
-    let c = inst.client(0);
-    wait_for_size(&c, "/tessera/held", 4096, "the writes were not published");
-    let mut buf = vec![0u8; 4096];
-    c.open_read("/tessera/held")
-        .unwrap()
-        .read_exact_at(&mut buf, 0)
-        .unwrap();
-    for (k, b) in buf.iter().enumerate() {
-        assert_eq!(*b, pattern_byte(1, k as u64), "byte {k}");
-    }
+    assert_published_blocks(&inst.client(0), "/tessera/held", &[1]);
 }

@@ -202,11 +202,7 @@ impl Inst {
         let pid = self.pid(node);
         // SAFETY: signalling a daemon this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while tessera_cli::instance::process_alive(pid) {
-            assert!(Instant::now() < deadline, "daemon {pid} survived SIGKILL");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_gone(pid, Duration::from_secs(10), "(a daemon) survived SIGKILL");
     }
 
     /// Client connections daemon `node` serves now (asked over the network, from anywhere).
@@ -239,15 +235,20 @@ impl Inst {
     /// The log of daemon `node` once it has checked every log on its node (which it does in
     /// the background after it starts serving).
     pub fn log_after_check(&self, node: u32) -> String {
+        self.log_once(node, "every log on this node checked")
+    }
+
+    /// The log of daemon `node` once it contains `line` (within 20 s).
+    pub fn log_once(&self, node: u32, line: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let log = std::fs::read_to_string(self.layout.log_file(node)).unwrap_or_default();
-            if log.contains("every log on this node checked") {
+            if log.contains(line) {
                 return log;
             }
             assert!(
                 Instant::now() < deadline,
-                "daemon {node} did not check its logs within 20 s:\n{log}"
+                "daemon {node} did not log {line:?} within 20 s:\n{log}"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -273,6 +274,15 @@ impl Inst {
             "restart failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+/// Waits until process `pid` has ended; fails the test, saying it `still`, after `within`.
+pub fn wait_gone(pid: i32, within: Duration, still: &str) {
+    let deadline = Instant::now() + within;
+    while tessera_cli::instance::process_alive(pid) {
+        assert!(Instant::now() < deadline, "process {pid} {still}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
