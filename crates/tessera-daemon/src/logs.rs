@@ -22,8 +22,12 @@ use tessera_proto::InstanceConfig;
 /// had, they made a daemon's memory and descriptors grow with the writers of a job (about
 /// 50 KB per strided writer of 1,000 pieces), not with the ones reading or writing now.
 fn max_views() -> usize {
-    let half = tessera_logstore::high_fd::descriptor_limit() / 2;
-    (half / 3).clamp(16, 256) as usize
+    // The limit is raised, if at all, before the daemon serves: asked once.
+    static MOST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MOST.get_or_init(|| {
+        let half = tessera_logstore::high_fd::descriptor_limit() / 2;
+        (half / 3).clamp(16, 256) as usize
+    })
 }
 
 /// Open views of the logs on this node, by (ino, client), least recently used dropped first.
