@@ -37,7 +37,7 @@ fn mpirun(np: u32, fan_in: u32, scenario: &str) -> String {
 #[test]
 fn every_scenario_at_one_two_and_three_tiers() {
     for (np, fan_in, groups) in [(1, 256, 1), (2, 256, 2), (7, 2, 4), (5, 256, 2)] {
-        for scenario in ["commit", "vote-abort", "uncommitted", "mixed"] {
+        for scenario in ["commit", "vote-abort", "uncommitted", "mixed", "large"] {
             let text = mpirun(np, fan_in, scenario);
             assert!(
                 text.contains(&format!(

@@ -2,7 +2,7 @@
 //! rank, what the protocol must give (the integration tests run it under mpirun with several
 //! sizes and fan-ins). Exits 1 with the rank and what differed on a mismatch.
 //!
-//!   tessera-txn-check commit | vote-abort | uncommitted | disagree | mixed
+//!   tessera-txn-check commit | vote-abort | uncommitted | disagree | mixed | large
 
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -16,6 +16,16 @@ fn main() {
     let scenario = std::env::args().nth(1).unwrap_or_default();
     let fail = |what: String| -> ! { fail(&world, what) };
     let txns = Transactions::init(&world).unwrap_or_else(|e| fail(e.to_string()));
+    if scenario == "large" {
+        large(&world);
+        if rank == 0 {
+            println!(
+                "tessera-txn-check large: ok ({size} processes, {} sub-coordinators)",
+                txns.tiers().groups()
+            );
+        }
+        return;
+    }
     let mut t = txns
         .create_transaction()
         .unwrap_or_else(|e| fail(e.to_string()));
@@ -112,6 +122,44 @@ fn main() {
         println!(
             "tessera-txn-check {scenario}: ok ({size} processes, {} sub-coordinators)",
             tiers.groups()
+        );
+    }
+}
+
+/// The tiers' moves with messages too large for their blocks next to ones that fit: odd
+/// ranks send up a large item, and the coordinator adds a large one to the union and hands
+/// every third process a large item of its own. Every process must get back exactly the
+/// union and its own item.
+fn large(world: &SimpleCommunicator) {
+    let (rank, size) = (world.rank() as u32, world.size() as u32);
+    let fan_in = std::env::var("TESSERA_TXN_FAN_IN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(tessera_core::txn_tiers::FAN_IN);
+    let comms = tessera_txn::tiers::TierComms::split(world.duplicate(), fan_in);
+    let item = |r: u32| format!("rank {r} {}", "x".repeat(if r % 2 == 1 { 700 } else { 3 }));
+    let own = |r: u32| {
+        format!(
+            "own {r} {}",
+            "y".repeat(if r.is_multiple_of(3) { 900 } else { 5 })
+        )
+    };
+    let added = "z".repeat(1000);
+    let mut expected: Vec<String> = (0..size).map(item).collect();
+    expected.push(added.clone());
+    expected.sort();
+    let union = comms.unique_with(vec![item(rank)], |all| all.push(added.clone()));
+    if union != expected {
+        fail(world, format!("unique gave {union:?}, not {expected:?}"));
+    }
+    let (union, mine) = comms.unique_with_own(vec![item(rank)], |all| {
+        all.push(added.clone());
+        (0..size).map(|r| (r, own(r))).collect()
+    });
+    if union != expected || mine != vec![own(rank)] {
+        fail(
+            world,
+            format!("unique_with_own gave {union:?} and {mine:?}, not {expected:?} and its own"),
         );
     }
 }
