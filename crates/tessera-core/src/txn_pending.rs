@@ -498,6 +498,23 @@ impl PendingOwnership {
         (changes, vec![PendingChange::Forget { txn }])
     }
 
+    /// The logs `txn` holds bytes of here: each (file, owner) once, by file. The logs of an
+    /// aborted transaction hold nothing anyone can read (a transaction's members write under
+    /// log ids of their own), so their space can be given back.
+    pub fn logs_of(&self, txn: TxnId) -> BTreeMap<u64, Vec<Owner>> {
+        let mut logs: BTreeMap<u64, Vec<Owner>> = BTreeMap::new();
+        for ((ino, _), map) in self.txns.get(&txn).into_iter().flat_map(|o| &o.maps) {
+            logs.entry(*ino)
+                .or_default()
+                .extend(map.iter().map(|(_, owner)| owner));
+        }
+        for owners in logs.values_mut() {
+            owners.sort_unstable();
+            owners.dedup();
+        }
+        logs
+    }
+
     /// Aborts `txn`: its overlay goes. Idempotent.
     pub fn abort(&mut self, txn: TxnId) -> Vec<PendingChange> {
         match self.txns.remove(&txn) {
@@ -673,6 +690,36 @@ mod tests {
         assert_eq!(bytes(&p, &own, 150, None, &never)[60], Some(1));
         assert_eq!(bytes(&p, &own, 150, None, &never)[10], Some(9));
         assert_eq!(p.commit(7, &mut own), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn an_aborted_transaction_names_each_log_it_wrote_once_by_file() {
+        let mut p = PendingOwnership::default();
+        p.attach(
+            7,
+            1,
+            0,
+            owner(1),
+            &[Run::single(0, 10), Run::single(20, 10)],
+        )
+        .unwrap();
+        p.attach(7, 1, 1, owner(1), &[Run::single(4096, 10)])
+            .unwrap();
+        p.attach(7, 1, 0, owner(2), &[Run::single(40, 10)]).unwrap();
+        p.attach(7, 3, 0, Owner { node: 1, client: 5 }, &[Run::single(0, 1)])
+            .unwrap();
+        p.attach(8, 1, 0, owner(6), &[Run::single(60, 1)]).unwrap();
+        let logs = p.logs_of(7);
+        assert_eq!(
+            logs.into_iter().collect::<Vec<_>>(),
+            vec![
+                (1, vec![owner(1), owner(2)]),
+                (3, vec![Owner { node: 1, client: 5 }])
+            ]
+        );
+        p.abort(7);
+        assert!(p.logs_of(7).is_empty(), "forgotten with the abort");
+        assert_eq!(p.logs_of(8)[&1], vec![owner(6)]);
     }
 
     #[test]
