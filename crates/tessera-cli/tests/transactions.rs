@@ -645,6 +645,54 @@ fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
 }
 
 #[test]
+fn an_aborted_transaction_gives_back_the_space_of_its_writes_to_existing_files() {
+    let inst = start(&["--set", "migrate_grace_ms=100"]);
+    let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
+    let used = || -> u64 {
+        (0..2)
+            .map(|n| inst.client(n).status().unwrap().bb_used)
+            .sum()
+    };
+    let path = "/tessera/kept";
+    write(&reader, path, 1, 0, 8 * STRIPE);
+    // A committed transaction's writes stay, with their space.
+    let txn = open_joined(&a, &[&a, &b]);
+    write(&a, path, 2, 0, 64 * STRIPE);
+    write(&b, path, 2, 64 * STRIPE, 64 * STRIPE);
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    for c in [&a, &b] {
+        c.txn_join(None).unwrap();
+    }
+    let committed = used();
+    // An aborted one's go, on both nodes, and nothing committed goes with them.
+    let txn = open_joined(&a, &[&a, &b]);
+    write(&a, path, 3, 32 * STRIPE, 64 * STRIPE);
+    write(&b, path, 3, 96 * STRIPE, 64 * STRIPE);
+    assert!(used() >= committed + 128 * STRIPE, "the writes hold space");
+    a.txn_decide(txn, false, vec!["the job failed".into()])
+        .unwrap();
+    for c in [&a, &b] {
+        c.txn_join(None).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while used() > committed {
+        assert!(
+            Instant::now() < deadline,
+            "{} bytes held 30 s after the abort, {committed} before it",
+            used()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let expected: Vec<u8> = pattern(2, 0, 128 * STRIPE);
+    for c in [&reader, &a, &b, &inst.client(1)] {
+        assert!(
+            read_upto(c, path, 1 << 20) == expected,
+            "the committed bytes changed"
+        );
+    }
+}
+
+#[test]
 fn a_new_file_appears_when_its_node_comes_back_after_dying_before_completing() {
     let inst = start(&[]);
     // A path whose entry lives on node 1, which dies when the decision reaches it.

@@ -9,8 +9,9 @@
 //! list of (log, due time) and, after `migrate_grace_ms` (readers that learned the old owner
 //! just before the move may still read it until then) or at the next detach or flush of the
 //! file on that node, whichever comes first, removes a log whose writer has ended
-//! (neither connected nor expected back) and that owns no byte of the file any more. The list
-//! is not kept across restarts; a log left then goes with its file.
+//! (neither connected nor expected back) and that owns no byte of the file any more. The logs
+//! an aborted transaction wrote are released the same way. The list is not kept across
+//! restarts; a log left then goes with its file.
 //!
 //! The copies are never published for the migrating process: its journal marks them
 //! published as they are appended, and its daemon records `upto` past them before any stripe
@@ -31,7 +32,7 @@ use tessera_proto::{
 /// Most stripes one plan covers (files larger than this many stripes are not migrated).
 const MAX_PLAN_STRIPES: u64 = 1 << 16;
 /// Most logs one release names.
-const MAX_RELEASES: usize = 1 << 16;
+pub(crate) const MAX_RELEASES: usize = 1 << 16;
 
 impl ServeClient<MigratePlan> for Node {
     async fn serve_client(&self, _: u64, r: MigratePlan) -> FsResult<Vec<StripeAt>> {
@@ -296,10 +297,17 @@ impl Node {
                 view: TxnView::default(),
             }))
             .await?;
-        if pages
-            .iter()
-            .any(|p| !p.runs.is_empty() || !p.excluded.is_empty())
-        {
+        if pages.iter().any(|p| !p.runs.is_empty()) {
+            return Ok(None);
+        }
+        if pages.iter().any(|p| !p.excluded.is_empty()) {
+            // A transaction not resolved everywhere yet may still own bytes of it (or, aborted,
+            // not have been dropped on every node): looked at again a grace period later.
+            let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+            self.released
+                .lock()
+                .expect("released")
+                .push((due, ino, client));
             return Ok(None);
         }
         self.logs.drop_log(ino, client).map(Some)

@@ -12,13 +12,14 @@ use crate::Node;
 use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::{
-    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict, TxnView,
-    txn_home,
+    AttrAs, InodeGetAs, ReleaseLogs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict,
+    TxnView, txn_home,
 };
 
 /// How long a query keeps asking again, 10 ms apart, while a transaction it left out is
@@ -201,17 +202,22 @@ impl Node {
         // tail of the completion, which the next one (from the decision record) redoes.
         let entries = self.complete_entries(txn, commit).await?;
         if !commit {
-            let durable = {
-                let ops = self.txns.pending().abort(txn);
+            let (durable, logs) = {
+                let mut pending = self.txns.pending();
+                let logs = pending.logs_of(txn);
+                let ops = pending.abort(txn);
+                drop(pending);
                 let catalogue = self.complete_catalogue(txn, false);
                 let ops = ops
                     .into_iter()
                     .map(DbOp::from)
                     .chain(catalogue.into_iter().map(DbOp::from))
                     .collect();
-                self.store.submit(ops)
+                (self.store.submit(ops), logs)
             };
-            return durable.durable().await;
+            durable.durable().await?;
+            self.release_aborted_logs(txn, logs).await;
+            return Ok(());
         }
         let (sizes, pfs_cuts) = {
             let pending = self.txns.pending();
@@ -292,6 +298,33 @@ impl Node {
         self.catalogue.changed.notify_waiters();
         self.tell_holders(tell).await;
         Ok(())
+    }
+
+    /// Gives back the space of the logs aborted `txn` wrote (`logs`, by file, as its pending
+    /// state here named them): each log's node releases it once nothing owns a byte of it,
+    /// as it releases a log a migration moved away from. Best effort: a log not released
+    /// stays until its file goes.
+    async fn release_aborted_logs(&self, txn: u64, logs: BTreeMap<u64, Vec<Owner>>) {
+        let mut releases = Vec::new();
+        for (ino, owners) in logs {
+            let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            for o in owners {
+                by_node.entry(o.node).or_default().push(o.client);
+            }
+            for (node, clients) in by_node {
+                for part in clients.chunks(super::migrate::MAX_RELEASES) {
+                    let req = ReleaseLogs {
+                        ino,
+                        clients: part.to_vec(),
+                        now: false,
+                    };
+                    releases.push((node, req));
+                }
+            }
+        }
+        if let Err(e) = self.call_all(releases).await {
+            tracing::warn!("releasing the logs of aborted {txn:016x}: {}", e.message);
+        }
     }
 
     /// Of `txns` (other transactions' state met by a read or a change here), those prepared
