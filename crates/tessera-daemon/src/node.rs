@@ -61,9 +61,12 @@ pub struct Node {
     /// Inodes of this node being flushed whole, and those whose bytes are unchanged since
     /// a whole-file flush (see [`crate::services::locality`]).
     pub flushed_clean: Mutex<crate::services::locality::FlushedFiles>,
-    /// Logs a migration moved every byte away from: (due, ino, client), released when due
-    /// (see [`crate::services::migrate`]).
+    /// Logs a migration moved every byte away from, or an aborted transaction wrote: (due,
+    /// ino, client), released when due (see [`crate::services::migrate`]).
     pub released: Mutex<Vec<(Instant, u64, u64)>>,
+    /// Releases for other nodes' lists, sent by the release task: a completion does not wait
+    /// on a node that may be down.
+    pub releases_out: Mutex<Vec<(u32, tessera_proto::ReleaseLogs)>>,
     /// One flush at a time per file (by inode), on the inode's node.
     pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// Byte-range locks of this node's inodes, and where this node's clients hold locks.

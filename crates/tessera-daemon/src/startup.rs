@@ -138,6 +138,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         gid,
         flushed_clean: Mutex::default(),
         released: Mutex::default(),
+        releases_out: Mutex::default(),
         flush_locks: Mutex::new(std::collections::HashMap::new()),
         locks: crate::services::locks::LockService::default(),
         clients: state::clients::Clients::default(),

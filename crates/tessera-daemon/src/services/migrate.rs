@@ -222,18 +222,24 @@ impl ServePeer<ReleaseLogs> for Node {
         if r.now {
             self.release_migrated_now(r.ino);
         }
-        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-        let mut list = self.released.lock().expect("released");
-        for c in r.clients {
-            // Once per log: a later migration of the same file moves its due time on.
-            list.retain(|(_, ino, client)| (*ino, *client) != (r.ino, c));
-            list.push((due, r.ino, c));
-        }
+        self.list_releases(r.ino, &r.clients);
         Ok(())
     }
 }
 
 impl Node {
+    /// Lists the logs of `ino` written by `clients` on this node for release, due one grace
+    /// period from now.
+    pub(crate) fn list_releases(&self, ino: u64, clients: &[u64]) {
+        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+        let mut list = self.released.lock().expect("released");
+        for c in clients {
+            // Once per log: a later migration of the same file moves its due time on.
+            list.retain(|(_, i, client)| (*i, *client) != (ino, *c));
+            list.push((due, ino, *c));
+        }
+    }
+
     /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
     /// next round of [`Node::release_migrated`] looks at them).
     pub(crate) fn release_migrated_now(&self, ino: u64) {
@@ -251,6 +257,17 @@ impl Node {
         let tick = Duration::from_millis((self.cfg.migrate_grace_ms / 4).clamp(10, 1000));
         loop {
             tokio::time::sleep(tick).await;
+            let out = std::mem::take(&mut *self.releases_out.lock().expect("releases out"));
+            for (node, req) in out {
+                let me = Arc::clone(&self);
+                tokio::spawn(async move {
+                    let ino = req.ino;
+                    if let Err(e) = me.call(node, req).await {
+                        // Best effort: a log not released stays until its file goes.
+                        tracing::warn!(ino, node, "listing logs for release: {}", e.message);
+                    }
+                });
+            }
             let due: Vec<(Instant, u64, u64)> = {
                 let mut list = self.released.lock().expect("released");
                 let now = Instant::now();

@@ -216,7 +216,7 @@ impl Node {
                 (self.store.submit(ops), logs)
             };
             durable.durable().await?;
-            self.release_aborted_logs(txn, logs).await;
+            self.release_aborted_logs(logs);
             return Ok(());
         }
         let (sizes, pfs_cuts) = {
@@ -300,31 +300,34 @@ impl Node {
         Ok(())
     }
 
-    /// Gives back the space of the logs aborted `txn` wrote (`logs`, by file, as its pending
-    /// state here named them): each log's node releases it once nothing owns a byte of it,
-    /// as it releases a log a migration moved away from. Best effort: a log not released
-    /// stays until its file goes.
-    async fn release_aborted_logs(&self, txn: u64, logs: BTreeMap<u64, Vec<Owner>>) {
-        let mut releases = Vec::new();
+    /// Gives back the space of the logs an aborted transaction wrote (`logs`, by file, as its
+    /// pending state here named them): each log's node releases it once nothing owns a byte
+    /// of it, as it releases a log a migration moved away from. Other nodes are told by the
+    /// release task, so that the completion does not wait on a node that may be down. Best
+    /// effort: a log not released stays until its file goes.
+    fn release_aborted_logs(&self, logs: BTreeMap<u64, Vec<Owner>>) {
+        let mut out = Vec::new();
         for (ino, owners) in logs {
             let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
             for o in owners {
                 by_node.entry(o.node).or_default().push(o.client);
             }
             for (node, clients) in by_node {
+                if node == self.id {
+                    self.list_releases(ino, &clients);
+                    continue;
+                }
                 for part in clients.chunks(super::migrate::MAX_RELEASES) {
                     let req = ReleaseLogs {
                         ino,
                         clients: part.to_vec(),
                         now: false,
                     };
-                    releases.push((node, req));
+                    out.push((node, req));
                 }
             }
         }
-        if let Err(e) = self.call_all(releases).await {
-            tracing::warn!("releasing the logs of aborted {txn:016x}: {}", e.message);
-        }
+        self.releases_out.lock().expect("releases out").extend(out);
     }
 
     /// Of `txns` (other transactions' state met by a read or a change here), those prepared
