@@ -64,8 +64,8 @@ pub struct Node {
     /// Logs a migration moved every byte away from, or an aborted transaction wrote: (due,
     /// ino, client), released when due (see [`crate::services::migrate`]).
     pub released: Mutex<Vec<(Instant, u64, u64)>>,
-    /// Releases for other nodes' lists, sent by the release task: a completion does not wait
-    /// on a node that may be down.
+    /// Logs to list for release on their nodes (this one too), sent by the release task: a
+    /// completion does not wait on a node that may be down.
     pub releases_out: Mutex<Vec<(u32, tessera_proto::ReleaseLogs)>>,
     /// One flush at a time per file (by inode), on the inode's node.
     pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,

@@ -32,7 +32,7 @@ use tessera_proto::{
 /// Most stripes one plan covers (files larger than this many stripes are not migrated).
 const MAX_PLAN_STRIPES: u64 = 1 << 16;
 /// Most logs one release names.
-pub(crate) const MAX_RELEASES: usize = 1 << 16;
+const MAX_RELEASES: usize = 1 << 16;
 
 impl ServeClient<MigratePlan> for Node {
     async fn serve_client(&self, _: u64, r: MigratePlan) -> FsResult<Vec<StripeAt>> {
@@ -130,33 +130,46 @@ impl ServeClient<AttachIf> for Node {
             .flat_map(|((_, _, runs), _)| runs.iter().map(Run::bytes))
             .sum();
         if moved > 0 {
-            let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            for o in r
-                .from
-                .iter()
-                .filter(|o| o.node != self.id || o.client != client)
-            {
-                by_node.entry(o.node).or_default().push(o.client);
-            }
-            let releases = by_node.into_iter().map(|(node, mut clients)| {
-                clients.sort_unstable();
-                clients.dedup();
-                (
-                    node,
-                    ReleaseLogs {
-                        ino: r.ino,
-                        clients,
-                        now: false,
-                    },
-                )
-            });
+            let releases = release_requests(
+                r.ino,
+                r.from
+                    .iter()
+                    .copied()
+                    .filter(|o| o.node != self.id || o.client != client),
+            );
             // Best effort: a log not released stays until its file goes.
-            if let Err(e) = self.call_all(releases.collect::<Vec<_>>()).await {
+            if let Err(e) = self.call_all(releases).await {
                 tracing::warn!(ino = r.ino, "releasing migrated logs: {}", e.message);
             }
         }
         Ok(moved)
     }
+}
+
+/// The requests that list `owners`' logs of `ino` for release on their nodes: one per node
+/// (and per [`MAX_RELEASES`] logs), each log once.
+pub(crate) fn release_requests(
+    ino: u64,
+    owners: impl IntoIterator<Item = Owner>,
+) -> Vec<(u32, ReleaseLogs)> {
+    let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for o in owners {
+        by_node.entry(o.node).or_default().push(o.client);
+    }
+    let mut out = Vec::new();
+    for (node, mut clients) in by_node {
+        clients.sort_unstable();
+        clients.dedup();
+        for part in clients.chunks(MAX_RELEASES) {
+            let req = ReleaseLogs {
+                ino,
+                clients: part.to_vec(),
+                now: false,
+            };
+            out.push((node, req));
+        }
+    }
+    out
 }
 
 impl ServePeer<OwnStripeAt> for Node {
@@ -222,24 +235,18 @@ impl ServePeer<ReleaseLogs> for Node {
         if r.now {
             self.release_migrated_now(r.ino);
         }
-        self.list_releases(r.ino, &r.clients);
+        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+        let mut list = self.released.lock().expect("released");
+        for c in r.clients {
+            // Once per log: a later migration of the same file moves its due time on.
+            list.retain(|(_, ino, client)| (*ino, *client) != (r.ino, c));
+            list.push((due, r.ino, c));
+        }
         Ok(())
     }
 }
 
 impl Node {
-    /// Lists the logs of `ino` written by `clients` on this node for release, due one grace
-    /// period from now.
-    pub(crate) fn list_releases(&self, ino: u64, clients: &[u64]) {
-        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-        let mut list = self.released.lock().expect("released");
-        for c in clients {
-            // Once per log: a later migration of the same file moves its due time on.
-            list.retain(|(_, i, client)| (*i, *client) != (ino, *c));
-            list.push((due, ino, *c));
-        }
-    }
-
     /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
     /// next round of [`Node::release_migrated`] looks at them).
     pub(crate) fn release_migrated_now(&self, ino: u64) {

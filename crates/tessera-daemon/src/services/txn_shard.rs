@@ -18,8 +18,8 @@ use std::time::Duration;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::{
-    AttrAs, InodeGetAs, ReleaseLogs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict,
-    TxnView, txn_home,
+    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict, TxnView,
+    txn_home,
 };
 
 /// How long a query keeps asking again, 10 ms apart, while a transaction it left out is
@@ -302,31 +302,13 @@ impl Node {
 
     /// Gives back the space of the logs an aborted transaction wrote (`logs`, by file, as its
     /// pending state here named them): each log's node releases it once nothing owns a byte
-    /// of it, as it releases a log a migration moved away from. Other nodes are told by the
-    /// release task, so that the completion does not wait on a node that may be down. Best
-    /// effort: a log not released stays until its file goes.
+    /// of it, as it releases a log a migration moved away from. The release task tells the
+    /// nodes, so that the completion does not wait on a node that may be down. Best effort: a
+    /// log not released stays until its file goes.
     fn release_aborted_logs(&self, logs: BTreeMap<u64, Vec<Owner>>) {
-        let mut out = Vec::new();
-        for (ino, owners) in logs {
-            let mut by_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            for o in owners {
-                by_node.entry(o.node).or_default().push(o.client);
-            }
-            for (node, clients) in by_node {
-                if node == self.id {
-                    self.list_releases(ino, &clients);
-                    continue;
-                }
-                for part in clients.chunks(super::migrate::MAX_RELEASES) {
-                    let req = ReleaseLogs {
-                        ino,
-                        clients: part.to_vec(),
-                        now: false,
-                    };
-                    out.push((node, req));
-                }
-            }
-        }
+        let out = logs
+            .into_iter()
+            .flat_map(|(ino, owners)| super::migrate::release_requests(ino, owners));
         self.releases_out.lock().expect("releases out").extend(out);
     }
 
