@@ -415,13 +415,6 @@ fn wait_no_transactions(inst: &Inst, what: &str) {
     }
 }
 
-/// The bytes the burst buffers of the instance's three daemons hold.
-fn bb_used(inst: &Inst) -> u64 {
-    (0..3)
-        .map(|n| inst.client(n).status().unwrap().bb_used)
-        .sum()
-}
-
 /// The bytes of a Tessera file as an outsider on daemon 0 reads them.
 fn tessera_bytes(inst: &Inst, path: &str) -> Vec<u8> {
     let c = inst.client(0);
@@ -527,7 +520,7 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
         printed(&out)
     );
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
-    let committed = bb_used(&inst);
+    let committed = inst.bb_used();
     // Killed before MPI_Finalize: nothing of the run is visible, and its pending state goes,
     // with the space its writes took.
     let out = {
@@ -537,15 +530,7 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     assert!(!out.status.success(), "the crashed job succeeded");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
     wait_no_transactions(&inst, "the crashed job's transaction");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while bb_used(&inst) > committed {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the crashed job's writes hold {} bytes 30 s after its abort",
-            bb_used(&inst) - committed
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    inst.wait_bb_used_at_most(committed, "the crashed job's writes");
     run_ranks(run("3", &[]));
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
     // Killed after emptying the file (as HDF5 does for H5F_ACC_TRUNC) and writing it anew:

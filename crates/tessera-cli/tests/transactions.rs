@@ -605,11 +605,7 @@ fn a_file_a_transaction_creates_appears_only_when_it_commits() {
 fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
     let inst = start(&[]);
     let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
-    let used = || -> u64 {
-        (0..2)
-            .map(|n| inst.client(n).status().unwrap().bb_used)
-            .sum()
-    };
+    let used = || inst.bb_used();
     let before = used();
     let txn = open_joined(&a, &[&a, &b]);
     write(&a, "/tessera/new0", 2, 0, 64 * STRIPE);
@@ -627,15 +623,7 @@ fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
         );
     }
     // The bytes go with the files, on every node.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while used() >= before + 128 * STRIPE {
-        assert!(
-            Instant::now() < deadline,
-            "{} bytes still held 30 s after the abort (before: {before})",
-            used()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    inst.wait_bb_used_at_most(before + 128 * STRIPE - 1, "the aborted new files");
     // The names are free again.
     write(&reader, "/tessera/new0", 3, 0, STRIPE);
     assert_eq!(
@@ -648,11 +636,7 @@ fn an_aborted_transaction_takes_its_new_files_and_their_space_with_it() {
 fn an_aborted_transaction_gives_back_the_space_of_its_writes_to_existing_files() {
     let inst = start(&["--set", "migrate_grace_ms=100"]);
     let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(0));
-    let used = || -> u64 {
-        (0..2)
-            .map(|n| inst.client(n).status().unwrap().bb_used)
-            .sum()
-    };
+    let used = || inst.bb_used();
     let path = "/tessera/kept";
     write(&reader, path, 1, 0, 8 * STRIPE);
     // A committed transaction's writes stay, with their space.
@@ -674,15 +658,7 @@ fn an_aborted_transaction_gives_back_the_space_of_its_writes_to_existing_files()
     for c in [&a, &b] {
         c.txn_join(None).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while used() > committed {
-        assert!(
-            Instant::now() < deadline,
-            "{} bytes held 30 s after the abort, {committed} before it",
-            used()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    inst.wait_bb_used_at_most(committed, "the aborted transaction's writes");
     let expected: Vec<u8> = pattern(2, 0, 128 * STRIPE);
     for c in [&reader, &a, &b, &inst.client(1)] {
         assert!(

@@ -277,6 +277,32 @@ impl Inst {
     }
 }
 
+impl Inst {
+    /// The bytes the burst buffers of all the instance's daemons hold.
+    pub fn bb_used(&self) -> u64 {
+        (0..self.nodes)
+            .map(|n| self.client(n).status().unwrap().bb_used)
+            .sum()
+    }
+
+    /// Waits until the burst buffers hold at most `most` bytes; fails the test after 30 s,
+    /// saying what still held them (`what`).
+    pub fn wait_bb_used_at_most(&self, most: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let used = self.bb_used();
+            if used <= most {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {used} bytes held 30 s on, where at most {most} should be"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// Waits until process `pid` has ended; fails the test, saying it `still`, after `within`.
 pub fn wait_gone(pid: i32, within: Duration, still: &str) {
     let deadline = Instant::now() + within;
