@@ -559,6 +559,18 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     run_ranks(run("7", &["ckpt,trunc"]));
     assert_eq!(tessera_bytes(&inst, path), vec![7u8; 4 * BLOCK]);
     assert!(inst.client(0).stat(&tmp).is_err(), "the temporary stayed");
+    // Killed between its write and the close that would publish it: the space of what no
+    // one published comes back too.
+    inst.wait_no_logs_to_release();
+    let before = inst.bb_used();
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("8", &["dirty"]).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![7u8; 4 * BLOCK]);
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    inst.wait_bb_used_at_most(before, "the crashed job's unpublished writes");
     // The same program built for MPICH: its handles are constants, not addresses.
     let mpich = build_c("mpicc.mpich", "txn_job");
     let env = [("TESSERA_TXN", "job")];

@@ -442,7 +442,7 @@ fn a_home_that_dies_after_deciding_completes_after_its_restart() {
 
 #[test]
 fn a_member_that_dies_after_publishing_keeps_its_writes_in_the_transaction() {
-    let inst = start(&[]);
+    let inst = start(&["--set", "migrate_grace_ms=100"]);
     let path = "/tessera/survivor";
     let a = inst.client(0);
     write(&a, path, 1, 0, 4 * STRIPE);
@@ -460,6 +460,11 @@ fn a_member_that_dies_after_publishing_keeps_its_writes_in_the_transaction() {
     b.kill9();
     inst.wait_clients(1, 0);
     a.txn_decide(txn, true, Vec::new()).unwrap();
+    for node in [0, 1] {
+        all_of(&inst, path, node, 2, 6 * STRIPE);
+    }
+    // Its log, listed for release when it died, is kept: the transaction owns its bytes.
+    inst.wait_no_logs_to_release();
     for node in [0, 1] {
         all_of(&inst, path, node, 2, 6 * STRIPE);
     }
@@ -664,6 +669,49 @@ fn an_aborted_transaction_gives_back_the_space_of_its_writes_to_existing_files()
         assert!(
             read_upto(c, path, 1 << 20) == expected,
             "the committed bytes changed"
+        );
+    }
+}
+
+#[test]
+fn a_member_that_dies_before_publishing_gives_back_the_space_of_its_writes() {
+    let inst = start(&["--set", "migrate_grace_ms=100"]);
+    let (home, reader) = (inst.client(0), inst.client(1));
+    let path = "/tessera/unpublished";
+    write(&reader, path, 1, 0, 8 * STRIPE);
+    let before = inst.bb_used();
+    let txn = home.txn_open().unwrap();
+    // Members on both nodes write and die before publishing anything: no shard ever hears
+    // of their logs.
+    let mut ranks: Vec<_> = [0, 1].iter().map(|n| inst.rank(*n)).collect();
+    for (i, r) in ranks.iter_mut().enumerate() {
+        r.ok(&Cmd::TxnJoin { txn: Some(txn) });
+        r.open(path, Model::Commit, true);
+        r.ok(&Cmd::Write {
+            off: i as u64 * 64 * STRIPE,
+            len: 64 * STRIPE,
+            id: 2,
+        });
+    }
+    assert!(
+        inst.bb_used() >= before + 128 * STRIPE,
+        "the writes hold space"
+    );
+    for r in &mut ranks {
+        r.kill9();
+    }
+    for node in [0, 1] {
+        inst.wait_clients(node, 1);
+    }
+    home.txn_decide(txn, false, vec!["its members died".into()])
+        .unwrap();
+    inst.wait_bb_used_at_most(before, "the dead members' unpublished writes");
+    inst.wait_no_logs_to_release();
+    for c in [&reader, &home] {
+        assert_eq!(
+            read_upto(c, path, 1 << 20),
+            pattern(1, 0, 8 * STRIPE),
+            "the file changed"
         );
     }
 }

@@ -5,6 +5,10 @@
 //! returned (see `tessera_logstore`), and say what it already published (markers), as does
 //! what the process attached through this daemon (`Clients::published`). The rest is
 //! attached for it, as its close would have done.
+//!
+//! A member of a transaction not yet decided is the exception: what it did not publish
+//! before its vote is part of nothing (the transaction cannot count on it, and nobody outside
+//! may see it), so its logs under the transaction are released instead.
 
 use crate::Node;
 use tessera_core::index::{self, Entry};
@@ -132,6 +136,22 @@ impl Node {
                     ino = format_args!("{:#x}", l.ino),
                     "could not publish the writes of a process that ended: {e}"
                 ),
+            }
+        }
+        self.clients.forget(client);
+    }
+
+    /// Gives back the space of what `client`, a member of a transaction still undecided here,
+    /// wrote under the transaction's log id `log` on this node and had not published when
+    /// its process ended. No shard names a log nothing was published from, so the
+    /// transaction's abort would leave it. Each of its files' logs is released as a
+    /// migrated-away log is: after the grace period, once nothing owns a byte of it (one the
+    /// member published from is kept if the transaction commits).
+    pub fn release_unpublished(&self, client: u64, log: u64) {
+        for ino in self.clients.writing(client) {
+            let (data, _) = self.cfg.log_paths(self.id, ino, log);
+            if data.exists() {
+                self.list_for_release(ino, [log]);
             }
         }
         self.clients.forget(client);

@@ -61,9 +61,9 @@ pub struct Node {
     /// Inodes of this node being flushed whole, and those whose bytes are unchanged since
     /// a whole-file flush (see [`crate::services::locality`]).
     pub flushed_clean: Mutex<crate::services::locality::FlushedFiles>,
-    /// Logs a migration moved every byte away from, or an aborted transaction wrote: (due,
-    /// ino, client), released when due (see [`crate::services::migrate`]).
-    pub released: Mutex<Vec<(Instant, u64, u64)>>,
+    /// Logs a migration moved every byte away from, or an aborted transaction or a member
+    /// that died unpublished wrote, released when due (see [`crate::services::migrate`]).
+    pub released: Mutex<crate::services::migrate::ReleaseList>,
     /// Logs to list for release on their nodes (this one too), sent by the release task: a
     /// completion does not wait on a node that may be down.
     pub releases_out: Mutex<Vec<(u32, tessera_proto::ReleaseLogs)>>,

@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 15;
+pub const PROTOCOL_VERSION: u32 = 16;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -107,4 +107,8 @@ pub struct NodeStatus {
     pub txns_open: u64,
     /// Transactions holding pending state on this node.
     pub txns_pending: u64,
+    /// Logs of this node listed for release whose check is still to come: space that comes
+    /// back once nothing owns a byte of them (logs a migration moved away from, and those an
+    /// aborted transaction or a member that died unpublished left).
+    pub logs_to_release: u64,
 }

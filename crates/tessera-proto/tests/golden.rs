@@ -166,6 +166,7 @@ fn status() -> NodeStatus {
         txns_at_home: 2,
         txns_open: 1,
         txns_pending: 3,
+        logs_to_release: 4,
     }
 }
 

@@ -6,6 +6,7 @@
  *     trunc   empty the file first (MPI_File_set_size 0, as HDF5 does for H5F_ACC_TRUNC)
  *     ckpt    write FILE.tmp instead, and rank 0 renames it over FILE after the close
  *     crash   the last rank dies before MPI_Finalize
+ *     dirty   every rank dies right after the write, before the close publishes it
  *
  * Exit status 0 on success; a message on stderr and MPI_Abort otherwise. */
 #include <mpi.h>
@@ -44,6 +45,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "txn_job rank %d: write failed\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    if (strstr(options, "dirty"))
+        abort();
     MPI_File_close(&fh);
     MPI_Barrier(MPI_COMM_WORLD);
     if (strstr(options, "ckpt") && rank == 0 && rename(target, argv[1]) != 0) {

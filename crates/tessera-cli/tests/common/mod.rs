@@ -285,6 +285,25 @@ impl Inst {
             .sum()
     }
 
+    /// Waits until no daemon has a log listed for release or being checked for it (each
+    /// released, or found still needed); fails the test after 30 s.
+    pub fn wait_no_logs_to_release(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let listed: Vec<u64> = (0..self.nodes)
+                .map(|n| self.client(n).status().unwrap().logs_to_release)
+                .collect();
+            if listed.iter().all(|l| *l == 0) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "logs still listed for release after 30 s, by node: {listed:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until the burst buffers hold at most `most` bytes; fails the test after 30 s,
     /// saying what still held them (`what`).
     pub fn wait_bb_used_at_most(&self, most: u64, what: &str) {

@@ -80,6 +80,7 @@ impl Node {
             txns_at_home,
             txns_open,
             txns_pending: self.txns.pending().transactions().count() as u64,
+            logs_to_release: self.released.lock().expect("released").count() as u64,
         }
     }
 }

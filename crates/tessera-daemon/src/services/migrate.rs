@@ -10,7 +10,8 @@
 //! just before the move may still read it until then) or at the next detach or flush of the
 //! file on that node, whichever comes first, removes a log whose writer has ended
 //! (neither connected nor expected back) and that owns no byte of the file any more. The logs
-//! an aborted transaction wrote are released the same way. The list is not kept across
+//! an aborted transaction wrote, and those a member that died left unpublished under its
+//! transaction, are released the same way. The list is not kept across
 //! restarts; a log left then goes with its file.
 //!
 //! The copies are never published for the migrating process: its journal marks them
@@ -146,6 +147,22 @@ impl ServeClient<AttachIf> for Node {
     }
 }
 
+/// The logs of this node listed for release.
+#[derive(Default)]
+pub struct ReleaseList {
+    /// (due, ino, client): each looked at once due.
+    listed: Vec<(Instant, u64, u64)>,
+    /// Taken off `listed` by the release task and not decided on yet.
+    checking: usize,
+}
+
+impl ReleaseList {
+    /// Logs listed or being checked: space that may still come back.
+    pub fn count(&self) -> usize {
+        self.listed.len() + self.checking
+    }
+}
+
 /// The requests that list `owners`' logs of `ino` for release on their nodes: one per node
 /// (and per [`MAX_RELEASES`] logs), each log once.
 pub(crate) fn release_requests(
@@ -235,23 +252,30 @@ impl ServePeer<ReleaseLogs> for Node {
         if r.now {
             self.release_migrated_now(r.ino);
         }
-        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-        let mut list = self.released.lock().expect("released");
-        for c in r.clients {
-            // Once per log: a later migration of the same file moves its due time on.
-            list.retain(|(_, ino, client)| (*ino, *client) != (r.ino, c));
-            list.push((due, r.ino, c));
-        }
+        self.list_for_release(r.ino, r.clients);
         Ok(())
     }
 }
 
 impl Node {
+    /// Lists the logs of `clients` for `ino` on this node for release one grace period from
+    /// now (see [`Node::release_migrated`]).
+    pub(crate) fn list_for_release(&self, ino: u64, clients: impl IntoIterator<Item = u64>) {
+        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+        let mut list = self.released.lock().expect("released");
+        for c in clients {
+            // Once per log: a later listing of the same log moves its due time on.
+            list.listed
+                .retain(|(_, i, client)| (*i, *client) != (ino, c));
+            list.listed.push((due, ino, c));
+        }
+    }
+
     /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
     /// next round of [`Node::release_migrated`] looks at them).
     pub(crate) fn release_migrated_now(&self, ino: u64) {
         let now = Instant::now();
-        for e in self.released.lock().expect("released").iter_mut() {
+        for e in self.released.lock().expect("released").listed.iter_mut() {
             if e.1 == ino {
                 e.0 = now;
             }
@@ -278,18 +302,19 @@ impl Node {
             let due: Vec<(Instant, u64, u64)> = {
                 let mut list = self.released.lock().expect("released");
                 let now = Instant::now();
-                let (due, later) = list.drain(..).partition(|(t, _, _)| *t <= now);
-                *list = later;
+                let (due, later) = list.listed.drain(..).partition(|(t, _, _)| *t <= now);
+                list.listed = later;
+                list.checking = due.len();
                 due
             };
             for (_, ino, client) in due {
                 match self.release_log(ino, client).await {
-                    Ok(Some(freed)) => {
-                        tracing::info!(ino, client, freed, "released a migrated-away log")
-                    }
+                    Ok(Some(freed)) => tracing::info!(ino, client, freed, "released a log"),
                     Ok(None) => {}
-                    Err(e) => tracing::debug!(ino, client, "keeping a migrated log: {}", e.message),
+                    Err(e) => tracing::debug!(ino, client, "keeping a log: {}", e.message),
                 }
+                // Decided (or listed again): counted once more only if listed again.
+                self.released.lock().expect("released").checking -= 1;
             }
         }
     }
@@ -301,11 +326,7 @@ impl Node {
         // A writer that may still come back (its connection dropped, or it was connected
         // when this daemon stopped) may still append to the log, or leave writes to publish.
         if self.clients.is_live(client) || self.clients.is_absent(client) {
-            let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-            self.released
-                .lock()
-                .expect("released")
-                .push((due, ino, client));
+            self.list_for_release(ino, [client]);
             return Ok(None);
         }
         let owner = Owner {
@@ -327,11 +348,7 @@ impl Node {
         if pages.iter().any(|p| !p.excluded.is_empty()) {
             // A transaction not resolved everywhere yet may still own bytes of it (or, aborted,
             // not have been dropped on every node): looked at again a grace period later.
-            let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-            self.released
-                .lock()
-                .expect("released")
-                .push((due, ino, client));
+            self.list_for_release(ino, [client]);
             return Ok(None);
         }
         self.logs.drop_log(ino, client).map(Some)

@@ -337,20 +337,15 @@ impl Node {
         }
     }
 
-    /// The client's connection ended: it leaves its transaction. Whether what it left
-    /// unpublished may be published: not for a member of a transaction still undecided here
-    /// (its writes count only if published before its vote).
-    pub async fn txn_client_gone(&self, client: u64) -> bool {
-        let txn = self.txns.members.lock().expect("members").remove(&client);
-        match txn {
-            Some((txn, _)) => {
-                self.leave_txn(txn, client);
-                // A member of a transaction completed here had left it (its library leaves
-                // without telling the daemon until its next call): what it wrote since is
-                // its own.
-                self.txns.done.lock().expect("done").contains(&txn)
-            }
-            None => true,
-        }
+    /// The client's connection ended: it leaves its transaction. The log id it wrote under
+    /// if that transaction is still undecided here: what it left unpublished there is not
+    /// published (its writes count only if published before its vote). `None`: what it left
+    /// is its own.
+    pub async fn txn_client_gone(&self, client: u64) -> Option<u64> {
+        let (txn, log) = self.txns.members.lock().expect("members").remove(&client)?;
+        self.leave_txn(txn, client);
+        // A member of a transaction completed here had left it (its library leaves without
+        // telling the daemon until its next call): what it wrote since is its own.
+        (!self.txns.done.lock().expect("done").contains(&txn)).then_some(log)
     }
 }

@@ -72,10 +72,13 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     let ended = process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
     // A member of a transaction leaves it; what it did not publish before its vote is not
-    // part of it, and not published outside it either.
-    let outside_txn = node.txn_client_gone(c).await;
-    if ended && outside_txn {
-        node.publish_leftovers(c).await;
+    // part of it, and not published outside it either: its space is given back.
+    let undecided_log = node.txn_client_gone(c).await;
+    if ended {
+        match undecided_log {
+            None => node.publish_leftovers(c).await,
+            Some(log) => node.release_unpublished(c, log),
+        }
     }
     node.client_gone(c).await;
     node.logs.client_gone(c);
