@@ -21,3 +21,4 @@ pub mod run_tasks;
 pub mod script;
 pub mod size;
 pub mod task_queue;
+pub mod vars;

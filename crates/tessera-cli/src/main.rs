@@ -4,6 +4,7 @@
 //! tessera start --daemons 3 --pfs /scratch/me/pfs     start an instance on this machine
 //! tessera status | stop                               look at it, stop it
 //! tessera ls|stat|where|flush /tessera/PATH           inspect files, publish them to the PFS
+//! tessera vars list|show|wait                         the catalogue of variables (seed 000)
 //! tessera demo                                        the N-1 checkpoint demo
 //! tessera serve --node K                              one daemon in the foreground
 //! ```
@@ -170,6 +171,10 @@ enum Cmd {
     },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
+    /// The catalogue of variables and chunks that transactions publish (seed 000): list the
+    /// variables, show a version's chunks, wait for a version to commit.
+    #[command(subcommand)]
+    Vars(VarsCmd),
     /// Run a benchmark workload in a fresh instance (see `tessera bench --help`; needs
     /// tessera-bench, built with Open MPI).
     #[command(disable_help_flag = true)]
@@ -187,6 +192,37 @@ enum Cmd {
     Script {
         #[arg(long)]
         node: Option<u32>,
+    },
+}
+
+#[derive(Subcommand)]
+enum VarsCmd {
+    /// Every variable with its newest committed version.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One version of a variable (the newest committed by default): its element type,
+    /// dimensions and chunks, each a hyperslab and where its bytes are.
+    Show {
+        name: String,
+        /// This version instead of the newest (a snapshot: exactly its chunks).
+        #[arg(long)]
+        version: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until NAME has a committed version of at least --version, then print
+    /// `NAME VERSION` (the newest). Exit status 124 if the time runs out (as timeout(1)), 1 on any other error.
+    Wait {
+        name: String,
+        /// The version to wait for (1: the variable's first).
+        #[arg(long, default_value_t = 1)]
+        version: u64,
+        /// How long to wait at most: 30s, 500ms, 2m, 1h (a bare number is seconds);
+        /// default: as long as it takes.
+        #[arg(long, value_parser = tessera_cli::vars::parse_duration)]
+        timeout: Option<std::time::Duration>,
     },
 }
 
@@ -379,6 +415,27 @@ fn run(cli: Cli) -> Result<()> {
             rt::print_summary(&r);
             if r.failed > 0 {
                 std::process::exit(1);
+            }
+        }
+        Cmd::Vars(cmd) => {
+            use tessera_cli::vars;
+            let c = Client::connect(layout, None)?;
+            match cmd {
+                VarsCmd::List { json } => vars::list(&c, json)?,
+                VarsCmd::Show {
+                    name,
+                    version,
+                    json,
+                } => vars::show(&c, &name, version, json)?,
+                VarsCmd::Wait {
+                    name,
+                    version,
+                    timeout,
+                } => {
+                    if !vars::wait(&c, &name, version, timeout)? {
+                        std::process::exit(vars::TIMED_OUT);
+                    }
+                }
             }
         }
         Cmd::Migrate { to: None, paths } => {

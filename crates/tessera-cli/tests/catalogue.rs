@@ -264,3 +264,90 @@ fn entries_survive_a_restart_and_a_decision_reaches_a_node_that_died_before_comp
     assert_eq!((v2.version, v2.chunks), (2, vec![half(1, "/tessera/k.v2")]));
     assert_eq!(reader.cat_lookup(&name, Some(1)).unwrap(), v1);
 }
+
+#[test]
+fn the_vars_command_lists_shows_and_waits_for_committed_versions() {
+    let inst = start();
+    let (a, b) = (inst.client(0), inst.client(1));
+    let name = name_on(1, "pressure");
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    std::thread::scope(|s| {
+        // A workflow's next stage waits for the first version before it starts.
+        let waiter = s.spawn(|| inst.tessera(&["vars", "wait", &name, "--timeout", "60s"]));
+        let txn = make_version(&a, &b, &name, "/tessera/p.v1");
+        a.txn_decide(txn, true, Vec::new()).unwrap();
+        let out = waiter.join().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{name} 1\n"));
+    });
+    let out = inst.tessera(&["vars", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == [name.as_str(), "1"]),
+        "{listed}"
+    );
+    // The next version commits; the first still shows exactly its own chunks.
+    let txn = open_joined(&a, &[&a, &b]);
+    b.cat_create(variable(&name)).unwrap();
+    b.cat_add_chunk(&name, half(1, "/tessera/p.v2")).unwrap();
+    a.txn_decide(txn, true, Vec::new()).unwrap();
+    let out = inst.tessera(&["vars", "show", &name]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.starts_with(&format!(
+            "{name}  version 2  f64 (8 bytes each)  dims 64x32x32  1 chunk(s), 256.0 KiB\n"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("/tessera/p.v2"), "{shown}");
+    let out = inst.tessera(&["vars", "show", &name, "--version", "1", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v1: tessera_client::VersionView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v1.version, v1.chunks),
+        (1, vec![half(0, "/tessera/p.v1"), half(1, "/tessera/p.v1")])
+    );
+    let out = inst.tessera(&["vars", "list", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .contains(&serde_json::json!({ "name": name, "version": 2 })),
+        "{rows}"
+    );
+    // A version that does not come: exit status 124, saying how far the variable got.
+    let asked = Instant::now();
+    let out = inst.tessera(&[
+        "vars",
+        "wait",
+        &name,
+        "--version",
+        "5",
+        "--timeout",
+        "300ms",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out));
+    assert!(text(&out).contains("newest is 2"), "{}", text(&out));
+    assert!(asked.elapsed() >= Duration::from_millis(300));
+    // Bad calls name what is wrong.
+    let out = inst.tessera(&["vars", "show", "no-such-variable"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("tessera vars list"), "{}", text(&out));
+    let out = inst.tessera(&["vars", "wait", &name, "--timeout", "soon"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("'soon' is not a duration"),
+        "{}",
+        text(&out)
+    );
+}
