@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{Inst, build_c, hosts_env, ok_under, preload_lib, scratch};
+use common::{Inst, build_c, build_fortran, hosts_env, ok_under, preload_lib, scratch};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -204,6 +204,11 @@ fn atomic_mode_under_every_lock_strategy() {
 
 /// `mpirun.mpich` of 4 ranks with the interposer and `env`, running `exe args`.
 fn mpirun_mpich(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) -> Output {
+    run_ranks(mpirun_mpich_cmd(inst, env, exe, args))
+}
+
+/// `mpirun.mpich` of 4 ranks of `exe args` through the interposer, with `env` set for them.
+fn mpirun_mpich_cmd(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("timeout");
     c.args(["120", "mpirun.mpich", "-np", "4"])
         .env_remove("TESSERA_NODE")
@@ -215,7 +220,7 @@ fn mpirun_mpich(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) ->
         c.args(["-genv", k, v]);
     }
     c.arg(exe).args(args);
-    run_ranks(c)
+    c
 }
 
 /// The list locks an atomic run printed (`TESSERA_ATOMIC_TRACE=1`), sorted.
@@ -581,6 +586,76 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
         printed(&out)
     );
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
+}
+
+#[test]
+fn an_unmodified_fortran_program_runs_as_one_transaction_with_txn_job() {
+    const BLOCK: usize = 10_000;
+    let inst = Inst::start_with(
+        3,
+        &["--set", "stripe_size=4096", "--set", "txn_timeout_ms=500"],
+    );
+    let block = BLOCK.to_string();
+    let (ompi, mpich) = (
+        build_fortran("mpifort", "txn_job"),
+        build_fortran("mpifort.mpich", "txn_job"),
+    );
+    // Without TESSERA_TXN a crashed run leaves what it wrote: the check below can fail.
+    let mut c = mpirun_cmd(Some(&inst));
+    c.arg(&ompi)
+        .args(["/tessera/f-plain", "1", block.as_str(), "crash"]);
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        c.output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(
+        tessera_bytes(&inst, "/tessera/f-plain"),
+        vec![1u8; 4 * BLOCK]
+    );
+    // Fortran reaches MPI through PMPI_Init and PMPI_Finalize: the run is one transaction.
+    let path = "/tessera/f-job";
+    let run = |version: &str, extra: &[&str]| {
+        let mut c = mpirun_cmd(Some(&inst));
+        c.args(["-x", "TESSERA_TXN=job"])
+            .arg(&ompi)
+            .args([path, version, block.as_str()])
+            .args(extra);
+        c
+    };
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run("2", &["crash"]).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    let e = inst.client(0).stat(path).unwrap_err();
+    assert_eq!(e.errno, tessera_client::Errno::NoEnt, "{e}");
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    let out = run_ranks(run("3", &[]));
+    assert!(
+        printed(&out).contains("txn_job_f: finalized"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    // Built for MPICH, whose Fortran library reaches MPI its own way.
+    let env = [("TESSERA_TXN", "job")];
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        mpirun_mpich_cmd(&inst, &env, &mpich, &[path, "4", block.as_str(), "crash"])
+            .output()
+            .expect("mpirun.mpich")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    let out = mpirun_mpich(&inst, &env, &mpich, &[path, "5", block.as_str()]);
+    assert!(
+        printed(&out).contains("txn_job_f: finalized"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![5u8; 4 * BLOCK]);
 }
 
 #[test]

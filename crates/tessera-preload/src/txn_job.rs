@@ -7,17 +7,33 @@
 //! MPI ends. A run that crashes or is killed never votes: its daemons drop what it published
 //! once its processes are gone (`txn_timeout_ms` after the last). MPI is reached through the
 //! PMPI entry points of whichever MPI the program loaded, handles as machine words (see
-//! [`crate::mpiio`]). C programs only: Fortran's `mpi_init_` is not wrapped.
+//! [`crate::mpiio`]).
+//!
+//! Both names of each call are wrapped: `MPI_Init` for C programs, `PMPI_Init` for Fortran's
+//! (Open MPI's `mpi_init_` and the `mpi_f08` module's `MPI_Init` call `PMPI_Init` directly)
+//! and for programs whose own profiling layer wraps `MPI_Init`. A call that passes through
+//! both begins the transaction once, and ends it once.
 
 use crate::mpiio::open_mpi;
 use crate::state::{self, Busy};
 use libc::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 type Handle = usize;
 
 /// The job's transaction (0: none).
 static JOB: AtomicU64 = AtomicU64::new(0);
+
+/// Whether an init entry point has begun the job's transaction (or found it could not): the
+/// others do nothing.
+static BEGUN: AtomicBool = AtomicBool::new(false);
+
+/// After an init entry point returned `rc`: begins the job's transaction, once.
+fn after_init(rc: c_int) {
+    if rc == 0 && job_mode() && !BEGUN.swap(true, Ordering::Relaxed) {
+        crate::guarded(begin);
+    }
+}
 
 /// Whether the run is to be one transaction.
 fn job_mode() -> bool {
@@ -190,9 +206,20 @@ pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char)
     let f = next!(MPI_Init: fn(*mut c_int, *mut *mut *mut c_char) -> c_int);
     // SAFETY: forwarding the caller's arguments.
     let rc = unsafe { f(argc, argv) };
-    if rc == 0 && job_mode() {
-        crate::guarded(begin);
-    }
+    after_init(rc);
+    rc
+}
+
+/// `PMPI_Init`, as [`MPI_Init`]: Fortran programs reach MPI here.
+///
+/// # Safety
+/// As the MPI function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    let f = next!(PMPI_Init: fn(*mut c_int, *mut *mut *mut c_char) -> c_int);
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { f(argc, argv) };
+    after_init(rc);
     rc
 }
 
@@ -211,9 +238,26 @@ pub unsafe extern "C" fn MPI_Init_thread(
         next!(MPI_Init_thread: fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int);
     // SAFETY: forwarding the caller's arguments.
     let rc = unsafe { f(argc, argv, required, provided) };
-    if rc == 0 && job_mode() {
-        crate::guarded(begin);
-    }
+    after_init(rc);
+    rc
+}
+
+/// `PMPI_Init_thread`, as [`MPI_Init_thread`].
+///
+/// # Safety
+/// As the MPI function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn PMPI_Init_thread(
+    argc: *mut c_int,
+    argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    let f =
+        next!(PMPI_Init_thread: fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int);
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { f(argc, argv, required, provided) };
+    after_init(rc);
     rc
 }
 
@@ -226,6 +270,18 @@ pub unsafe extern "C" fn MPI_Init_thread(
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     crate::guarded(end);
     let f = next!(MPI_Finalize: fn() -> c_int);
+    // SAFETY: no arguments.
+    unsafe { f() }
+}
+
+/// `PMPI_Finalize`, as [`MPI_Finalize`] (the transaction ends once: `end` takes it).
+///
+/// # Safety
+/// As the MPI function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
+    crate::guarded(end);
+    let f = next!(PMPI_Finalize: fn() -> c_int);
     // SAFETY: no arguments.
     unsafe { f() }
 }

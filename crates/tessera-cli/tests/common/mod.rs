@@ -616,7 +616,18 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Compiles `tests/c/NAME.c` with `compiler` (cc, mpicc, h5pcc) into a scratch directory.
 pub fn build_c(compiler: &str, name: &str) -> PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    build_program(compiler, name, "c")
+}
+
+/// Compiles `tests/c/NAME.f90` with `compiler` (mpifort, mpifort.mpich).
+pub fn build_fortran(compiler: &str, name: &str) -> PathBuf {
+    build_program(compiler, name, "f90")
+}
+
+/// Compiles `tests/c/NAME.EXT` with `compiler` into a scratch directory.
+fn build_program(compiler: &str, name: &str, ext: &str) -> PathBuf {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.{ext}"));
     // One directory per compiler: the same program is built for Open MPI and for MPICH.
     let dir = scratch(&format!("cc-{}-{name}", compiler.replace('.', "-")));
     let exe = dir.join(name);
