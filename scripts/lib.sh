@@ -76,7 +76,7 @@ ensure_python_modules() {
 }
 
 # What the tests of unmodified programs add: parallel HDF5 (h5pcc, h5diff) over Open MPI,
-# MPICH, a Fortran compiler (mpifort), rsync, and numpy and h5py.
+# MPICH, a Fortran compiler (mpifort), mpi4py, rsync, and numpy and h5py.
 
 ensure_test_deps() {
     ensure_bench_deps
@@ -84,8 +84,9 @@ ensure_test_deps() {
     # MPICH beside Open MPI (its own mpicc.mpich and mpirun.mpich): Open MPI stays the
     # default mpicc/mpirun, as its higher alternatives priority keeps it.
     ensure_debian_packages mpich libmpich-dev
-    # Fortran MPI programs (mpifort and mpifort.mpich drive it).
-    ensure_debian_packages gfortran
+    # Fortran MPI programs (mpifort and mpifort.mpich drive it), and Python ones (mpi4py for
+    # Debian's python3, built against Open MPI).
+    ensure_debian_packages gfortran python3-mpi4py
     # Everyday programs the interposer tests run (coreutils, tar, make, python3 are already
     # on the image).
     ensure_debian_packages rsync

@@ -659,6 +659,50 @@ fn an_unmodified_fortran_program_runs_as_one_transaction_with_txn_job() {
 }
 
 #[test]
+fn an_mpi4py_program_runs_under_the_interposer_and_as_one_transaction() {
+    const BLOCK: usize = 10_000;
+    // Debian's mpi4py, for Debian's python3: Python loads libmpi privately (RTLD_LOCAL), where
+    // the interposer's MPI wrappers used to find nothing to forward to and aborted the run.
+    let python = "/usr/bin/python3";
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/mpi_job.py");
+    let inst = Inst::start_with(
+        3,
+        &["--set", "stripe_size=4096", "--set", "txn_timeout_ms=500"],
+    );
+    let block = BLOCK.to_string();
+    let run = |path: &str, version: &str, extra: &[&str], job: bool| {
+        let mut c = mpirun_cmd(Some(&inst));
+        if job {
+            c.args(["-x", "TESSERA_TXN=job"]);
+        }
+        c.args([python, script, path, version, block.as_str()])
+            .args(extra);
+        c
+    };
+    let out = run_ranks(run("/tessera/py-plain", "1", &[], false));
+    assert!(
+        printed(&out).contains("mpi_job.py: done"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(
+        tessera_bytes(&inst, "/tessera/py-plain"),
+        vec![1u8; 4 * BLOCK]
+    );
+    let path = "/tessera/py-job";
+    let out = {
+        let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
+        run(path, "2", &["crash"], true).output().expect("mpirun")
+    };
+    assert!(!out.status.success(), "the crashed job succeeded");
+    let e = inst.client(0).stat(path).unwrap_err();
+    assert_eq!(e.errno, tessera_client::Errno::NoEnt, "{e}");
+    wait_no_transactions(&inst, "the crashed job's transaction");
+    run_ranks(run(path, "3", &[], true));
+    assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
+}
+
+#[test]
 fn shared_file_pointers_and_ordered_calls_work_under_the_default_model() {
     let exe = build_c("mpicc", "shared_fp");
     // The reference: the same program on a local directory, without Tessera.

@@ -67,6 +67,7 @@ pub mod exec;
 pub mod exit;
 pub mod files;
 pub mod inherit;
+pub mod loaded;
 pub mod locks;
 pub mod meta;
 pub mod mpi_types;

@@ -99,10 +99,7 @@ impl Drop for Inside {
 /// Whether the MPI library is Open MPI (its handles are pointers, its error codes differ).
 pub(crate) fn open_mpi() -> bool {
     static OMPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OMPI.get_or_init(|| {
-        // SAFETY: looking up a symbol by a NUL-terminated name.
-        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_comm_world".as_ptr()) }.is_null()
-    })
+    *OMPI.get_or_init(|| crate::loaded::anywhere(c"ompi_mpi_comm_world").is_some())
 }
 
 /// `MPI_ERR_IO` of the running MPI library, returned when Tessera cannot take a lock.

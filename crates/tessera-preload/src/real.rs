@@ -1,5 +1,6 @@
-//! The next definition of each intercepted function (libc's), found once with
-//! `dlsym(RTLD_NEXT)` and cached.
+//! The next definition of each intercepted function (libc's, or the MPI library's), found once
+//! with `dlsym(RTLD_NEXT)` (else in a privately loaded library, see [`crate::loaded`]) and
+//! cached.
 
 use libc::{c_char, c_int, c_void, mode_t, off_t, size_t, ssize_t};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,14 +13,28 @@ pub fn lookup(slot: &AtomicUsize, name: &'static [u8]) -> usize {
         return p;
     }
     // SAFETY: `name` is NUL-terminated.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
     if p == 0 {
-        let msg = b"tessera preload: a function it forwards to is missing; unset LD_PRELOAD\n";
-        // SAFETY: writing a static buffer to stderr.
-        unsafe {
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::abort();
+        // A library loaded privately (libmpi under Python) is not after this one.
+        p = std::ffi::CStr::from_bytes_with_nul(name)
+            .ok()
+            .and_then(crate::loaded::private)
+            .unwrap_or(0);
+    }
+    if p == 0 {
+        // Written piecewise without allocating: this may run inside malloc's callers.
+        let name = &name[..name.len().saturating_sub(1)];
+        let parts: [&[u8]; 3] = [
+            b"tessera preload: ",
+            name,
+            b", a function it forwards to, is in no library loaded after it; unset LD_PRELOAD\n",
+        ];
+        for part in parts {
+            // SAFETY: writing a static buffer to stderr.
+            unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
         }
+        // SAFETY: ending the process, which cannot go on without the function.
+        unsafe { libc::abort() };
     }
     slot.store(p, Ordering::Relaxed);
     p

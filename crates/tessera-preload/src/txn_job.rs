@@ -59,11 +59,7 @@ fn handles() -> Option<Handles> {
             min: 0x5800_0002,
         });
     }
-    let addr = |name: &std::ffi::CStr| {
-        // SAFETY: looking a name up.
-        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        (!p.is_null()).then_some(p as Handle)
-    };
+    let addr = crate::loaded::anywhere;
     Some(Handles {
         world: addr(c"ompi_mpi_comm_world")?,
         byte: addr(c"ompi_mpi_byte")?,
