@@ -479,6 +479,23 @@ fn an_mpi_job_writes_a_data_set_as_one_transaction() {
     // The next job commits version 4 whole.
     run_ranks(run("4", "commit"));
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
+    // The rank that voted abort (its write not published) goes on with the others to the
+    // next transaction, which commits whole.
+    let out = run_ranks(run("5", "abort-then-commit"));
+    assert!(
+        printed(&out).contains("abort-then-commit: aborted, then committed"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![6u8; 4 * BLOCK]);
+    // Likewise after every rank aborted before the vote, its write unpublished.
+    let out = run_ranks(run("7", "cancel-then-commit"));
+    assert!(
+        printed(&out).contains("cancel-then-commit: aborted, then committed"),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(tessera_bytes(&inst, path), vec![8u8; 4 * BLOCK]);
 }
 
 #[test]

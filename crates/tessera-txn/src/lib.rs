@@ -574,13 +574,22 @@ impl Transaction {
     /// the daemons for their decision, durable before the move goes back down). With Tessera
     /// beneath, a process publishes its writes first (one that cannot votes abort), and
     /// leaves the transaction once it knows the decision. Collective.
+    ///
+    /// A process voting abort publishes too: its writes are then pending under the
+    /// transaction, and go with it (space included); left unpublished, they would keep it
+    /// from leaving, and so from joining the next transaction.
     pub fn vote_transaction(&mut self, ok: bool) -> Result<Decision, TxnError> {
         let call = self.call(CollectiveCall::Vote);
         let published = match (&self.fs, ok) {
             (Some(fs), true) => fs
                 .publish()
                 .map_err(|e| format!("rank {} could not publish its writes: {e}", self.comms.rank)),
-            _ => Ok(()),
+            // Its vote is abort already: a failure adds nothing to act on.
+            (Some(fs), false) => {
+                let _ = fs.publish();
+                Ok(())
+            }
+            (None, _) => Ok(()),
         };
         let items = self.state.vote_items(ok).map(|mut v| {
             v.extend(published.err());
@@ -626,9 +635,10 @@ impl Transaction {
         self.state.commit(Vec::new())
     }
 
-    /// Aborts: before the vote, a collective call (with Tessera beneath, what the processes
-    /// published under the transaction is dropped); after a vote to abort, local (the vote
-    /// decided it); after a vote to commit, refused (the decision stands).
+    /// Aborts: before the vote, a collective call (with Tessera beneath, every process
+    /// publishes what it wrote under the transaction, and all of it is dropped with its space);
+    /// after a vote to abort, local (the vote decided it); after a vote to commit, refused (the
+    /// decision stands).
     pub fn abort_transaction(&mut self) -> Result<(), TxnError> {
         self.state.check_abort()?;
         if matches!(self.state.phase(), Phase::Voted(_)) {
@@ -636,13 +646,23 @@ impl Transaction {
             return Ok(());
         }
         let call = self.call(CollectiveCall::Abort);
-        if let (Some(fs), 0) = (&self.fs, self.comms.rank) {
-            let why = ["the application aborted it".to_string()];
-            // Every process leaves and the transaction is dropped at its home anyway (its
-            // processes end, or time out): a failure here changes nothing it could act on.
-            let _ = fs.decide(self.id(), false, &why);
+        if let Some(fs) = &self.fs {
+            // As for a vote to abort: what this process wrote goes with the transaction, and
+            // it can leave. A failure changes nothing the abort does not.
+            let _ = fs.publish();
         }
-        collective(&self.comms, call, Ok(Vec::new()))?;
+        let (fs, txn) = (self.fs.clone(), self.id());
+        // Decided at the top of the move, once every process has published: a publication
+        // after the decision would be refused and stay unpublished.
+        collective_with(&self.comms, call, Ok(Vec::new()), |_| {
+            if let Some(fs) = fs {
+                let why = ["the application aborted it".to_string()];
+                // Every process leaves and the transaction is dropped at its home anyway (its
+                // processes end, or time out): a failure here changes nothing it could act on.
+                let _ = fs.decide(txn, false, &why);
+            }
+            Vec::new()
+        })?;
         self.leave(false);
         self.state.abort();
         Ok(())
