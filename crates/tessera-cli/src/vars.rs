@@ -180,6 +180,14 @@ mod tests {
 
     #[test]
     fn a_version_is_described_chunk_by_chunk() {
+        // Process `rank`'s half of a 64 x 32 variable of doubles.
+        let half = |rank: u64| Chunk {
+            offsets: vec![32 * rank, 0],
+            counts: vec![32, 32],
+            path: "/tessera/run/t.dat".into(),
+            offset: 8192 * rank,
+            len: 8192,
+        };
         let v = VersionView {
             version: 3,
             variable: Variable {
@@ -188,22 +196,7 @@ mod tests {
                 elem_size: 8,
                 dims: vec![64, 32],
             },
-            chunks: vec![
-                Chunk {
-                    offsets: vec![0, 0],
-                    counts: vec![32, 32],
-                    path: "/tessera/run/t.dat".into(),
-                    offset: 0,
-                    len: 8192,
-                },
-                Chunk {
-                    offsets: vec![32, 0],
-                    counts: vec![32, 32],
-                    path: "/tessera/run/t.dat".into(),
-                    offset: 8192,
-                    len: 8192,
-                },
-            ],
+            chunks: [0, 1].map(half).to_vec(),
         };
         let text = describe(&v);
         let lines: Vec<&str> = text.lines().collect();

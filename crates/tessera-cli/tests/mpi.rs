@@ -74,6 +74,11 @@ fn printed(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Fails the test, with what the ranks printed, unless they printed `what`.
+fn assert_printed(o: &Output, what: &str) {
+    assert!(printed(o).contains(what), "{}", printed(o));
+}
+
 #[test]
 fn mpiio_ompio_and_romio_with_atomic_mode_off_and_on() {
     let exe = build_c("mpicc", "mpiio");
@@ -453,19 +458,11 @@ fn an_mpi_job_writes_a_data_set_as_one_transaction() {
         c
     };
     let out = run_ranks(run("1", "commit"));
-    assert!(
-        printed(&out).contains("commit: committed (4 processes)"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "commit: committed (4 processes)");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
     // A rank votes abort: nothing of version 2 appears.
     let out = run_ranks(run("2", "abort"));
-    assert!(
-        printed(&out).contains("abort: aborted"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "abort: aborted");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
     // A rank dies before the vote and mpirun ends the job: nothing of version 3 appears,
     // and the daemons drop what the job published once its processes are gone.
@@ -482,19 +479,11 @@ fn an_mpi_job_writes_a_data_set_as_one_transaction() {
     // The rank that voted abort (its write not published) goes on with the others to the
     // next transaction, which commits whole.
     let out = run_ranks(run("5", "abort-then-commit"));
-    assert!(
-        printed(&out).contains("abort-then-commit: aborted, then committed"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "abort-then-commit: aborted, then committed");
     assert_eq!(tessera_bytes(&inst, path), vec![6u8; 4 * BLOCK]);
     // Likewise after every rank aborted before the vote, its write unpublished.
     let out = run_ranks(run("7", "cancel-then-commit"));
-    assert!(
-        printed(&out).contains("cancel-then-commit: aborted, then committed"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "cancel-then-commit: aborted, then committed");
     assert_eq!(tessera_bytes(&inst, path), vec![8u8; 4 * BLOCK]);
 }
 
@@ -536,11 +525,7 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     let path = "/tessera/job";
     let run = |version: &str, extra: &[&str]| run_on(path, version, extra);
     let out = run_ranks(run("1", &[]));
-    assert!(
-        printed(&out).contains("txn_job: finalized"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "txn_job: finalized");
     assert_eq!(tessera_bytes(&inst, path), vec![1u8; 4 * BLOCK]);
     let committed = inst.bb_used();
     // Killed before MPI_Finalize: nothing of the run is visible, and its pending state goes,
@@ -597,11 +582,7 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     let mpich = build_c("mpicc.mpich", "txn_job");
     let env = [("TESSERA_TXN", "job")];
     let out = mpirun_mpich(&inst, &env, &mpich, &[path, "4", block.as_str()]);
-    assert!(
-        printed(&out).contains("txn_job: finalized"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "txn_job: finalized");
     assert_eq!(tessera_bytes(&inst, path), vec![4u8; 4 * BLOCK]);
 }
 
@@ -649,11 +630,7 @@ fn an_unmodified_fortran_program_runs_as_one_transaction_with_txn_job() {
     assert_eq!(e.errno, tessera_client::Errno::NoEnt, "{e}");
     wait_no_transactions(&inst, "the crashed job's transaction");
     let out = run_ranks(run("3", &[]));
-    assert!(
-        printed(&out).contains("txn_job_f: finalized"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "txn_job_f: finalized");
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
     // Built for MPICH, whose Fortran library reaches MPI its own way.
     let env = [("TESSERA_TXN", "job")];
@@ -667,11 +644,7 @@ fn an_unmodified_fortran_program_runs_as_one_transaction_with_txn_job() {
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
     wait_no_transactions(&inst, "the crashed job's transaction");
     let out = mpirun_mpich(&inst, &env, &mpich, &[path, "5", block.as_str()]);
-    assert!(
-        printed(&out).contains("txn_job_f: finalized"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "txn_job_f: finalized");
     assert_eq!(tessera_bytes(&inst, path), vec![5u8; 4 * BLOCK]);
 }
 
@@ -697,11 +670,7 @@ fn an_mpi4py_program_runs_under_the_interposer_and_as_one_transaction() {
         c
     };
     let out = run_ranks(run("/tessera/py-plain", "1", &[], false));
-    assert!(
-        printed(&out).contains("mpi_job.py: done"),
-        "{}",
-        printed(&out)
-    );
+    assert_printed(&out, "mpi_job.py: done");
     assert_eq!(
         tessera_bytes(&inst, "/tessera/py-plain"),
         vec![1u8; 4 * BLOCK]

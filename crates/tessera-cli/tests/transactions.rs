@@ -33,6 +33,14 @@ fn open_joined(home: &Client, members: &[&Client]) -> u64 {
     txn
 }
 
+/// Process `r` joins `txn` and writes pattern 2 over `[off, off + len)` of `path`, opened under
+/// the commit model; nothing is published yet.
+fn member_writes(r: &mut common::Rank, txn: u64, path: &str, off: u64, len: u64) {
+    r.ok(&Cmd::TxnJoin { txn: Some(txn) });
+    r.open(path, Model::Commit, true);
+    r.ok(&Cmd::Write { off, len, id: 2 });
+}
+
 /// Writes pattern `id` over `[off, off + len)` of `path` and publishes it (close).
 fn write(c: &Client, path: &str, id: u32, off: u64, len: u64) {
     let mut f = c
@@ -215,13 +223,7 @@ fn a_transaction_whose_processes_all_end_aborts_after_the_timeout() {
             .unwrap()
     };
     for (i, w) in writers.iter_mut().enumerate() {
-        w.ok(&Cmd::TxnJoin { txn: Some(txn) });
-        w.open(path, Model::Commit, true);
-        w.ok(&Cmd::Write {
-            off: i as u64 * 2 * STRIPE,
-            len: 2 * STRIPE,
-            id: 2,
-        });
+        member_writes(w, txn, path, i as u64 * 2 * STRIPE, 2 * STRIPE);
         w.ok(&Cmd::Close);
     }
     let ended = Instant::now();
@@ -449,13 +451,7 @@ fn a_member_that_dies_after_publishing_keeps_its_writes_in_the_transaction() {
     let txn = open_joined(&a, &[&a]);
     write(&a, path, 2, 0, 3 * STRIPE);
     let mut b = inst.rank(1);
-    b.ok(&Cmd::TxnJoin { txn: Some(txn) });
-    b.open(path, Model::Commit, true);
-    b.ok(&Cmd::Write {
-        off: 3 * STRIPE,
-        len: 3 * STRIPE,
-        id: 2,
-    });
+    member_writes(&mut b, txn, path, 3 * STRIPE, 3 * STRIPE);
     b.ok(&Cmd::Close);
     b.kill9();
     inst.wait_clients(1, 0);
@@ -504,13 +500,7 @@ fn a_transaction_whose_member_node_dies_with_its_processes_aborts() {
     write(&home, path, 1, 0, 4 * STRIPE);
     let txn = home.txn_open().unwrap();
     let mut member = inst.rank(1);
-    member.ok(&Cmd::TxnJoin { txn: Some(txn) });
-    member.open(path, Model::Commit, true);
-    member.ok(&Cmd::Write {
-        off: 0,
-        len: 2 * STRIPE,
-        id: 2,
-    });
+    member_writes(&mut member, txn, path, 0, 2 * STRIPE);
     member.ok(&Cmd::Close);
     // The member's node goes, daemon and process: nothing tells the home they left.
     inst.kill9(1);
@@ -685,13 +675,7 @@ fn a_member_that_dies_before_publishing_gives_back_the_space_of_its_writes() {
     // of their logs.
     let mut ranks: Vec<_> = [0, 1].iter().map(|n| inst.rank(*n)).collect();
     for (i, r) in ranks.iter_mut().enumerate() {
-        r.ok(&Cmd::TxnJoin { txn: Some(txn) });
-        r.open(path, Model::Commit, true);
-        r.ok(&Cmd::Write {
-            off: i as u64 * 64 * STRIPE,
-            len: 64 * STRIPE,
-            id: 2,
-        });
+        member_writes(r, txn, path, i as u64 * 64 * STRIPE, 64 * STRIPE);
     }
     assert!(
         inst.bb_used() >= before + 128 * STRIPE,

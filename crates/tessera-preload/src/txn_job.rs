@@ -193,91 +193,42 @@ fn end() {
     let _ = state::client().and_then(|c| c.txn_join(None));
 }
 
-/// `MPI_Init`, then the job's transaction begins under `TESSERA_TXN=job`.
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let f = next!(MPI_Init: fn(*mut c_int, *mut *mut *mut c_char) -> c_int);
-    // SAFETY: forwarding the caller's arguments.
-    let rc = unsafe { f(argc, argv) };
-    after_init(rc);
-    rc
+/// Defines the MPI_ and PMPI_ names of an entry point: `$before` runs before the call is
+/// forwarded, `$after` with its return code.
+macro_rules! both_names {
+    ($name:ident, $pname:ident, ($($arg:ident : $ty:ty),*), $before:expr, $after:expr, $doc:literal) => {
+        both_names!(@one $name, ($($arg: $ty),*), $before, $after, $doc);
+        both_names!(@one $pname, ($($arg: $ty),*), $before, $after, $doc);
+    };
+    (@one $sym:ident, ($($arg:ident : $ty:ty),*), $before:expr, $after:expr, $doc:literal) => {
+        #[doc = concat!("`", stringify!($sym), "`: ", $doc)]
+        ///
+        /// # Safety
+        /// As the MPI function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            $before();
+            let f = next!($sym: fn($($ty),*) -> c_int);
+            // SAFETY: forwarding the caller's arguments.
+            let rc = unsafe { f($($arg),*) };
+            $after(rc);
+            rc
+        }
+    };
 }
 
-/// `PMPI_Init`, as [`MPI_Init`]: Fortran programs reach MPI here.
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let f = next!(PMPI_Init: fn(*mut c_int, *mut *mut *mut c_char) -> c_int);
-    // SAFETY: forwarding the caller's arguments.
-    let rc = unsafe { f(argc, argv) };
-    after_init(rc);
-    rc
-}
-
-/// `MPI_Init_thread`, then as [`MPI_Init`].
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn MPI_Init_thread(
-    argc: *mut c_int,
-    argv: *mut *mut *mut c_char,
-    required: c_int,
-    provided: *mut c_int,
-) -> c_int {
-    let f =
-        next!(MPI_Init_thread: fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int);
-    // SAFETY: forwarding the caller's arguments.
-    let rc = unsafe { f(argc, argv, required, provided) };
-    after_init(rc);
-    rc
-}
-
-/// `PMPI_Init_thread`, as [`MPI_Init_thread`].
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn PMPI_Init_thread(
-    argc: *mut c_int,
-    argv: *mut *mut *mut c_char,
-    required: c_int,
-    provided: *mut c_int,
-) -> c_int {
-    let f =
-        next!(PMPI_Init_thread: fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int);
-    // SAFETY: forwarding the caller's arguments.
-    let rc = unsafe { f(argc, argv, required, provided) };
-    after_init(rc);
-    rc
-}
-
-/// The job's transaction ends (vote and decision) under `TESSERA_TXN=job`, then
-/// `MPI_Finalize`.
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    crate::guarded(end);
-    let f = next!(MPI_Finalize: fn() -> c_int);
-    // SAFETY: no arguments.
-    unsafe { f() }
-}
-
-/// `PMPI_Finalize`, as [`MPI_Finalize`] (the transaction ends once: `end` takes it).
-///
-/// # Safety
-/// As the MPI function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
-    crate::guarded(end);
-    let f = next!(PMPI_Finalize: fn() -> c_int);
-    // SAFETY: no arguments.
-    unsafe { f() }
-}
+both_names!(MPI_Init, PMPI_Init, (argc: *mut c_int, argv: *mut *mut *mut c_char),
+    || {}, after_init,
+    "then the job's transaction begins under `TESSERA_TXN=job`.");
+both_names!(MPI_Init_thread, PMPI_Init_thread,
+    (argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int),
+    || {}, after_init,
+    "then the job's transaction begins under `TESSERA_TXN=job`.");
+both_names!(
+    MPI_Finalize,
+    PMPI_Finalize,
+    (),
+    || crate::guarded(end),
+    |_| {},
+    "the job's transaction ends first (vote and decision; once: `end` takes it)."
+);
