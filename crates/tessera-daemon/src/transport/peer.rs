@@ -21,6 +21,7 @@
 
 use crate::Node;
 use crate::rpc::Encoded;
+use crate::transport::frame_codec::FrameCodec;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use std::io::IoSlice;
@@ -37,7 +38,7 @@ use tessera_proto::{
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::codec::{Decoder, Framed, LengthDelimitedCodec};
+use tokio_util::codec::{Decoder, Framed};
 
 /// Longest a single peer request may take, even from a peer that keeps its connection alive:
 /// a backstop against a stuck peer. A silent peer (lost link or host) is found much sooner,
@@ -115,10 +116,9 @@ pub fn wire<T: serde::Serialize>(msg: &T) -> bytes::Bytes {
     bytes::Bytes::from(frame::encode(msg))
 }
 
-pub fn codec(max_frame: u32) -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder()
-        .max_frame_length(max_frame as usize)
-        .new_codec()
+/// The plain frame codec (client socket, peer handshake).
+pub fn codec(max_frame: u32) -> FrameCodec {
+    FrameCodec::new(max_frame)
 }
 
 /// Reads sealed frames: the header first, checked; then, only if it is genuine, the body.
@@ -318,7 +318,7 @@ impl Peers {
         &self,
         node: u32,
         addr: &str,
-        framed: &mut Framed<TcpStream, LengthDelimitedCodec>,
+        framed: &mut Framed<TcpStream, FrameCodec>,
     ) -> FsResult<BytesMut> {
         framed
             .next()
