@@ -827,6 +827,18 @@ os.close(fd)
 os.setxattr("/tessera/ex", "user.dir", b"d")
 os.removexattr("/tessera/ex/src", "user.origin")
 fails(errno.ENODATA, os.removexattr, "/tessera/ex/src", "user.origin")
+# One file holds at most xattr_max_bytes (1 MiB) of names and values: the 16th value of 64 KiB
+# is refused with ENOSPC, as ext4 refuses what no longer fits; a removal makes room.
+full = "/tessera/ex/full"
+open(full, "w").close()
+value = b"v" * 65536
+for i in range(15):
+    os.setxattr(full, f"user.fill{i:02}", value)
+fails(errno.ENOSPC, os.setxattr, full, "user.fill15", value)
+fails(errno.E2BIG, os.setxattr, full, "user.huge", value + b"v")
+os.removexattr(full, "user.fill00")
+os.setxattr(full, "user.fill15", value)
+assert len(os.listxattr(full)) == 15
 print("set")
 "#;
     assert_eq!(stdout(&ok(&inst, 0, "python3", &["-c", script])), "set\n");

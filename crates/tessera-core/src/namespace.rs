@@ -98,7 +98,14 @@ impl Namespace {
 
     /// The shard's extended attributes as persisted: (inode, name, value).
     pub fn with_xattrs(mut self, rows: impl IntoIterator<Item = (u64, String, Vec<u8>)>) -> Self {
-        self.xattrs = Xattrs::load(rows);
+        let limits = self.xattrs.limits();
+        self.xattrs = Xattrs::load(rows).with_limits(limits);
+        self
+    }
+
+    /// The same shard with what one inode's extended attributes may hold.
+    pub fn with_xattr_limits(mut self, limits: crate::xattrs::XattrLimits) -> Self {
+        self.xattrs = std::mem::take(&mut self.xattrs).with_limits(limits);
         self
     }
 

@@ -3,6 +3,10 @@
 //! table they change. Linux's limits apply: names up to 255 bytes in the `user.`, `trusted.`
 //! or `security.` namespace, values up to 64 KiB. `system.` (POSIX ACLs) is not kept, so ACL
 //! copies report it as unsupported, as on a file system without ACLs.
+//!
+//! What one inode may hold is bounded ([`XattrLimits`], set in `instance.toml`): a count, a
+//! total of name and value bytes, and names that fit one `listxattr` answer. A set beyond
+//! them is `ENOSPC`, as ext4 answers when an inode's attributes no longer fit.
 
 use crate::{Errno, FsError, FsResult};
 use serde::{Deserialize, Serialize};
@@ -12,6 +16,32 @@ use std::collections::BTreeMap;
 pub const NAME_MAX: usize = 255;
 /// `XATTR_SIZE_MAX`.
 pub const VALUE_MAX: usize = 65_536;
+
+/// `XATTR_LIST_MAX`: the largest list of names (each with its NUL) `listxattr` returns.
+pub const LIST_MAX: usize = 65_536;
+
+/// What the extended attributes of one inode may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XattrLimits {
+    /// Attributes per inode.
+    pub max_count: u32,
+    /// Bytes of names and values per inode.
+    pub max_bytes: u64,
+}
+
+impl Default for XattrLimits {
+    fn default() -> Self {
+        XattrLimits {
+            max_count: DEFAULT_MAX_COUNT,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Default [`XattrLimits::max_count`].
+pub const DEFAULT_MAX_COUNT: u32 = 1024;
+/// Default [`XattrLimits::max_bytes`]: 1 MiB, sixteen values of the largest size.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 20;
 
 /// What a set may do: `setxattr`'s flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +137,7 @@ pub fn check_name(name: &str) -> FsResult<()> {
 #[derive(Default)]
 pub struct Xattrs {
     by_inode: BTreeMap<(u64, String), Vec<u8>>,
+    limits: XattrLimits,
 }
 
 impl Xattrs {
@@ -117,7 +148,18 @@ impl Xattrs {
                 .into_iter()
                 .map(|(ino, name, v)| ((ino, name), v))
                 .collect(),
+            limits: XattrLimits::default(),
         }
+    }
+
+    pub fn limits(&self) -> XattrLimits {
+        self.limits
+    }
+
+    /// The same table under other limits (attributes already held beyond them stay).
+    pub fn with_limits(mut self, limits: XattrLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn get(&self, ino: u64, name: &str) -> FsResult<Vec<u8>> {
@@ -173,12 +215,50 @@ impl Xattrs {
             }
             _ => {}
         }
+        self.check_room(ino, name, value.len())?;
         self.by_inode.insert(key, value.clone());
         Ok(vec![XattrChange::Put {
             ino,
             name: name.to_string(),
             value,
         }])
+    }
+
+    /// Refuses a set of `name` to a value of `len` bytes that would take `ino` beyond the
+    /// limits (counting what the set replaces as gone).
+    fn check_room(&self, ino: u64, name: &str, len: usize) -> FsResult<()> {
+        let (mut count, mut bytes, mut listed) = (1u64, (name.len() + len) as u64, name.len() + 1);
+        for (other, value) in self.of(ino).filter(|(n, _)| n.as_str() != name) {
+            count += 1;
+            bytes += (other.len() + value.len()) as u64;
+            listed += other.len() + 1;
+        }
+        let full = |what: String| {
+            Err(FsError::new(
+                Errno::NoSpace,
+                format!(
+                    "extended attribute {name}: {what}; remove some of the file's attributes first"
+                ),
+            ))
+        };
+        if count > u64::from(self.limits.max_count) {
+            return full(format!(
+                "the file would hold {count} attributes, at most {} (xattr_max_count in instance.toml)",
+                self.limits.max_count
+            ));
+        }
+        if bytes > self.limits.max_bytes {
+            return full(format!(
+                "the file's attributes would take {bytes} bytes of names and values, at most {} (xattr_max_bytes in instance.toml)",
+                self.limits.max_bytes
+            ));
+        }
+        if listed > LIST_MAX {
+            return full(format!(
+                "the list of the file's attribute names would take {listed} bytes, more than listxattr returns ({LIST_MAX})"
+            ));
+        }
+        Ok(())
     }
 
     pub fn remove(&mut self, ino: u64, name: &str) -> FsResult<Vec<XattrChange>> {
@@ -266,6 +346,50 @@ mod tests {
         assert!(x.list(1).is_empty());
         assert_eq!(x.list(2), ["user.other"]);
         assert_eq!(x.remove(2, "user.nope").unwrap_err().errno, Errno::NoData);
+    }
+
+    #[test]
+    fn an_inode_holds_a_bounded_amount() {
+        let limits = XattrLimits {
+            max_count: 3,
+            max_bytes: 100,
+        };
+        let mut x = Xattrs::default().with_limits(limits);
+        for n in ["user.a", "user.b", "user.c"] {
+            x.set(1, n, vec![0; 10], SetMode::Any).unwrap();
+        }
+        let e = x.set(1, "user.d", vec![], SetMode::Any).unwrap_err();
+        assert_eq!(e.errno, Errno::NoSpace, "{e}");
+        assert!(e.message.contains("xattr_max_count"), "{e}");
+        // Replacing one counts it once; another inode has its own budget.
+        x.set(1, "user.a", vec![0; 20], SetMode::Any).unwrap();
+        x.set(2, "user.d", vec![0; 90], SetMode::Any).unwrap();
+        // 6 + 20 + 2 * (6 + 10) = 58 held; 6 + 37 more would be 101.
+        let e = x.set(1, "user.b", vec![0; 53], SetMode::Any).unwrap_err();
+        assert_eq!(e.errno, Errno::NoSpace, "{e}");
+        assert!(e.message.contains("xattr_max_bytes"), "{e}");
+        x.set(1, "user.b", vec![0; 52], SetMode::Any).unwrap();
+        assert_eq!(x.get(1, "user.b").unwrap().len(), 52);
+        // Removing makes room again.
+        x.remove(1, "user.c").unwrap();
+        x.set(1, "user.d", vec![], SetMode::Any).unwrap();
+        // Names beyond one listxattr answer, whatever the other limits.
+        let mut x = Xattrs::default().with_limits(XattrLimits {
+            max_count: u32::MAX,
+            max_bytes: u64::MAX,
+        });
+        let mut refused = None;
+        for i in 0..300 {
+            let name = format!("user.{i:0>250}");
+            if let Err(e) = x.set(1, &name, Vec::new(), SetMode::Any) {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        let (i, e) = refused.expect("names past LIST_MAX are refused");
+        assert_eq!(i, LIST_MAX / 256, "{e}");
+        assert_eq!(e.errno, Errno::NoSpace);
+        assert!(encode_list(&x.list(1)).len() <= LIST_MAX);
     }
 
     proptest! {

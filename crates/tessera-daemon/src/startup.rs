@@ -119,7 +119,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
                 std::mem::take(&mut loaded.dentries),
                 std::mem::take(&mut loaded.inodes),
             )
-            .with_xattrs(std::mem::take(&mut loaded.xattrs)),
+            .with_xattrs(std::mem::take(&mut loaded.xattrs))
+            .with_xattr_limits(cfg.xattr_limits()),
         ),
         own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),

@@ -95,6 +95,23 @@ pub struct InstanceConfig {
     /// there. Longer protects slower readers; shorter returns the space sooner.
     #[serde(default = "default_migrate_grace_ms")]
     pub migrate_grace_ms: u64,
+    /// Extended attributes one file may hold: more lets tools keep more metadata per file;
+    /// fewer bounds what one file's attributes take of its daemon's memory and state. A set
+    /// beyond it is ENOSPC.
+    #[serde(default = "default_xattr_max_count")]
+    pub xattr_max_count: u32,
+    /// Bytes of extended attribute names and values one file may hold (each value is at most
+    /// 64 KiB, as on Linux): the same trade-off as `xattr_max_count`, in bytes.
+    #[serde(default = "default_xattr_max_bytes")]
+    pub xattr_max_bytes: u64,
+}
+
+fn default_xattr_max_count() -> u32 {
+    tessera_core::xattrs::DEFAULT_MAX_COUNT
+}
+
+fn default_xattr_max_bytes() -> u64 {
+    tessera_core::xattrs::DEFAULT_MAX_BYTES
 }
 
 fn default_migrate_grace_ms() -> u64 {
@@ -154,6 +171,16 @@ impl InstanceConfig {
             lock_lease_ms: default_lock_lease_ms(),
             txn_timeout_ms: default_txn_timeout_ms(),
             migrate_grace_ms: default_migrate_grace_ms(),
+            xattr_max_count: default_xattr_max_count(),
+            xattr_max_bytes: default_xattr_max_bytes(),
+        }
+    }
+
+    /// What one file's extended attributes may hold.
+    pub fn xattr_limits(&self) -> tessera_core::xattrs::XattrLimits {
+        tessera_core::xattrs::XattrLimits {
+            max_count: self.xattr_max_count,
+            max_bytes: self.xattr_max_bytes,
         }
     }
 
