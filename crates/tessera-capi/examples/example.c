@@ -2,7 +2,7 @@
  * bytes live, read it back, and flush it to the parallel file system.
  *
  *     cc -o example example.c $(pkg-config --cflags --libs tessera)
- *     TESSERA_INSTANCE=/tmp/tessera-$USER ./example /tessera/example
+ *     ./example /tessera/example      (the instance of `tessera start`; TESSERA_INSTANCE names another)
  *
  * Every failure prints tessera_errmsg(), which says what was wrong and how to fix it. */
 #include <errno.h>

@@ -141,7 +141,7 @@ int tessera_model_from_name(const char *name);
 /* ---- connecting --------------------------------------------------------------------------- */
 
 /* Connects to the daemon of this process's node in the instance at directory `instance`
- * (NULL: $TESSERA_INSTANCE, else /tmp/tessera-<uid>). `node` picks the daemon; -1 takes
+ * (NULL: $TESSERA_INSTANCE, else $XDG_RUNTIME_DIR/tessera, else ~/.tessera). `node` picks the daemon; -1 takes
  * $TESSERA_NODE, else the MPI rank or the process id spread over the daemons.
  * Fails with ECONNREFUSED if no daemon runs there (the message says how to start one). */
 tessera_client *tessera_connect(const char *instance, int node);

@@ -2,14 +2,15 @@
 
 use crate::admin::Admin;
 use anyhow::{Context, Result, bail};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tessera_client::{Client, Model};
 use tessera_proto::config::encode_hex;
-use tessera_proto::{InstanceConfig, InstanceLayout};
+use tessera_proto::{InstanceConfig, InstanceLayout, instance_dir};
 
 /// How to create a new instance.
 #[derive(Clone, Debug)]
@@ -57,16 +58,14 @@ pub fn apply_settings(cfg: &InstanceConfig, settings: &[String]) -> Result<Insta
 }
 
 /// Writes instance.toml and a fresh secret; the directory must not hold an instance yet.
+/// The directory, made if missing, must be the user's own (see
+/// `tessera_proto::instance_dir`): one another user made first is refused, not used.
 pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConfig> {
-    if layout.config_path().exists() {
+    instance_dir::make_dir(&layout.dir)?;
+    if layout.config_path().symlink_metadata().is_ok() {
         bail!("{} already holds an instance", layout.dir.display());
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&layout.dir)
-        .with_context(|| format!("creating {}", layout.dir.display()))?;
-    std::fs::create_dir_all(layout.dir.join("logs"))?;
+    instance_dir::make_dir(&layout.logs_dir())?;
     std::fs::create_dir_all(&o.pfs)
         .with_context(|| format!("creating PFS directory {}", o.pfs.display()))?;
     let pfs = std::fs::canonicalize(&o.pfs)?;
@@ -87,12 +86,8 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     let cfg = apply_settings(&cfg, &o.set)?;
     let secret: [u8; 32] = rand::random();
     let sp = layout.secret_path();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&sp)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, encode_hex(&secret).as_bytes()))
+    instance_dir::create_new(&sp)?
+        .write_all(encode_hex(&secret).as_bytes())
         .with_context(|| format!("writing {}", sp.display()))?;
     layout.save_config(&cfg)?;
     Ok(cfg)
@@ -103,6 +98,7 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
 /// filters). Every executable that starts daemons with [`start_node`] offers this as `serve
 /// --instance DIR --node K`, since [`start_node`] launches its own executable.
 pub fn serve(layout: InstanceLayout, node: Option<u32>, to_file: bool) -> Result<()> {
+    layout.check_trusted()?;
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
     let node = match node.or_else(|| crate::launch::rank_from_env(&env)) {
         Some(n) => n,
@@ -116,13 +112,7 @@ pub fn serve(layout: InstanceLayout, node: Option<u32>, to_file: bool) -> Result
         .with_env_filter(filter)
         .with_ansi(false);
     if to_file {
-        let path = layout.log_file(node);
-        std::fs::create_dir_all(path.parent().expect("logs dir"))?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let file = layout.open_log(&InstanceLayout::log_name(node))?;
         fmt.with_writer(std::sync::Mutex::new(file)).init();
     } else {
         fmt.with_writer(std::io::stderr).init();
@@ -143,16 +133,13 @@ pub fn is_up(layout: &InstanceLayout, node: u32) -> bool {
 
 /// Starts daemon `node` in the background and waits until it serves.
 pub fn start_node(layout: &InstanceLayout, node: u32) -> Result<()> {
+    layout.check_trusted()?;
     if is_up(layout, node) {
         bail!("node {node} of {} is already running", layout.dir.display());
     }
     let exe = std::env::current_exe().context("locating the tessera executable")?;
     let log_path = layout.log_file(node);
-    std::fs::create_dir_all(log_path.parent().expect("logs dir"))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)?;
+    let log = layout.open_log(&InstanceLayout::log_name(node))?;
     let mut child = Command::new(exe)
         .args(["serve", "--instance"])
         .arg(&layout.dir)
@@ -193,6 +180,7 @@ pub fn start_node(layout: &InstanceLayout, node: u32) -> Result<()> {
 
 /// Starts every daemon of the instance that is not running.
 pub fn start_all(layout: &InstanceLayout) -> Result<()> {
+    layout.check_trusted()?;
     let cfg = layout.load_config()?;
     for n in 0..cfg.nodes {
         if !is_up(layout, n) {
@@ -209,6 +197,7 @@ pub fn start_launched(
     how: &crate::launch::Launch,
     timeout: Duration,
 ) -> Result<()> {
+    layout.check_trusted()?;
     let cfg = layout.load_config()?;
     if cfg.nodes != how.nodes() {
         bail!(
@@ -256,6 +245,7 @@ pub fn process_alive(pid: i32) -> bool {
 /// longer answers (a daemon that was killed) is removed. Stopping a stopped instance does
 /// nothing.
 pub fn stop_all(layout: &InstanceLayout) -> Result<u32> {
+    layout.check_trusted()?;
     let table = layout.load_hosts()?;
     if table.nodes.is_empty() {
         return Ok(0);
@@ -311,6 +301,7 @@ fn refused(e: &tessera_core::FsError) -> bool {
 
 /// Prints one line per node; returns whether all are up.
 pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
+    layout.check_trusted()?;
     let cfg = layout.load_config()?;
     let table = layout.load_hosts()?;
     let admin = Admin::new(layout)?;

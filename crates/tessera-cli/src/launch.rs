@@ -175,12 +175,8 @@ pub fn rank_from_env(env: &HashMap<String, String>) -> Option<u32> {
 pub fn launch(layout: &InstanceLayout, how: &Launch, timeout: Duration) -> Result<()> {
     let exe = std::env::current_exe().context("locating the tessera executable")?;
     let argv = how.command(&exe, &layout.dir);
-    let log_path = layout.dir.join("logs").join("launcher.log");
-    std::fs::create_dir_all(log_path.parent().expect("logs dir"))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)?;
+    let log_path = layout.logs_dir().join("launcher.log");
+    let log = layout.open_log("launcher.log")?;
     // Always set: mpirun's `-x` refuses to forward an unset variable.
     let filter = std::env::var("TESSERA_LOG").unwrap_or_else(|_| "info".to_string());
     let mut child = Command::new(&argv[0])

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The instance directory comes from `--instance` or `TESSERA_INSTANCE` (default
-//! `/tmp/tessera-<uid>`).
+//! `$XDG_RUNTIME_DIR/tessera`, else `~/.tessera`); it and its files must be the user's own.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Inst, TESSERA, scratch};
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -47,7 +47,8 @@ fn another_user_is_refused() {
     let out = run_as_nobody(&exe, &inst, &["stat", "/tessera"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("EACCES"), "{err}");
-    // 2. Even if the directories are opened up by mistake, the daemon checks the peer's uid.
+    // 2. Even if the directories are opened up by mistake, the client library refuses an
+    //    instance directory that is not its user's own...
     for d in [
         &inst.root,
         &inst.layout.dir,
@@ -66,6 +67,25 @@ fn another_user_is_refused() {
     assert!(
         err.contains("EACCES") && err.contains("belongs to uid 0"),
         "{err}"
+    );
+    // ...and the daemon checks the peer's uid of a process that speaks the protocol without
+    // the library: it answers the connection with its refusal.
+    use std::os::unix::process::CommandExt;
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(10); sys.stdout.buffer.write(s.recv(65536))",
+        ])
+        .arg(inst.socket(0))
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("python3");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("belongs to uid 0") && said.contains("uid 65534 must start its own"),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     // The owner is still served.
     assert!(inst.tessera(&["stat", "/tessera"]).status.success());
@@ -146,4 +166,94 @@ fn logs_of_another_user_are_not_read() {
         e.message.contains(&format!("belongs to uid {NOBODY}")),
         "{e}"
     );
+}
+
+fn tessera_on(layout: &tessera_proto::InstanceLayout, args: &[&str]) -> std::process::Output {
+    Command::new(TESSERA)
+        .arg("--instance")
+        .arg(&layout.dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Another user makes the instance directory first, in a directory everyone can write (as
+/// `/tmp`), with a configuration and a secret of their choosing (their burst-buffer root and
+/// PFS directory; a secret they know, with which they could act as a peer). Every command of
+/// the victim refuses it, naming its owner, and no daemon starts on it.
+#[test]
+#[ignore = "needs root: gives a directory to another uid"]
+fn an_instance_directory_another_user_made_first_is_refused() {
+    let shared = scratch("squatted-tmp");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let layout = common::fresh_instance(&shared);
+    for p in [
+        layout.secret_path(),
+        layout.config_path(),
+        layout.dir.clone(),
+    ] {
+        chown(&p, NOBODY);
+    }
+    for args in [
+        &["start", "--daemons", "1"][..],
+        &["status"],
+        &["stop"],
+        &["stat", "/tessera"],
+        &["serve", "--node", "0"],
+    ] {
+        let out = tessera_on(&layout, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let _ = tessera_on(&layout, &["stop"]);
+        assert!(!out.status.success(), "`tessera {args:?}` used it: {err}");
+        assert!(
+            err.contains(&layout.dir.display().to_string())
+                && err.contains(&format!("belongs to uid {NOBODY}"))
+                && err.contains("EACCES"),
+            "`tessera {args:?}`: {err}"
+        );
+    }
+    assert!(
+        !layout.hosts_path().exists(),
+        "a daemon registered on the squatted directory"
+    );
+}
+
+/// Files of the victim's own instance directory that another user owns (made while the
+/// directory was open to them, say) are refused the same way, whichever file it is.
+#[test]
+#[ignore = "needs root: gives files to another uid"]
+fn files_of_another_user_in_an_instance_directory_are_refused() {
+    let root = scratch("foreign-files");
+    type PathOf = fn(&tessera_proto::InstanceLayout) -> PathBuf;
+    let named: [(&str, PathOf); 5] = [
+        ("instance.toml", |l| l.config_path()),
+        ("secret", |l| l.secret_path()),
+        ("hosts.toml", |l| l.hosts_path()),
+        ("logs/", |l| l.logs_dir()),
+        ("logs/node-0.log", |l| l.log_file(0)),
+    ];
+    for (i, (what, path)) in named.into_iter().enumerate() {
+        let layout = common::fresh_instance(&root.join(format!("case-{i}")));
+        let p = path(&layout);
+        match what {
+            "hosts.toml" => std::fs::write(&p, "version = 1\n").unwrap(),
+            "logs/" => std::fs::create_dir(&p).unwrap(),
+            "logs/node-0.log" => {
+                std::fs::create_dir(layout.logs_dir()).unwrap();
+                std::fs::write(&p, b"").unwrap();
+            }
+            _ => {}
+        }
+        chown(&p, NOBODY);
+        let out = tessera_on(&layout, &["start"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let _ = tessera_on(&layout, &["stop"]);
+        assert!(!out.status.success(), "{what} of another user was used");
+        assert!(
+            err.contains(&p.display().to_string())
+                && err.contains(&format!("belongs to uid {NOBODY}")),
+            "{what}: {err}"
+        );
+        assert_eq!(std::fs::metadata(&p).unwrap().uid(), NOBODY);
+    }
 }

@@ -186,6 +186,8 @@ impl Client {
     /// Connects to the instance in `layout`, to daemon `node` (or the one chosen by
     /// [`choose_node`]).
     pub fn connect(layout: InstanceLayout, node: Option<u32>) -> FsResult<Client> {
+        // Nothing of an instance directory another user could have planted is used.
+        layout.check_trusted()?;
         let cfg = layout.load_config()?;
         let node = match node {
             Some(n) => n,

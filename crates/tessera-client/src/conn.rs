@@ -55,6 +55,26 @@ impl Conn {
                 ),
             )
         })?;
+        // The daemon is the user's own: a socket another user made where the daemon's belongs
+        // (a burst-buffer root they made first) would be told every name and write.
+        let cred = rustix::net::sockopt::socket_peercred(&stream).map_err(|e| {
+            FsError::io(
+                format!("checking who serves {}", socket.display()),
+                &e.into(),
+            )
+        })?;
+        let me = rustix::process::geteuid();
+        if cred.uid != me {
+            return Err(FsError::new(
+                Errno::Access,
+                format!(
+                    "{} is served by a process of uid {}, not by you (uid {}): it is not your daemon; remove it, or choose a burst-buffer root of your own",
+                    socket.display(),
+                    cred.uid.as_raw(),
+                    me.as_raw()
+                ),
+            ));
+        }
         // Held for the process's life: out of the way of descriptors the program places.
         let stream = UnixStream::from(tessera_logstore::high_fd::raise(stream.into()));
         let mut conn = Conn {

@@ -20,6 +20,7 @@
 //! everything can live under one directory.
 
 use crate::hosts::HostTable;
+use crate::instance_dir::{self, Secrecy};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tessera_core::{Errno, FsError, Model};
@@ -279,7 +280,7 @@ impl InstanceLayout {
         InstanceLayout { dir: dir.into() }
     }
 
-    /// The instance named by `TESSERA_INSTANCE`, else `/tmp/tessera-<uid>`.
+    /// The instance named by `TESSERA_INSTANCE`, else [`default_instance_dir`].
     pub fn from_env() -> Self {
         match std::env::var_os("TESSERA_INSTANCE") {
             Some(d) if !d.is_empty() => InstanceLayout::new(PathBuf::from(d)),
@@ -300,27 +301,71 @@ impl InstanceLayout {
         self.dir.join("hosts.lock")
     }
     pub fn log_file(&self, node: u32) -> PathBuf {
-        self.dir.join("logs").join(format!("node-{node}.log"))
+        self.logs_dir().join(Self::log_name(node))
+    }
+    /// The name of daemon `node`'s log in `logs/`.
+    pub fn log_name(node: u32) -> String {
+        format!("node-{node}.log")
+    }
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.join("logs")
     }
 
-    /// Reads and validates `instance.toml`.
+    /// Checks that the directory and what Tessera keeps in it (`instance.toml`, `secret`,
+    /// `hosts.toml`, `hosts.lock`, `logs/`), where they exist, are the user's own: not links,
+    /// owned by the user, writable by the user alone (the secret readable by them alone).
+    /// Commands that start, stop or inspect daemons check this before anything else.
+    pub fn check_trusted(&self) -> Result<(), FsError> {
+        if let Err(e) = self.dir.symlink_metadata() {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                // Nothing there to trust or distrust: what reads it next says it is missing.
+                return Ok(());
+            }
+            return Err(FsError::io(format!("{}", self.dir.display()), &e));
+        }
+        instance_dir::check_dir(&self.dir)?;
+        instance_dir::open_read(&self.config_path(), Secrecy::Readable)?;
+        instance_dir::open_read(&self.secret_path(), Secrecy::Private)?;
+        instance_dir::open_read(&self.hosts_path(), Secrecy::Readable)?;
+        instance_dir::open_read(&self.hosts_lock_path(), Secrecy::Readable)?;
+        let logs = self.logs_dir();
+        if logs.symlink_metadata().is_ok() {
+            instance_dir::check_dir(&logs)?;
+        }
+        Ok(())
+    }
+
+    /// Opens a log of the instance (`logs/<name>`) for appending, making `logs/` if it is
+    /// missing; neither is followed through a link, and both must be the user's own.
+    pub fn open_log(&self, name: &str) -> Result<std::fs::File, FsError> {
+        instance_dir::check_dir(&self.dir)?;
+        let dir = self.logs_dir();
+        instance_dir::make_dir(&dir)?;
+        instance_dir::open_write(&dir.join(name), true)
+    }
+
+    /// Reads and validates `instance.toml`, once the directory and the file are checked to be
+    /// the user's own ([`crate::instance_dir`]).
     pub fn load_config(&self) -> Result<InstanceConfig, FsError> {
         let path = self.config_path();
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                FsError::new(
-                    Errno::ConnRefused,
-                    format!(
-                        "no Tessera instance at {} (missing {}); start one with `tessera start --instance {}`",
-                        self.dir.display(),
-                        path.display(),
-                        self.dir.display()
-                    ),
-                )
-            } else {
-                FsError::io(format!("reading {}", path.display()), &e)
-            }
-        })?;
+        let missing = || {
+            FsError::new(
+                Errno::ConnRefused,
+                format!(
+                    "no Tessera instance at {} (missing {}); start one with `tessera start --instance {}`",
+                    self.dir.display(),
+                    path.display(),
+                    self.dir.display()
+                ),
+            )
+        };
+        match self.dir.symlink_metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+            Err(e) => return Err(FsError::io(format!("{}", self.dir.display()), &e)),
+            Ok(_) => {}
+        }
+        instance_dir::check_dir(&self.dir)?;
+        let text = instance_dir::read_to_string(&path, Secrecy::Readable)?.ok_or_else(missing)?;
         let cfg: InstanceConfig = toml::from_str(&text)
             .map_err(|e| FsError::new(Errno::Inval, format!("{}: {e}", path.display())))?;
         cfg.validate()?;
@@ -336,27 +381,17 @@ impl InstanceLayout {
 
     /// Reads the host table (empty if no daemon registered yet).
     pub fn load_hosts(&self) -> Result<HostTable, FsError> {
-        let p = self.hosts_path();
-        match std::fs::read_to_string(&p) {
-            Ok(text) => HostTable::parse(&text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HostTable::default()),
-            Err(e) => Err(FsError::io(format!("reading {}", p.display()), &e)),
+        match instance_dir::read_to_string(&self.hosts_path(), Secrecy::Readable)? {
+            Some(text) => HostTable::parse(&text),
+            None => Ok(HostTable::default()),
         }
     }
 
     /// Changes the host table under its lock and replaces the file atomically; returns what
     /// `change` returned.
     pub fn update_hosts<T>(&self, change: impl FnOnce(&mut HostTable) -> T) -> Result<T, FsError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let lp = self.hosts_lock_path();
-        let lock = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&lp)
-            .map_err(|e| FsError::io(format!("opening {}", lp.display()), &e))?;
+        let lock = instance_dir::open_write(&lp, false)?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| FsError::io(format!("locking {}", lp.display()), &e.into()))?;
         let mut table = self.load_hosts()?;
@@ -368,17 +403,39 @@ impl InstanceLayout {
     /// Reads the instance secret.
     pub fn load_secret(&self) -> Result<Vec<u8>, FsError> {
         let p = self.secret_path();
-        let text = std::fs::read_to_string(&p)
-            .map_err(|e| FsError::io(format!("reading secret {}", p.display()), &e))?;
+        let text = instance_dir::read_to_string(&p, Secrecy::Private)?.ok_or_else(|| {
+            FsError::new(
+                Errno::NoEnt,
+                format!(
+                    "the instance secret {} is missing; the instance cannot be used (start a new one in another directory)",
+                    p.display()
+                ),
+            )
+        })?;
         decode_hex(text.trim())
             .ok_or_else(|| FsError::new(Errno::Inval, format!("{}: not a hex secret", p.display())))
     }
 }
 
-/// Default instance directory for this user.
+/// Default instance directory for this user, in a place private to them: `tessera` in
+/// `$XDG_RUNTIME_DIR` (made by the login manager, 0700), else `.tessera` in the home
+/// directory. Never a predictable name in a directory everyone can write, where another user
+/// could make it first (and the checks of [`crate::instance_dir`] would then refuse it).
 pub fn default_instance_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    default_instance_dir_in(|k| std::env::var_os(k))
+}
+
+fn default_instance_dir_in(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let set = |k| env(k).filter(|v| Path::new(v).is_absolute());
+    if let Some(run) = set("XDG_RUNTIME_DIR") {
+        return Path::new(&run).join("tessera");
+    }
+    if let Some(home) = set("HOME") {
+        return Path::new(&home).join(".tessera");
+    }
+    // Neither set: a name of the uid in /tmp, which the checks protect (refused, not taken
+    // over, if another user made it).
+    let uid = rustix::process::getuid().as_raw();
     PathBuf::from(format!("/tmp/tessera-{uid}"))
 }
 
@@ -424,6 +481,33 @@ pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_instance_is_in_a_private_place() {
+        fn env<'a>(
+            vars: &'a [(&'static str, &'static str)],
+        ) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        }
+        let both = [("XDG_RUNTIME_DIR", "/run/user/7"), ("HOME", "/home/u")];
+        assert_eq!(
+            default_instance_dir_in(env(&both)),
+            Path::new("/run/user/7/tessera")
+        );
+        assert_eq!(
+            default_instance_dir_in(env(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "")])),
+            Path::new("/home/u/.tessera")
+        );
+        assert!(
+            default_instance_dir_in(env(&[("HOME", "relative")]))
+                .to_string_lossy()
+                .starts_with("/tmp/tessera-")
+        );
+    }
 
     #[test]
     fn config_round_trips_through_toml() {

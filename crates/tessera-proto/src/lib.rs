@@ -8,6 +8,8 @@
 //!   BLAKE3 with the instance secret);
 //! * [`config`]: the instance description (`instance.toml`) and the layout of an instance
 //!   directory;
+//! * [`instance_dir`]: the checks that the instance directory and its files are the user's
+//!   own before anything in them is trusted;
 //! * [`hosts`]: the host table through which daemons find each other and clients find the
 //!   daemon of their host.
 //!
@@ -18,6 +20,7 @@ pub mod calls;
 pub mod config;
 pub mod frame;
 pub mod hosts;
+pub mod instance_dir;
 pub mod msg;
 pub mod peer_auth;
 

@@ -322,6 +322,19 @@ impl Inst {
     }
 }
 
+/// A new instance of one daemon in `root/inst`, as `tessera start` writes it, not started.
+pub fn fresh_instance(root: &std::path::Path) -> InstanceLayout {
+    use tessera_proto::instance_dir;
+    let layout = InstanceLayout::new(root.join("inst"));
+    instance_dir::make_dir(&layout.dir).unwrap();
+    std::fs::create_dir_all(root.join("pfs")).unwrap();
+    let cfg = tessera_proto::InstanceConfig::new(1, root.join("pfs"), root.join("bb"));
+    layout.save_config(&cfg).unwrap();
+    let mut f = instance_dir::create_new(&layout.secret_path()).unwrap();
+    Write::write_all(&mut f, "ab".repeat(32).as_bytes()).unwrap();
+    layout
+}
+
 /// Waits until process `pid` has ended; fails the test, saying it `still`, after `within`.
 pub fn wait_gone(pid: i32, within: Duration, still: &str) {
     let deadline = Instant::now() + within;
