@@ -17,6 +17,7 @@ pub mod lock_list;
 pub mod lock_manager;
 pub mod locks;
 pub mod meta;
+pub mod name_ops;
 pub mod namespace;
 pub mod ownership;
 pub mod path;

@@ -221,6 +221,37 @@ impl Namespace {
         Ok(self.put(p, dentry)?.1)
     }
 
+    /// The entries of this shard in key order after `after` (parent, name), looking at most
+    /// `limit` of them, that `keep` accepts; and the key to go on after (`None`: no entry
+    /// remains). A page is bounded by what it looks at, whatever it keeps.
+    #[allow(clippy::type_complexity)]
+    pub fn entries_after(
+        &self,
+        after: Option<&(String, String)>,
+        limit: usize,
+        keep: impl Fn(&Dentry) -> bool,
+    ) -> (Vec<((String, String), Dentry)>, Option<(String, String)>) {
+        use std::ops::Bound;
+        let from = match after {
+            Some(k) => Bound::Excluded(k.clone()),
+            None => Bound::Unbounded,
+        };
+        let mut range = self.entries.range((from, Bound::Unbounded)).peekable();
+        let mut out = Vec::new();
+        let mut last = None;
+        for _ in 0..limit.max(1) {
+            let Some((k, d)) = range.next() else {
+                return (out, None);
+            };
+            if keep(d) {
+                out.push((k.clone(), *d));
+            }
+            last = Some(k.clone());
+        }
+        let next = range.peek().and(last);
+        (out, next)
+    }
+
     /// Entries of this shard directly inside `dir`.
     pub fn children(&self, dir: &str) -> Vec<DirEntry> {
         self.entries
@@ -332,6 +363,13 @@ impl Namespace {
                 ),
             ));
         }
+        self.add_name(ino, now_ns)
+    }
+
+    /// Any file or directory held here gets one more name in its count: a rename's new name
+    /// while the old one still exists (see `name_ops`), or names found beyond the count.
+    pub fn add_name(&mut self, ino: u64, now_ns: i64) -> FsResult<(Attr, Vec<NamespaceChange>)> {
+        let attr = self.inode_mut(ino)?;
         attr.nlink += 1;
         let nlink = attr.nlink;
         let (attr, mut changes) = self.change_inode(ino, now_ns, |_| {})?;
@@ -423,6 +461,30 @@ mod tests {
             Errno::Inval
         );
         assert_eq!(ns.get("/a/x"), None);
+    }
+
+    #[test]
+    fn entries_page_by_page() {
+        let mut ns = empty(0);
+        for i in 0..10 {
+            ns.create(&format!("/f{i}"), file(0), true).unwrap();
+        }
+        let (mut seen, mut after) = (Vec::new(), None);
+        loop {
+            let (page, next) = ns.entries_after(after.as_ref(), 3, |d| d.ino.is_multiple_of(2));
+            assert!(page.len() <= 3);
+            seen.extend(page.into_iter().map(|((_, n), _)| n));
+            match next {
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        let mut want: Vec<String> = (0..10)
+            .map(|i| format!("f{i}"))
+            .filter(|n| ns.get(&format!("/{n}")).unwrap().ino.is_multiple_of(2))
+            .collect();
+        want.sort();
+        assert_eq!(seen, want);
     }
 
     #[test]
