@@ -6,7 +6,9 @@ use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_daemon::peer::Peers;
 use tessera_proto::peer_auth::ADMIN_NODE;
-use tessera_proto::{InstanceLayout, NodeStatus, PeerCall, Shutdown, Status};
+use tessera_proto::{
+    CheckNames, InstanceLayout, NamesChecked, NodeStatus, PeerCall, Shutdown, Status,
+};
 
 /// How long one node gets to answer an administrative request.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
@@ -39,6 +41,12 @@ impl Admin {
                 )),
             }
         })
+    }
+
+    /// Has `node` count the names of its files against their link counts (see
+    /// `tessera_daemon::services::names_check`).
+    pub fn check_names(&self, node: u32) -> FsResult<NamesChecked> {
+        self.ask(node, CheckNames {})
     }
 
     pub fn status(&self, node: u32) -> FsResult<NodeStatus> {

@@ -101,6 +101,11 @@ enum Cmd {
         #[arg(long)]
         node: u32,
     },
+    /// Count every file's names against its link count and raise a count below its names
+    /// (what a crash in a rename of a build from before rename intents could leave), on
+    /// every node; reports each file it changed. Daemons do this by themselves once, on the
+    /// first start on state from before intents.
+    CheckNames,
     /// Stop every daemon of the instance.
     Stop,
     /// Show the daemons of the instance.
@@ -352,6 +357,25 @@ fn run(cli: Cli) -> Result<()> {
             }
             let report = tessera_daemon::state_log::salvage(&cfg.bb_dir(node))?;
             println!("{report}");
+        }
+        Cmd::CheckNames => {
+            layout.check_trusted()?;
+            let cfg = layout.load_config()?;
+            let admin = tessera_cli::admin::Admin::new(&layout)?;
+            let mut raised = 0;
+            for n in 0..cfg.nodes {
+                let report = admin.check_names(n)?;
+                for (ino, count, names) in &report.raised {
+                    println!(
+                        "node {n}: inode {ino:#x} had a count of {count} for {} names, raised: {}",
+                        names.len(),
+                        names.join(" ")
+                    );
+                }
+                raised += report.raised.len();
+                println!("node {n}: {} files checked", report.files);
+            }
+            println!("{raised} counts raised; remove the names you did not mean to keep");
         }
         Cmd::Stop => {
             let n = instance::stop_all(&layout)?;

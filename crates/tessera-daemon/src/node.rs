@@ -79,6 +79,8 @@ pub struct Node {
     pub txns: crate::services::txn::Txns,
     /// This node's shard of the catalogue of variables.
     pub catalogue: crate::services::catalogue_shard::CatalogueShard,
+    /// Operations on names in flight: driven here, or answered here.
+    pub names: state::names::NameIntents,
 }
 
 impl Node {

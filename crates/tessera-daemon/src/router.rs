@@ -122,6 +122,11 @@ impl Node {
             PeerRequest::OwnAttachIf(r) => self.peer_answer(r).await,
             PeerRequest::ReleaseLogs(r) => self.peer_answer(r).await,
             PeerRequest::TxnEnrollNode(r) => self.peer_answer(r).await,
+            PeerRequest::ChangeNames(r) => self.peer_answer(r).await,
+            PeerRequest::NameStep(r) => self.peer_answer(r).await,
+            PeerRequest::ForgetNameSteps(r) => self.peer_answer(r).await,
+            PeerRequest::NamesOfNode(r) => self.peer_answer(r).await,
+            PeerRequest::CheckNames(r) => self.peer_answer(r).await,
         }
     }
 

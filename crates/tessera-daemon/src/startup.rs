@@ -166,6 +166,10 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
                 std::mem::take(&mut loaded.cat_pending),
             ),
         ),
+        names: state::names::NameIntents::load(
+            std::mem::take(&mut loaded.name_intents),
+            std::mem::take(&mut loaded.name_steps),
+        ),
     });
     let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;
@@ -200,6 +204,10 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(node.clone().resolve_pending());
     tokio::spawn(node.clone().tell_leaves());
     tokio::spawn(node.clone().release_migrated());
+    tokio::spawn(node.clone().keep_names());
+    if loaded.names_unchecked {
+        tokio::spawn(node.clone().check_names_once());
+    }
     for (txn, actions) in home_work {
         let home = node.clone();
         tokio::spawn(async move { home.drive(txn, actions).await });

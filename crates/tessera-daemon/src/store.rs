@@ -31,6 +31,7 @@ use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
+use tessera_core::name_ops::{Intent, Outcome, StepKey};
 use tessera_core::namespace::NamespaceChange;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::txn_entries::{EntryChange, Moves, PendingName};
@@ -92,6 +93,15 @@ const PENDING_MOVES: TableDefinition<(u64, &str, &str), (&str, &str)> =
 const XATTRS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("xattrs");
 /// Link counts above 1 (ino -> count); an inode without a row has one name.
 const LINKS: TableDefinition<u64, u32> = TableDefinition::new("links");
+/// Intent id -> an operation on the names of a file held here, not ended yet (an encoded
+/// `tessera_core::name_ops::Intent`) (schema 7).
+const NAME_INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("name_intents");
+/// (driving node, intent id, stage) -> the answer (an encoded `name_ops::Outcome`) of a step
+/// this shard carried out for another node's intent, until that intent ends (schema 7).
+const NAME_STEPS: TableDefinition<(u32, u64, u8), &[u8]> = TableDefinition::new("name_steps");
+/// Set in `meta` when a database is upgraded from before schema 7: its names are checked
+/// against their files' link counts once (a crash in a rename could leave a name more).
+const NAMES_UNCHECKED_KEY: &str = "names_unchecked";
 
 /// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
 /// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
@@ -117,7 +127,10 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 ///    way.
 /// 6: link counts (`links`); upgraded from 2 to 5 the same way (inode rows are unchanged:
 ///    they never held a count).
-pub const STATE_SCHEMA_VERSION: u64 = 6;
+/// 7: operations on names spanning shards (`name_intents`, `name_steps`); upgraded from 2 to
+///    6 the same way, marking the names to be checked once against the link counts
+///    (`meta["names_unchecked"]`).
+pub const STATE_SCHEMA_VERSION: u64 = 7;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -129,6 +142,8 @@ pub enum MetaKey {
     NextClient,
     /// Counter from which the transactions opened here are numbered.
     NextTxn,
+    /// 1 while the names of this shard's files are still to be checked against their counts.
+    NamesUnchecked,
 }
 
 impl MetaKey {
@@ -137,6 +152,7 @@ impl MetaKey {
             MetaKey::NextIno => "next_ino",
             MetaKey::NextClient => "next_client",
             MetaKey::NextTxn => "next_txn",
+            MetaKey::NamesUnchecked => NAMES_UNCHECKED_KEY,
         }
     }
 }
@@ -271,6 +287,17 @@ pub enum DbOp {
         ino: u64,
         nlink: u32,
     },
+    /// An operation on a file's names, at its current stage.
+    PutNameIntent(Intent),
+    /// The operation ended.
+    DelNameIntent(u64),
+    /// The answer of a step carried out for another node's intent.
+    PutNameStep {
+        key: StepKey,
+        outcome: Outcome,
+    },
+    /// That intent ended: its answers are no longer asked for.
+    DelNameStep(StepKey),
 }
 
 /// An inode as stored: its attributes without the link count, which the `links` table
@@ -485,6 +512,13 @@ pub struct Loaded {
     pub pending_moves: Vec<(String, String, Moves)>,
     /// Extended attributes: (ino, name, value).
     pub xattrs: Vec<(u64, String, Vec<u8>)>,
+    /// Operations on names of files held here, not ended.
+    pub name_intents: Vec<Intent>,
+    /// Answers of steps carried out for other nodes' intents.
+    pub name_steps: Vec<(StepKey, Outcome)>,
+    /// Whether the names of this shard's files are to be checked against their counts (a
+    /// database from before schema 7).
+    pub names_unchecked: bool,
 }
 
 struct Batch {
@@ -568,10 +602,15 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Versions 2 to 5 lack only tables created below.
-                    2..=5 | STATE_SCHEMA_VERSION => {
+                    // Versions 2 to 6 lack only tables created below.
+                    2..=6 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
+                        // An earlier build's renames could leave a name more than the count.
+                        if found < 7 {
+                            meta.insert(NAMES_UNCHECKED_KEY, 1)
+                                .map_err(|e| db_err("meta", e))?;
+                        }
                     }
                     v => {
                         return Err(FsError::new(
@@ -601,6 +640,10 @@ impl Store {
             txn.open_table(XATTRS)
                 .map_err(|e| db_err("extended attributes", e))?;
             txn.open_table(LINKS).map_err(|e| db_err("links", e))?;
+            txn.open_table(NAME_INTENTS)
+                .map_err(|e| db_err("name intents", e))?;
+            txn.open_table(NAME_STEPS)
+                .map_err(|e| db_err("name steps", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -753,6 +796,7 @@ fn load(db: &Database) -> FsResult<Loaded> {
     out.next_ino = get(MetaKey::NextIno)?;
     out.next_client = get(MetaKey::NextClient)?;
     out.next_txn = get(MetaKey::NextTxn)?;
+    out.names_unchecked = get(MetaKey::NamesUnchecked)? == 1;
     each_row(&txn, FLUSH_TEMPS, "flush temporaries", |k, _| {
         out.flush_temps.push(k.value().to_string());
         Ok(())
@@ -811,6 +855,23 @@ fn load(db: &Database) -> FsResult<Loaded> {
             t,
             parent.to_string(),
             name.to_string(),
+            tessera_proto::frame::decode(v.value())?,
+        ));
+        Ok(())
+    })?;
+    each_row(&txn, NAME_INTENTS, "name intents", |_, v| {
+        out.name_intents
+            .push(tessera_proto::frame::decode(v.value())?);
+        Ok(())
+    })?;
+    each_row(&txn, NAME_STEPS, "name steps", |k, v| {
+        let (node, intent, stage) = k.value();
+        out.name_steps.push((
+            StepKey {
+                node,
+                intent,
+                stage,
+            },
             tessera_proto::frame::decode(v.value())?,
         ));
         Ok(())
@@ -939,6 +1000,8 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut pending_moves = txn.open_table(PENDING_MOVES).map_err(|x| e(x.into()))?;
         let mut xattrs = txn.open_table(XATTRS).map_err(|x| e(x.into()))?;
         let mut links = txn.open_table(LINKS).map_err(|x| e(x.into()))?;
+        let mut name_intents = txn.open_table(NAME_INTENTS).map_err(|x| e(x.into()))?;
+        let mut name_steps = txn.open_table(NAME_STEPS).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -966,6 +1029,19 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                     }),
                 DbOp::PutLinks { ino, nlink: 1 } => links.remove(*ino).map(drop),
                 DbOp::PutLinks { ino, nlink } => links.insert(*ino, *nlink).map(drop),
+                DbOp::PutNameIntent(intent) => name_intents
+                    .insert(intent.id, tessera_proto::frame::encode(intent).as_slice())
+                    .map(drop),
+                DbOp::DelNameIntent(id) => name_intents.remove(*id).map(drop),
+                DbOp::PutNameStep { key, outcome } => name_steps
+                    .insert(
+                        (key.node, key.intent, key.stage),
+                        tessera_proto::frame::encode(outcome).as_slice(),
+                    )
+                    .map(drop),
+                DbOp::DelNameStep(key) => name_steps
+                    .remove((key.node, key.intent, key.stage))
+                    .map(drop),
                 DbOp::PutXattr { ino, name, value } => xattrs
                     .insert((*ino, name.as_str()), value.as_slice())
                     .map(drop),
@@ -1356,6 +1432,10 @@ mod tests {
             DbOp::PutXattr { .. } => "PutXattr",
             DbOp::DelXattr { .. } => "DelXattr",
             DbOp::PutLinks { .. } => "PutLinks",
+            DbOp::PutNameIntent(_) => "PutNameIntent",
+            DbOp::DelNameIntent(_) => "DelNameIntent",
+            DbOp::PutNameStep { .. } => "PutNameStep",
+            DbOp::DelNameStep(_) => "DelNameStep",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1509,6 +1589,38 @@ mod tests {
                 name: "user.origin".into(),
             },
             DbOp::PutLinks { ino: 5, nlink: 2 },
+            DbOp::PutNameIntent(Intent {
+                id: 9,
+                file: Dentry {
+                    ino: 5,
+                    kind: FileKind::File,
+                },
+                op: tessera_core::name_ops::NameOp::Rename {
+                    from: "/a/b".into(),
+                    to: "/c".into(),
+                },
+                stage: tessera_core::name_ops::Stage::Placed {
+                    replaced: Some(Dentry {
+                        ino: 6,
+                        kind: FileKind::File,
+                    }),
+                },
+                retried: false,
+            }),
+            DbOp::DelNameIntent(9),
+            DbOp::PutNameStep {
+                key: StepKey {
+                    node: 1,
+                    intent: 9,
+                    stage: 0,
+                },
+                outcome: Outcome::Replaced(None),
+            },
+            DbOp::DelNameStep(StepKey {
+                node: 1,
+                intent: 9,
+                stage: 0,
+            }),
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1517,7 +1629,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 29, "one sample per operation kind");
+        assert_eq!(seen.len(), 33, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

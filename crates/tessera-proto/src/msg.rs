@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 16;
+pub const PROTOCOL_VERSION: u32 = 17;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -111,4 +111,7 @@ pub struct NodeStatus {
     /// back once nothing owns a byte of them (logs a migration moved away from, and those an
     /// aborted transaction or a member that died unpublished left).
     pub logs_to_release: u64,
+    /// Operations on names of files held here that have not ended (a shard they need did
+    /// not answer yet).
+    pub name_intents: u64,
 }

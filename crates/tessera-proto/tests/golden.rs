@@ -167,6 +167,7 @@ fn status() -> NodeStatus {
         txns_open: 1,
         txns_pending: 3,
         logs_to_release: 4,
+        name_intents: 5,
     }
 }
 
@@ -950,6 +951,50 @@ fn peer_samples(s: &mut Samples) {
             undo: false,
         },
         vec![2_048, 2_049],
+    );
+    use tessera_core::name_ops::{NameOp, Outcome, Placed, Step, StepKey};
+    let key = StepKey {
+        node: 2,
+        intent: 0x1234_5678_9abc_def0,
+        stage: 1,
+    };
+    s.peer(
+        ChangeNames {
+            file: dentry(),
+            op: NameOp::Rename {
+                from: "/a/b".into(),
+                to: "/c".into(),
+            },
+        },
+        (),
+    );
+    s.peer(
+        NameStep {
+            key,
+            step: Step::Place {
+                path: "/c".into(),
+                file: dentry(),
+            },
+        },
+        Outcome::Placed(Placed::Made),
+    );
+    s.peer(ForgetNameSteps { keys: vec![key] }, ());
+    s.peer(
+        NamesOfNode {
+            node: 1,
+            after: Some(("/a".into(), "b".into())),
+        },
+        NamesPage {
+            names: vec![("/a/c".into(), dentry())],
+            next: None,
+        },
+    );
+    s.peer(
+        CheckNames {},
+        NamesChecked {
+            files: 3,
+            raised: vec![(7, 1, vec!["/a".into(), "/b".into()])],
+        },
     );
 }
 

@@ -1,6 +1,7 @@
 //! Hard links: a file's further names. The entries of the names live on their paths' shards
 //! like any entry; the inode's shard counts them (`tessera_core::namespace`, kept in the
-//! `links` table where above 1), and a file's bytes go with its last name only.
+//! `links` table where above 1), and a file's bytes go with its last name only. A link is
+//! made by the inode's shard, count first (`services::names`).
 //!
 //! A file with a copy in the PFS directory (flushed, or found there) keeps one name: that
 //! copy is found by its name, so a second name would read holes where it has the bytes.
@@ -8,10 +9,13 @@
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use crate::services::namespace_shard::now_ns;
-use tessera_core::placement::{ino_shard, path_shard};
+use tessera_core::name_ops::NameOp;
+use tessera_core::placement::ino_shard;
 use tessera_core::txn_entries::busy;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{Attr, DentryLink, DropFile, FileKind, InodeLink, InodeUnlink, Link};
+use tessera_proto::{
+    Attr, ChangeNames, DentryLink, DropFile, FileKind, InodeLink, InodeUnlink, Link,
+};
 
 impl ServeClient<Link> for Node {
     async fn serve_client(&self, client: u64, r: Link) -> FsResult<()> {
@@ -47,32 +51,12 @@ impl ServeClient<Link> for Node {
         if self.lookup_for(client, &to).await?.is_some() {
             return Err(self.exists(&to));
         }
-        // The count first: a failure between the two leaves the file a name short of its
-        // count (it outlives its names), never a name its count does not hold.
-        let link = InodeLink {
-            ino: src.ino,
-            path: from.clone(),
+        // The inode's shard makes the name, with the count raised first (`services::names`).
+        let change = ChangeNames {
+            file: src,
+            op: NameOp::Link { from, to },
         };
-        self.call(ino_shard(src.ino), link).await?;
-        let place = DentryLink {
-            path: to.clone(),
-            dentry: src,
-        };
-        match self.call(path_shard(&to, self.cfg.nodes), place).await {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // The name was not made: the count goes back (and the file with it, if its
-                // other names went meanwhile).
-                if let Err(u) = self.drop_name(src.ino).await {
-                    tracing::warn!(
-                        "link of {} to {} failed ({e}); taking its count back failed too: {u}",
-                        self.user_path(&from),
-                        self.user_path(&to)
-                    );
-                }
-                Err(e)
-            }
-        }
+        self.call(ino_shard(src.ino), change).await
     }
 }
 
@@ -81,12 +65,7 @@ impl ServePeer<InodeLink> for Node {
         // Under the flush lock: no flush makes a PFS copy while the file gains a name.
         let lock = self.flush_lock(r.ino);
         let _serialised = lock.lock().await;
-        if self.on_pfs(&r.path, |pfs, p| pfs.lstat(p)).await?.is_some() {
-            return Err(self.no_link(
-                &r.path,
-                "it has a copy in the PFS directory (flushed, or found there), which keeps one name per file; copy it instead",
-            ));
-        }
+        self.refuse_link_of_flushed(&r.path).await?;
         self.change_namespace(|ns| ns.link(r.ino, now_ns())).await
     }
 }
@@ -125,6 +104,18 @@ impl Node {
             self.call_all(self.every_node(|| DropFile { ino })).await?;
         }
         Ok(last)
+    }
+
+    /// Refuses another name for the file named `p` if it has a PFS copy (found by that name).
+    /// Called under the file's flush lock.
+    pub(crate) async fn refuse_link_of_flushed(&self, p: &str) -> FsResult<()> {
+        if self.on_pfs(p, |pfs, p| pfs.lstat(p)).await?.is_some() {
+            return Err(self.no_link(
+                p,
+                "it has a copy in the PFS directory (flushed, or found there), which keeps one name per file; copy it instead",
+            ));
+        }
+        Ok(())
     }
 
     fn no_link(&self, p: &str, why: &str) -> FsError {

@@ -18,6 +18,9 @@
 //!   pending under transactions like their writes;
 //! * [`xattr`]: extended attributes, kept beside the inodes;
 //! * [`links`]: hard links, counted beside the inodes;
+//! * [`names`]: renames, links and removals outside transactions, driven by the file's inode
+//!   shard from an intent that survives a crash between any two steps; [`names_check`]:
+//!   names counted against link counts;
 //! * [`locality`]: where the bytes of files live (seed 001), for schedulers; [`migrate`]:
 //!   moving them to a reader's node (FusionFS's migrate-on-open);
 //! * [`admin`]: liveness, status, shutdown.
@@ -31,6 +34,8 @@ pub mod links;
 pub mod locality;
 pub mod locks;
 pub mod migrate;
+pub mod names;
+pub mod names_check;
 pub mod namespace;
 pub mod namespace_shard;
 pub mod ownership;

@@ -8,11 +8,12 @@
 use crate::Node;
 use crate::rpc::ServeClient;
 use std::collections::BTreeMap;
+use tessera_core::name_ops::NameOp;
 use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    AppendAt, Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry,
+    AppendAt, Attr, ChangeNames, Created, Dentry, DentryCreate, DentryGet, DentryRemove, DirEntry,
     FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize,
     ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr,
     SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
@@ -152,22 +153,18 @@ impl ServeClient<Rmdir> for Node {
                 format!("directory {} is not empty", self.user_path(&p)),
             ));
         }
-        let txn = self.txns.member(client);
-        if !self.remove_entry_in(&p, d.ino, txn).await? && txn.is_some() {
+        let Some(txn) = self.txns.member(client) else {
+            // The directory's inode shard removes the name, then the inode and its PFS copy.
+            return self.change_names(d, NameOp::Remove { path: p }).await;
+        };
+        if !self.remove_entry_in(&p, d.ino, Some(txn)).await? {
             // A member's removal of a committed directory: it goes when the transaction
             // commits.
             return Ok(());
         }
+        // A directory its transaction made, removed again: no PFS copy of its own.
         self.call(ino_shard(d.ino), InodeRemove { ino: d.ino })
-            .await?;
-        if txn.is_some() {
-            // A directory its transaction made, removed again: no PFS copy of its own.
-            return Ok(());
-        }
-        if let Err(e) = self.on_pfs(&p, |pfs, p| pfs.remove_dir(p)).await {
-            tracing::warn!("rmdir {}: the PFS directory stays: {e}", self.user_path(&p));
-        }
-        Ok(())
+            .await
     }
 }
 
@@ -184,22 +181,17 @@ impl ServeClient<Unlink> for Node {
                 format!("{} is a directory; use rmdir", self.user_path(&p)),
             ));
         }
-        let txn = self.txns.member(client);
-        if !self.remove_entry_in(&p, d.ino, txn).await? && txn.is_some() {
+        let Some(txn) = self.txns.member(client) else {
+            // The file's inode shard removes the name, then (with its last) the file.
+            return self.change_names(d, NameOp::Remove { path: p }).await;
+        };
+        if !self.remove_entry_in(&p, d.ino, Some(txn)).await? {
             // A member's removal of a committed file: it goes when the transaction commits.
             return Ok(());
         }
-        if !self.drop_name(d.ino).await? {
-            // Another name keeps the file (a file with more names has no PFS copy).
-            return Ok(());
-        }
-        if txn.is_some() {
-            // A file its transaction created, removed again: it has no PFS copy, and what
-            // the PFS holds under the name is the committed file's, which stays until the
-            // commit.
-            return Ok(());
-        }
-        self.on_pfs(&p, |pfs, p| pfs.remove_file(p)).await
+        // A file its transaction created, removed again: it has no PFS copy, and what the
+        // PFS holds under the name is the committed file's, which stays until the commit.
+        self.drop_name(d.ino).await.map(drop)
     }
 }
 
@@ -316,62 +308,8 @@ impl ServeClient<Rename> for Node {
             self.check_movable_in_txn(&from, &to, src).await?;
             return self.rename_in_txn(txn, &from, &to, src).await;
         }
-        let put = DentryPut {
-            path: to.clone(),
-            dentry: src,
-        };
-        let replaced = self.call(path_shard(&to, self.cfg.nodes), put).await?;
-        // Gone meanwhile (a transaction's decided removal completed on the way, say): the
-        // rename did not happen.
-        let removed = match self.remove_entry_in(&from, src.ino, None).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.enoent(&from)),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = removed {
-            // The old name stays (a transaction is changing it, say): so does the new one's
-            // entry as it was.
-            let undone = match replaced {
-                Some(old) => {
-                    let put_back = DentryPut {
-                        path: to.clone(),
-                        dentry: old,
-                    };
-                    self.call(path_shard(&to, self.cfg.nodes), put_back)
-                        .await
-                        .map(drop)
-                }
-                None => self.remove_entry(&to, src.ino).await,
-            };
-            if let Err(u) = undone {
-                tracing::warn!(
-                    "rename of {} failed ({e}); undoing it at {} failed too: {u}",
-                    self.user_path(&from),
-                    self.user_path(&to)
-                );
-            }
-            return Err(e);
-        }
-        // The name replaced goes from its file (also when a link made it a name of this
-        // file after the check above: the file then has one name fewer).
-        if let Some(old) = replaced {
-            self.drop_name(old.ino).await?;
-        }
-        // The PFS copy moves with the file (a link moves as a link); a replaced file's copy
-        // goes.
-        let pfs = self.pfs.clone();
-        tokio::task::spawn_blocking(move || {
-            if !pfs.rename(&from, &to)? {
-                match pfs.lstat(&to)?.map(|m| m.kind) {
-                    Some(FileKind::Dir) => pfs.remove_dir(&to)?,
-                    Some(_) => pfs.remove_file(&to)?,
-                    None => {}
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(crate::blocking_failed)?
+        // The file's inode shard moves the name (`services::names`).
+        self.change_names(src, NameOp::Rename { from, to }).await
     }
 }
 
@@ -606,9 +544,10 @@ impl Node {
         }
     }
 
-    /// Removes the entry of `p` from its shard if it still names `ino`.
-    async fn remove_entry(&self, p: &str, ino: u64) -> FsResult<()> {
-        self.remove_entry_in(p, ino, None).await.map(drop)
+    /// Has the shard of `file`'s inode carry out `op` on its names.
+    async fn change_names(&self, file: Dentry, op: NameOp) -> FsResult<()> {
+        self.call(ino_shard(file.ino), ChangeNames { file, op })
+            .await
     }
 
     /// As [`Node::remove_entry`], in `txn`: a committed entry's removal is then pending

@@ -5,7 +5,9 @@
 //!   the ownership maps of its stripes `tessera_core::ownership` (pure: their changes become
 //!   store operations through `From` impls in [`crate::store`]);
 //! * [`cache`]: leased copies of other nodes' stripes, and the leases granted on ours;
-//! * [`clients`]: which client ids are bound to live connections, and how far they published.
+//! * [`clients`]: which client ids are bound to live connections, and how far they published;
+//! * [`names`]: operations on names in flight (intents driven here, steps answered here).
 
 pub mod cache;
 pub mod clients;
+pub mod names;

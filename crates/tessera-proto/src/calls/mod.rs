@@ -15,6 +15,7 @@ pub mod catalogue;
 pub mod flush;
 pub mod locality;
 pub mod locks;
+pub mod names;
 pub mod namespace;
 pub mod ownership;
 pub mod read;
@@ -32,6 +33,7 @@ pub use catalogue::*;
 pub use flush::*;
 pub use locality::*;
 pub use locks::*;
+pub use names::*;
 pub use namespace::*;
 pub use ownership::*;
 pub use read::*;
@@ -242,6 +244,11 @@ protocol! {
         ReleaseLogs = "release_logs" -> (),
         /// Each client's log id, in order (none for an undo).
         TxnEnrollNode = "txn_enroll_node" -> Vec<u64>,
+        ChangeNames = "change_names" -> (),
+        NameStep = "name_step" -> tessera_core::name_ops::Outcome,
+        ForgetNameSteps = "forget_name_steps" -> (),
+        NamesOfNode = "names_of_node" -> NamesPage,
+        CheckNames = "check_names" -> NamesChecked,
     }
 }
 
@@ -324,6 +331,14 @@ impl PeerRequest {
             PeerRequest::InodeLink(_) | PeerRequest::InodeUnlink(_) => false,
             // A second copy finds the name taken (EEXIST).
             PeerRequest::DentryLink(_) => false,
+            // A second copy would begin a second operation.
+            PeerRequest::ChangeNames(_) => false,
+            // Answered from the first copy's record; reads; a check that raises counts to
+            // the names it finds.
+            PeerRequest::NameStep(_)
+            | PeerRequest::ForgetNameSteps(_)
+            | PeerRequest::NamesOfNode(_)
+            | PeerRequest::CheckNames(_) => true,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
             PeerRequest::Ping(_)

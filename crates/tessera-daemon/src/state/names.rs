@@ -1,0 +1,189 @@
+//! Operations on names in flight on this node (`tessera_core::name_ops`): the intents of the
+//! files whose inodes this node holds, a lock per file under which its intents are driven
+//! one at a time, and the answers of steps this node carried out for other nodes' intents.
+//! The store holds the same rows; they are changed here under the namespace lock, in the same
+//! order as the store sees them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use tessera_core::name_ops::{Intent, Outcome, StepKey};
+use tokio::sync::Notify;
+
+#[derive(Default)]
+pub struct NameIntents {
+    /// Intent id -> the intent at its recorded stage.
+    intents: Mutex<BTreeMap<u64, Intent>>,
+    /// Per file (inode) with intents: held by whoever drives them or begins one, so that an
+    /// operation begins only once the ones before it on the same file have ended (a retried
+    /// rename never races the first attempt, which would then apply late over what came
+    /// after it).
+    files: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Answers of steps carried out here for other nodes' intents.
+    answered: Mutex<HashMap<StepKey, Outcome>>,
+    /// Answers other shards recorded for intents that ended here, to be forgotten there.
+    forgets: Mutex<Vec<(u32, Vec<StepKey>)>>,
+    /// Woken when an intent is left to the background task.
+    pub wake: Notify,
+    /// Held (shared) while an operation begins; the check of names against counts holds it
+    /// alone, so none begins while it counts.
+    pub gate: tokio::sync::RwLock<()>,
+}
+
+impl NameIntents {
+    /// After a start: the intents and answers the store kept. Every intent is taken up
+    /// again as one whose last steps may have gone unanswered.
+    pub fn load(intents: Vec<Intent>, answered: Vec<(StepKey, Outcome)>) -> NameIntents {
+        NameIntents {
+            intents: Mutex::new(intents.into_iter().map(|i| (i.id, i.resumed())).collect()),
+            answered: Mutex::new(answered.into_iter().collect()),
+            ..NameIntents::default()
+        }
+    }
+
+    /// Records an intent at its stage (or its end, `None` with its id).
+    pub fn set(&self, id: u64, intent: Option<Intent>) {
+        let mut all = self.intents.lock().expect("intents");
+        match intent {
+            Some(i) => all.insert(id, i),
+            None => all.remove(&id),
+        };
+    }
+
+    /// The lock under which the intents of file `ino` are begun and driven.
+    pub fn file_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
+        self.files
+            .lock()
+            .expect("files")
+            .entry(ino)
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets the lock of a file without intents that nobody else holds or waits for.
+    pub fn tidy(&self, ino: u64, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut files = self.files.lock().expect("files");
+        // Ours and the map's: nobody else has it.
+        if Arc::strong_count(&lock) <= 2 && self.of_file(ino).is_empty() {
+            files.remove(&ino);
+        }
+    }
+
+    /// The intents of file `ino`, as recorded.
+    pub fn of_file(&self, ino: u64) -> Vec<Intent> {
+        self.intents
+            .lock()
+            .expect("intents")
+            .values()
+            .filter(|i| i.file.ino == ino)
+            .cloned()
+            .collect()
+    }
+
+    /// The intent `id` as recorded.
+    pub fn get(&self, id: u64) -> Option<Intent> {
+        self.intents.lock().expect("intents").get(&id).cloned()
+    }
+
+    /// The inodes with an operation on their names in flight.
+    pub fn inodes_in_flight(&self) -> HashSet<u64> {
+        self.intents
+            .lock()
+            .expect("intents")
+            .values()
+            .map(|i| i.file.ino)
+            .collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.intents.lock().expect("intents").len()
+    }
+
+    /// The answer recorded for a step carried out here before.
+    pub fn answered(&self, key: StepKey) -> Option<Outcome> {
+        self.answered.lock().expect("answered").get(&key).copied()
+    }
+
+    pub fn record_answer(&self, key: StepKey, outcome: Outcome) {
+        self.answered.lock().expect("answered").insert(key, outcome);
+    }
+
+    /// Queues the keys whose answers shards (by node) may forget.
+    pub fn to_forget(&self, by_shard: impl IntoIterator<Item = (u32, Vec<StepKey>)>) {
+        self.forgets.lock().expect("forgets").extend(by_shard);
+    }
+
+    /// The queued keys, by shard.
+    pub fn take_forgets(&self) -> Vec<(u32, Vec<StepKey>)> {
+        let queued = std::mem::take(&mut *self.forgets.lock().expect("forgets"));
+        let mut by_shard: BTreeMap<u32, Vec<StepKey>> = BTreeMap::new();
+        for (shard, keys) in queued {
+            by_shard.entry(shard).or_default().extend(keys);
+        }
+        by_shard.into_iter().collect()
+    }
+
+    /// Forgets the answers of intents that ended; the keys that were held.
+    pub fn forget_answers(&self, keys: &[StepKey]) -> Vec<StepKey> {
+        let mut answered = self.answered.lock().expect("answered");
+        keys.iter()
+            .filter(|k| answered.remove(k).is_some())
+            .copied()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::meta::{Dentry, FileKind};
+    use tessera_core::name_ops::{NameOp, Stage};
+
+    fn intent(id: u64) -> Intent {
+        Intent {
+            id,
+            file: Dentry {
+                ino: 5,
+                kind: FileKind::File,
+            },
+            op: NameOp::Remove { path: "/a".into() },
+            stage: Stage::Start,
+            retried: false,
+        }
+    }
+
+    #[test]
+    fn intents_by_file_and_loaded_ones_are_retried() {
+        let n = NameIntents::load(vec![intent(1)], Vec::new());
+        assert!(
+            n.get(1).unwrap().retried,
+            "loaded intents may have lost answers"
+        );
+        n.set(2, Some(intent(2)));
+        assert_eq!(n.of_file(5).len(), 2);
+        assert_eq!(n.inodes_in_flight().into_iter().collect::<Vec<_>>(), [5]);
+        let lock = n.file_lock(5);
+        assert!(Arc::ptr_eq(&lock, &n.file_lock(5)), "one lock per file");
+        n.tidy(5, lock.clone());
+        assert!(
+            Arc::ptr_eq(&lock, &n.file_lock(5)),
+            "kept while intents remain"
+        );
+        n.set(1, None);
+        n.set(2, None);
+        n.tidy(5, lock.clone());
+        assert!(
+            !Arc::ptr_eq(&lock, &n.file_lock(5)),
+            "forgotten once none remain"
+        );
+        assert_eq!(n.count(), 0);
+        let key = StepKey {
+            node: 1,
+            intent: 2,
+            stage: 0,
+        };
+        n.record_answer(key, Outcome::Removed(true));
+        assert_eq!(n.answered(key), Some(Outcome::Removed(true)));
+        assert_eq!(n.forget_answers(&[key, key]), [key]);
+        assert_eq!(n.answered(key), None);
+    }
+}
