@@ -162,19 +162,20 @@ mod tests {
         assert_eq!(n.of_file(5).len(), 2);
         assert_eq!(n.inodes_in_flight().into_iter().collect::<Vec<_>>(), [5]);
         let lock = n.file_lock(5);
+        let first = Arc::downgrade(&lock);
         assert!(Arc::ptr_eq(&lock, &n.file_lock(5)), "one lock per file");
-        n.tidy(5, lock.clone());
-        assert!(
-            Arc::ptr_eq(&lock, &n.file_lock(5)),
-            "kept while intents remain"
-        );
+        n.tidy(5, lock);
+        let lock = n.file_lock(5);
+        let kept = first.upgrade().is_some_and(|f| Arc::ptr_eq(&lock, &f));
+        assert!(kept, "kept while intents remain");
         n.set(1, None);
         n.set(2, None);
-        n.tidy(5, lock.clone());
-        assert!(
-            !Arc::ptr_eq(&lock, &n.file_lock(5)),
-            "forgotten once none remain"
-        );
+        let waiting = n.file_lock(5);
+        n.tidy(5, lock);
+        let kept = Arc::ptr_eq(&waiting, &n.file_lock(5));
+        assert!(kept, "kept while another holds it");
+        n.tidy(5, waiting);
+        assert!(first.upgrade().is_none(), "forgotten once none remain");
         assert_eq!(n.count(), 0);
         let key = StepKey {
             node: 1,
