@@ -27,14 +27,14 @@ const GRANT_CHUNK: u64 = 64 << 20;
 /// that writes a file after another would otherwise run out of descriptors (after 170 files
 /// under a limit of 1024).
 fn writers_kept() -> usize {
-    let quarter = tessera_logstore::high_fd::descriptor_limit() / 4;
+    let quarter = tessera_logstore::library_fds::descriptor_limit() / 4;
     (quarter / LogWriter::DESCRIPTORS).clamp(2, 4096) as usize
 }
 
 /// How many views of other logs on its node a process keeps open at most: another quarter of
 /// its descriptor limit (a view holds 3 descriptors), at most 8192.
 fn views_kept() -> usize {
-    let quarter = tessera_logstore::high_fd::descriptor_limit() / 4;
+    let quarter = tessera_logstore::library_fds::descriptor_limit() / 4;
     (quarter / 3).clamp(2, 8192) as usize
 }
 
@@ -123,7 +123,7 @@ pub(crate) struct Inner {
     pub lock_seq: u64,
     pub stats: Stats,
     /// The PFS directory, opened at the first read of a PFS copy.
-    pfs_root: Option<rustix::fd::OwnedFd>,
+    pfs_root: Option<tessera_logstore::library_fds::Held<rustix::fd::OwnedFd>>,
     reconnect_for: Duration,
     /// The transaction this process is a member of and the log id it writes under meanwhile:
     /// joined again on every new connection (after a daemon restart).
@@ -878,9 +878,13 @@ impl Inner {
     /// Opens the PFS copy of the file at internal path `p` for reading, resolved beneath the
     /// PFS root (a link there is followed only to a target beneath it); `None` if there is no
     /// such regular file.
-    pub fn open_pfs_copy(&mut self, p: &str) -> FsResult<Option<std::fs::File>> {
+    pub fn open_pfs_copy(
+        &mut self,
+        p: &str,
+    ) -> FsResult<Option<tessera_logstore::library_fds::HeldFile>> {
         use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
         let pfs_dir = &self.cfg.pfs_dir;
+        let shown = self.user_path(p);
         let root = match &self.pfs_root {
             Some(r) => r,
             None => {
@@ -895,15 +899,17 @@ impl Inner {
                         &e.into(),
                     )
                 })?;
-                self.pfs_root.insert(fd)
+                self.pfs_root
+                    .insert(tessera_logstore::library_fds::Held::new(fd)?)
             }
         };
+        let root = root.get();
         let rel = match p.trim_start_matches('/') {
             "" => ".",
             r => r,
         };
         let fd = match rustix::fs::openat2(
-            root,
+            &*root,
             rel,
             OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
             Mode::empty(),
@@ -918,15 +924,15 @@ impl Inner {
             ) => return Ok(None),
             Err(e) => {
                 return Err(FsError::io(
-                    format!("opening the PFS copy of {}", self.user_path(p)),
+                    format!("opening the PFS copy of {shown}"),
                     &e.into(),
                 ));
             }
         };
         match rustix::fs::fstat(&fd) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => Ok(Some(
-                std::fs::File::from(tessera_logstore::high_fd::raise(fd)),
-            )),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(Some(tessera_logstore::library_fds::Held::new(fd)?))
+            }
             _ => Ok(None),
         }
     }

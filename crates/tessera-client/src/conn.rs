@@ -5,11 +5,12 @@ use std::io::ErrorKind;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use tessera_core::{Errno, FsError, FsResult};
+use tessera_logstore::library_fds::Held;
 use tessera_proto::frame;
 use tessera_proto::{ClientCall, Hello, PROTOCOL_VERSION, decode_answer};
 
 pub struct Conn {
-    stream: UnixStream,
+    stream: Held<UnixStream>,
     max_frame: usize,
     /// The last answer's frame, kept for its data trailer and reused for the next one (large
     /// reads would otherwise map fresh pages for every answer).
@@ -75,8 +76,9 @@ impl Conn {
                 ),
             ));
         }
-        // Held for the process's life: out of the way of descriptors the program places.
-        let stream = UnixStream::from(tessera_logstore::high_fd::raise(stream.into()));
+        // Held for the process's life, out of the way of descriptors the program places
+        // (`tessera_logstore::library_fds`).
+        let stream = Held::new(stream)?;
         let mut conn = Conn {
             stream,
             max_frame,
@@ -109,8 +111,9 @@ impl Conn {
         };
         // A daemon that refuses us (wrong uid, bad hello) answers and hangs up, possibly before
         // our write lands: read its answer even if the write failed.
-        let wrote = frame::write_frame(&mut self.stream, body);
-        if let Err(e) = frame::read_frame_into(&mut self.stream, self.max_frame, &mut self.buf) {
+        let stream = self.stream.get();
+        let wrote = frame::write_frame(&mut &*stream, body);
+        if let Err(e) = frame::read_frame_into(&mut &*stream, self.max_frame, &mut self.buf) {
             return Err(lost(wrote.err().unwrap_or(e)));
         }
         Ok(())

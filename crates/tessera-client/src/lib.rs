@@ -43,6 +43,8 @@ pub use tessera_core::path::DEFAULT_MOUNT;
 pub use tessera_core::posix;
 pub use tessera_core::xattrs::{SetMode, XattrOp, XattrReply};
 pub use tessera_core::{Errno, FsError, FsResult, Model, catch_panic};
+/// The descriptors the library holds, for the interposer's guard of the program's calls.
+pub use tessera_logstore::library_fds;
 pub use tessera_proto::{
     Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
     OwnedRun, extents_of, sorted_extents,

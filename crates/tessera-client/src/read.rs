@@ -316,7 +316,7 @@ pub(crate) fn fill(
         let mut done = 0;
         if let Some(f) = &pfs {
             while done < from_pfs {
-                match f.read_at(&mut dst[done..from_pfs], s + done as u64) {
+                match f.get().read_at(&mut dst[done..from_pfs], s + done as u64) {
                     Ok(0) => break,
                     Ok(k) => done += k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -80,6 +80,8 @@ pub enum Errno {
     TooBig,
     /// Too many names for one file (hard links).
     MLink,
+    /// Too many open descriptors in the process.
+    MFile,
 }
 
 impl Errno {
@@ -121,6 +123,7 @@ impl Errno {
             Errno::TimedOut => libc::ETIMEDOUT,
             Errno::TooBig => libc::E2BIG,
             Errno::MLink => libc::EMLINK,
+            Errno::MFile => libc::EMFILE,
         }
     }
 
@@ -162,6 +165,7 @@ impl Errno {
             Errno::TimedOut => "ETIMEDOUT",
             Errno::TooBig => "E2BIG",
             Errno::MLink => "EMLINK",
+            Errno::MFile => "EMFILE",
         }
     }
 
@@ -181,6 +185,7 @@ impl Errno {
             Some(libc::ELOOP) => Errno::Loop,
             Some(libc::EXDEV) => Errno::XDev,
             Some(libc::EFBIG) => Errno::FBig,
+            Some(libc::EMFILE) | Some(libc::ENFILE) => Errno::MFile,
             _ => Errno::Io,
         }
     }

@@ -25,7 +25,7 @@ fn max_views() -> usize {
     // The limit is raised, if at all, before the daemon serves: asked once.
     static MOST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MOST.get_or_init(|| {
-        let half = tessera_logstore::high_fd::descriptor_limit() / 2;
+        let half = tessera_logstore::library_fds::descriptor_limit() / 2;
         (half / 3).clamp(16, 256) as usize
     })
 }

@@ -31,7 +31,8 @@ pub struct StateFiles {
 pub fn open(dir: &Path) -> FsResult<StateFiles> {
     let db_path = dir.join("meta.redb");
     let wal_path = dir.join("meta.wal");
-    let (db_file, _) = private::create_or_open(&db_path)?;
+    // The daemon's own files: no program places descriptors in a daemon.
+    let db_file = private::create_or_open(&db_path)?.0.into_inner();
     let db = redb::backends::FileBackend::new(db_file)
         .and_then(|backend| redb::Builder::new().create_with_backend(backend))
         .map_err(|e| {
@@ -45,7 +46,7 @@ pub fn open(dir: &Path) -> FsResult<StateFiles> {
                 format!("opening state database {}: {e}{hint}", db_path.display()),
             )
         })?;
-    let (mut wal, _) = private::create_or_open(&wal_path)?;
+    let mut wal = private::create_or_open(&wal_path)?.0.into_inner();
     let mut logged = Vec::new();
     wal.read_to_end(&mut logged)
         .map_err(|e| FsError::io(format!("reading {}", wal_path.display()), &e))?;
@@ -221,7 +222,7 @@ pub fn salvage(dir: &Path) -> FsResult<SalvageReport> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let saved = dir.join(format!("meta.wal.damaged-{secs}"));
-        let (copy, _) = private::create_or_open(&saved)?;
+        let copy = private::create_or_open(&saved)?.0.into_inner();
         copy.set_len(0)
             .and_then(|_| copy.write_all_at(&files.logged, 0))
             .and_then(|_| copy.sync_all())

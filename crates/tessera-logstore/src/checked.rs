@@ -19,9 +19,9 @@
 //! from the device again (a reader of the same block in the microseconds between the failed
 //! read and the drop can be handed its cached bytes).
 
+use crate::library_fds::HeldFile;
 use rustix::io::{IoSliceMut, ReadWriteFlags};
 use std::cell::RefCell;
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use tessera_core::sums::{self, Slot};
@@ -30,9 +30,9 @@ use tessera_core::{Errno, FsError, FsResult};
 /// A data log and its checksums, for reading.
 #[derive(Debug)]
 pub struct CheckedData {
-    data: File,
+    data: HeldFile,
     data_path: PathBuf,
-    sums: File,
+    sums: HeldFile,
     sums_path: PathBuf,
     log2: u8,
     slots: RefCell<Vec<Slot>>,
@@ -40,9 +40,15 @@ pub struct CheckedData {
 
 impl CheckedData {
     /// `data` and `sums` opened by the caller (privately); the sums header must be complete.
-    pub fn new(data: File, data_path: &Path, sums: File, sums_path: &Path) -> FsResult<Self> {
+    pub fn new(
+        data: HeldFile,
+        data_path: &Path,
+        sums: HeldFile,
+        sums_path: &Path,
+    ) -> FsResult<Self> {
         let mut h = [0u8; sums::HEADER_SIZE];
         let n = sums
+            .get()
             .read_at(&mut h, 0)
             .map_err(|e| FsError::io(format!("reading {}", sums_path.display()), &e))?;
         let log2 = sums::parse_header(&h[..n])
@@ -51,7 +57,7 @@ impl CheckedData {
         // No read-ahead: a page this reader's reads bring into the cache is one it checks.
         // Advice only: a file system without it still reads correctly (and a cached block
         // is then one this process, or another reader, may not have checked: see the top).
-        let _ = rustix::fs::fadvise(&data, 0, None, rustix::fs::Advice::Random);
+        let _ = rustix::fs::fadvise(&*data.get(), 0, None, rustix::fs::Advice::Random);
         Ok(CheckedData {
             data,
             data_path: data_path.to_path_buf(),
@@ -72,6 +78,7 @@ impl CheckedData {
         slots.truncate(from as usize);
         let len = self
             .sums
+            .get()
             .metadata()
             .map_err(|e| FsError::io(format!("stat {}", self.sums_path.display()), &e))?
             .len();
@@ -81,6 +88,7 @@ impl CheckedData {
         }
         let mut buf = vec![0u8; (len - start) as usize / sums::SLOT_SIZE * sums::SLOT_SIZE];
         self.sums
+            .get()
             .read_exact_at(&mut buf, start)
             .map_err(|e| FsError::io(format!("reading {}", self.sums_path.display()), &e))?;
         slots.extend(buf.chunks_exact(sums::SLOT_SIZE).map(Slot::decode));
@@ -108,7 +116,7 @@ impl CheckedData {
     fn corrupt(&self, k: u64, why: &str) -> FsError {
         let b = 1u64 << self.log2;
         let _ = rustix::fs::fadvise(
-            &self.data,
+            &*self.data.get(),
             k * b,
             std::num::NonZeroU64::new(b),
             rustix::fs::Advice::DontNeed,
@@ -157,13 +165,14 @@ impl CheckedData {
         let want = out.len();
         let mut bufs = [IoSliceMut::new(out)];
         matches!(
-            rustix::io::preadv2(&self.data, &mut bufs, pos, ReadWriteFlags::NOWAIT),
+            rustix::io::preadv2(&*self.data.get(), &mut bufs, pos, ReadWriteFlags::NOWAIT),
             Ok(n) if n == want
         )
     }
 
     fn read_raw(&self, out: &mut [u8], pos: u64) -> FsResult<()> {
         self.data
+            .get()
             .read_exact_at(out, pos)
             .map_err(|e| FsError::io(format!("reading {}", self.data_path.display()), &e))
     }

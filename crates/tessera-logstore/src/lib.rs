@@ -15,7 +15,7 @@
 //! says, so a link or a file another user planted on a shared burst buffer is refused.
 
 pub mod checked;
-pub mod high_fd;
+pub mod library_fds;
 pub mod private;
 mod view;
 mod writer;

@@ -8,8 +8,8 @@
 //! O_NOFOLLOW` and mode 0600, and an existing one is opened with `O_NOFOLLOW` and then checked
 //! (`fstat`) to be a regular file owned by us.
 
+use crate::library_fds::{Held, HeldFile};
 use rustix::fs::{FileType, Mode, OFlags};
-use std::fs::File;
 use std::path::Path;
 use tessera_core::{Errno, FsError, FsResult};
 
@@ -29,7 +29,7 @@ fn io(what: impl std::fmt::Display, e: rustix::io::Errno) -> FsError {
 }
 
 /// Checks that an open descriptor is a regular file owned by us.
-fn check_file(f: &File, path: &Path) -> FsResult<()> {
+fn check_file(f: &impl rustix::fd::AsFd, path: &Path) -> FsResult<()> {
     let st = rustix::fs::fstat(f).map_err(|e| io(format!("stat {}", path.display()), e))?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(FsError::new(
@@ -58,8 +58,9 @@ fn check_owner(uid: u32, path: &Path) -> FsResult<()> {
     ))
 }
 
-/// Opens an existing file of ours: `O_NOFOLLOW`, then a regular file owned by us.
-pub fn open_existing(path: &Path, write: bool) -> FsResult<File> {
+/// Opens an existing file of ours: `O_NOFOLLOW`, then a regular file owned by us; held out
+/// of the program's way (`library_fds`).
+pub fn open_existing(path: &Path, write: bool) -> FsResult<HeldFile> {
     let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
     let fd = rustix::fs::open(
         path,
@@ -67,20 +68,19 @@ pub fn open_existing(path: &Path, write: bool) -> FsResult<File> {
         Mode::empty(),
     )
     .map_err(|e| io(format!("opening {}", path.display()), e))?;
-    let f = File::from(crate::high_fd::raise(fd));
-    check_file(&f, path)?;
-    Ok(f)
+    check_file(&fd, path)?;
+    Held::new(fd)
 }
 
 /// Creates a file of ours (`O_EXCL | O_NOFOLLOW`, mode 0600), or opens the existing one as
 /// [`open_existing`] does. Returns the file and whether it was created.
-pub fn create_or_open(path: &Path) -> FsResult<(File, bool)> {
+pub fn create_or_open(path: &Path) -> FsResult<(HeldFile, bool)> {
     match rustix::fs::open(
         path,
         OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     ) {
-        Ok(fd) => Ok((File::from(crate::high_fd::raise(fd)), true)),
+        Ok(fd) => Ok((Held::new(fd)?, true)),
         Err(rustix::io::Errno::EXIST) => Ok((open_existing(path, true)?, false)),
         Err(e) => Err(io(format!("creating {}", path.display()), e)),
     }

@@ -12,8 +12,8 @@
 //! points), so each refresh reads only what was appended since the last one.
 
 use crate::checked::CheckedData;
+use crate::library_fds::HeldFile;
 use crate::{len_of, private, sums_path};
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use tessera_core::index::{self, Damage, Entry, IndexHeader, ParsedRecords, Tail};
@@ -22,7 +22,7 @@ use tessera_core::{Errno, FsError, FsResult, RangeMap};
 /// A reader's view of one process's logs of one file.
 #[derive(Debug)]
 pub struct LogView {
-    index: File,
+    index: HeldFile,
     index_path: PathBuf,
     data: CheckedData,
     /// Bytes of the index log already applied to `map`.
@@ -68,12 +68,13 @@ impl LogView {
     /// Applies index records appended since the last refresh. A torn tail is left for the
     /// next refresh (the writer may still be appending) and reported by [`LogView::tail`].
     pub fn refresh(&mut self) -> FsResult<()> {
-        let len = len_of(&self.index, &self.index_path)?;
+        let len = len_of(&self.index.get(), &self.index_path)?;
         if len <= self.parsed {
             return Ok(());
         }
         let mut buf = vec![0u8; (len - self.parsed) as usize];
         self.index
+            .get()
             .read_exact_at(&mut buf, self.parsed)
             .map_err(|e| FsError::io(format!("reading {}", self.index_path.display()), &e))?;
         let mut body: &[u8] = &buf;
@@ -193,7 +194,8 @@ impl LogView {
 /// Every entry of an index log, parsed once (for a daemon publishing what a process that
 /// died had not), with the log's identity.
 pub fn read_entries(index_path: &Path) -> FsResult<(IndexHeader, ParsedRecords)> {
-    let f = private::open_existing(index_path, false)?;
+    let held = private::open_existing(index_path, false)?;
+    let f = held.get();
     let len = len_of(&f, index_path)?;
     let mut bytes = vec![0u8; len as usize];
     f.read_exact_at(&mut bytes, 0)

@@ -11,6 +11,7 @@
 //! covered; what a process left without checksums when it died is sealed by its daemon
 //! ([`seal_sums`]).
 
+use crate::library_fds::HeldFile;
 use crate::{journal_path, len_of, private, sums_path};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -22,10 +23,10 @@ use tessera_core::{Errno, FsError, FsResult};
 /// Appends one process's writes of one file.
 #[derive(Debug)]
 pub struct LogWriter {
-    data: File,
-    index: File,
-    journal: File,
-    sums_file: File,
+    data: HeldFile,
+    index: HeldFile,
+    journal: HeldFile,
+    sums_file: HeldFile,
     data_path: PathBuf,
     index_path: PathBuf,
     journal_path: PathBuf,
@@ -60,21 +61,35 @@ impl LogWriter {
         let index = private::create_or_open(index_path)?.0;
         let journal = private::create_or_open(&journal_path)?.0;
         let sums_file = private::create_or_open(&sums_path)?.0;
-        let index_len = prepare_index(&index, index_path, header)?;
+        let index_len = prepare_index(&index.get(), index_path, header)?;
         // The journal continues from the index: records a process left unsynced before it
         // reopened its logs are not its dirty writes any more.
-        copy_range(&index, index_path, &journal, &journal_path, 0, index_len)?;
+        copy_range(
+            &index.get(),
+            index_path,
+            &journal.get(),
+            &journal_path,
+            0,
+            index_len,
+        )?;
         journal
+            .get()
             .set_len(index_len)
             .map_err(|e| FsError::io(format!("cutting {}", journal_path.display()), &e))?;
-        let data_len = len_of(&data, data_path)?;
-        let sums = seal(&data, data_path, &sums_file, &sums_path, data_len)?;
-        let dup = |f: &File| {
-            f.try_clone()
-                .map_err(|e| FsError::io("duplicating a descriptor", &e))
-        };
-        let checked =
-            crate::checked::CheckedData::new(dup(&data)?, data_path, dup(&sums_file)?, &sums_path)?;
+        let data_len = len_of(&data.get(), data_path)?;
+        let sums = seal(
+            &data.get(),
+            data_path,
+            &sums_file.get(),
+            &sums_path,
+            data_len,
+        )?;
+        let checked = crate::checked::CheckedData::new(
+            data.try_clone()?,
+            data_path,
+            sums_file.try_clone()?,
+            &sums_path,
+        )?;
         Ok(LogWriter {
             data,
             index,
@@ -101,24 +116,25 @@ impl LogWriter {
         let pos = self.data_len;
         let failed = |this: &Self, what: &Path, e: std::io::Error| {
             // Drop whatever part made it, so the log ends where the journal says it does.
-            let _ = this.data.set_len(pos);
+            let _ = this.data.get().set_len(pos);
             FsError::io(
                 format!("appending {} bytes to {}", buf.len(), what.display()),
                 &e,
             )
         };
-        if let Err(e) = self.data.write_all_at(buf, pos) {
+        if let Err(e) = self.data.get().write_all_at(buf, pos) {
             return Err(failed(self, &self.data_path, e));
         }
         // The builder changes only once the journal has the record.
         let before = self.builder.clone();
         let recorded = match self.builder.push(logical, buf.len() as u64, pos) {
             Some(Append::Rewrite(pair)) => match self.open_at {
-                Some(at) => self.journal.write_all_at(&pair, at).map(|()| None),
+                Some(at) => self.journal.get().write_all_at(&pair, at).map(|()| None),
                 None => Err(std::io::Error::other("no open run in the journal")),
             },
             Some(Append::New(bytes)) => self
                 .journal
+                .get()
                 .write_all_at(&bytes, self.journal_len)
                 .map(|()| Some(bytes.len() as u64)),
             None => Ok(None),
@@ -136,6 +152,7 @@ impl LogWriter {
                 if let (Some(at), Some(open)) = (self.open_at, before.open_record()) {
                     let _ = self
                         .journal
+                        .get()
                         .write_all_at(&index::encode_pair(&Entry::Write(open)), at);
                 }
                 self.builder = before;
@@ -153,6 +170,7 @@ impl LogWriter {
             return Ok(());
         }
         self.journal
+            .get()
             .write_all_at(bytes, self.journal_len)
             .map_err(|e| FsError::io(format!("writing {}", self.journal_path.display()), &e))?;
         self.journal_len += bytes.len() as u64;
@@ -170,9 +188,9 @@ impl LogWriter {
         self.builder.close();
         self.open_at = None;
         copy_range(
-            &self.journal,
+            &self.journal.get(),
             &self.journal_path,
-            &self.index,
+            &self.index.get(),
             &self.index_path,
             self.index_len,
             self.journal_len,
@@ -211,9 +229,12 @@ impl LogWriter {
     /// Writes the checksums of everything appended so far.
     fn write_sums(&mut self) -> FsResult<()> {
         if let Some((off, bytes)) = self.sums.drain() {
-            self.sums_file.write_all_at(&bytes, off).map_err(|e| {
-                FsError::io(format!("appending to {}", self.sums_path.display()), &e)
-            })?;
+            self.sums_file
+                .get()
+                .write_all_at(&bytes, off)
+                .map_err(|e| {
+                    FsError::io(format!("appending to {}", self.sums_path.display()), &e)
+                })?;
         }
         Ok(())
     }
@@ -228,7 +249,8 @@ impl LogWriter {
             (&self.journal, &self.journal_path),
             (&self.index, &self.index_path),
         ] {
-            f.sync_data()
+            f.get()
+                .sync_data()
                 .map_err(|e| FsError::io(format!("syncing {}", p.display()), &e))?;
         }
         Ok(())
@@ -370,22 +392,22 @@ pub fn seal_logs(data_path: &Path, index_path: &Path) -> FsResult<()> {
     let journal_path = journal_path(data_path);
     let data = private::open_existing(data_path, false)?;
     let f = private::open_existing(&sums, true)?;
-    let data_len = len_of(&data, data_path)?;
-    seal(&data, data_path, &f, &sums, data_len)?;
+    let data_len = len_of(&data.get(), data_path)?;
+    seal(&data.get(), data_path, &f.get(), &sums, data_len)?;
     let journal = private::open_existing(&journal_path, false)?;
     let index = private::open_existing(index_path, true)?;
     let (journal_len, index_len) = (
-        len_of(&journal, &journal_path)?,
-        len_of(&index, index_path)?,
+        len_of(&journal.get(), &journal_path)?,
+        len_of(&index.get(), index_path)?,
     );
     // Whole pairs only: a torn last one is not copied.
     let body = journal_len.saturating_sub(index::HEADER_SIZE as u64);
     let whole =
         index::HEADER_SIZE as u64 + body / index::PAIR_SIZE as u64 * index::PAIR_SIZE as u64;
     copy_range(
-        &journal,
+        &journal.get(),
         &journal_path,
-        &index,
+        &index.get(),
         index_path,
         index_len,
         whole,

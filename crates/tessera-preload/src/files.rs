@@ -215,11 +215,21 @@ pub fn close_tessera(fd: c_int, d: DescRef) -> FsResult<()> {
 /// As `close(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    match desc(fd) {
+    if let Some(refused) = crate::library_fds::refuse(fd, "close") {
+        return refused;
+    }
+    let r = match desc(fd) {
         Some(d) => run(|| close_tessera(fd, d).map(|()| 0)),
         // SAFETY: libc's close.
         None => unsafe { real::close(fd) },
+    };
+    // A failure always says why: never -1 with errno 0.
+    // SAFETY: errno is thread-local.
+    if r < 0 && unsafe { *libc::__errno_location() } == 0 {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = libc::EIO };
     }
+    r
 }
 
 /// Runs `f` on the open Tessera file behind descriptor `fd` (of description `d`), with the
@@ -733,6 +743,9 @@ fn dup_into(new: c_int, d: DescRef) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     crate::guarded(|| {
+        if let Some(refused) = crate::library_fds::refuse(fd, "dup") {
+            return refused;
+        }
         match desc(fd) {
             Some(d) => {
                 let _b = Busy::enter();
@@ -745,8 +758,17 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     })
 }
 
-/// dup2/dup3: if `new` was a Tessera descriptor it is closed first, as the kernel does.
+/// dup2/dup3: if `new` was a Tessera descriptor it is closed first, as the kernel does; if it
+/// is one of the library's own, that one moves away first.
 unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
+    if let Some(refused) = crate::library_fds::refuse(old, if dup2 { "dup2" } else { "dup3" }) {
+        return refused;
+    }
+    if old != new
+        && let Err(e) = crate::library_fds::make_room(new)
+    {
+        return fail(&e);
+    }
     let (from, to) = (desc(old), desc(new));
     if from.is_none() && to.is_none() {
         // SAFETY: libc's own calls, with the caller's arguments under the same contract.

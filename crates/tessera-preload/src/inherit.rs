@@ -11,8 +11,8 @@
 //! share the description's memory and the placeholder.
 //!
 //! The descriptors: a child may have moved or closed them since the table last saw them (a
-//! `vfork` child's `dup2` and `close` leave its parent's table alone, `close_range` is not
-//! seen at all, and `posix_spawn` applies its file actions in the child), so descriptors are
+//! `vfork` child's `dup2`, `close` and `close_range` leave its parent's table alone, and
+//! `posix_spawn` applies its file actions in the child), so descriptors are
 //! found by their placeholder's identity among the kernel's (`/proc/self/fd`), never by
 //! number.
 //!

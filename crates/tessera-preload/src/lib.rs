@@ -13,7 +13,7 @@
 //! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
 //! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit),
 //! [`exec`] (the working directory across exec), [`inherit`] (descriptors across fork and
-//! exec).
+//! exec), [`library_fds`] (the program's calls that name the library's own descriptors).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -67,6 +67,7 @@ pub mod exec;
 pub mod exit;
 pub mod files;
 pub mod inherit;
+pub mod library_fds;
 pub mod loaded;
 pub mod locks;
 pub mod meta;

@@ -189,6 +189,9 @@ fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_
 /// As `fcntl(2)` (the optional argument read as a word, see the crate docs).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    if let Some(refused) = crate::library_fds::refuse(fd, "fcntl") {
+        return refused;
+    }
     match desc(fd) {
         Some(d) => run(|| fcntl_tessera(fd, d, cmd, arg)),
         // SAFETY: libc's own call, with the caller's arguments under the same contract.

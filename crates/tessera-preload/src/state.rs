@@ -306,6 +306,19 @@ pub fn install(fd: i32, d: DescRef) {
     }
 }
 
+/// The Tessera descriptors with numbers in `first..=last`, lowest first.
+pub fn tessera_fds_in(first: u32, last: u32) -> Vec<(i32, DescRef)> {
+    let t = table();
+    let mut found: Vec<(i32, DescRef)> = t
+        .fds
+        .iter()
+        .filter(|(fd, _)| u32::try_from(**fd).is_ok_and(|n| (first..=last).contains(&n)))
+        .map(|(fd, d)| (*fd, d.clone()))
+        .collect();
+    found.sort_unstable_by_key(|(fd, _)| *fd);
+    found
+}
+
 /// Unbinds `fd`; the description closes when its last descriptor goes. Does not close the
 /// kernel placeholder.
 pub fn uninstall(fd: i32) -> Option<DescRef> {
