@@ -1236,3 +1236,64 @@ fn switching_logs_keeps_committed_writers_closes_aborted_ones_and_reads_earlier_
         assert_eq!(seen(c), [Some(1), Some(2), Some(4)]);
     }
 }
+
+/// A user path whose entry lives on `shard` of the 2 nodes.
+fn on_shard(shard: u32, stem: &str) -> String {
+    (0..)
+        .map(|i| format!("/{stem}{i}"))
+        .find(|p| tessera_core::placement::path_shard(p, 2) == shard)
+        .map(|p| format!("/tessera{p}"))
+        .expect("some name lands on every shard")
+}
+
+/// A member's daemon killed between the two shards of a rename inside a transaction (the old
+/// name marked renamed away, the new one not yet marked): after its restart the transaction
+/// resolves whole, either with the rename done or with every name as it was, never the file
+/// without a name or with two, and its bytes under the name it has.
+#[test]
+fn a_rename_in_a_transaction_is_whole_after_a_crash_between_its_shards() {
+    let inst = start(&["--set", "txn_timeout_ms=1000"]);
+    let (from, to) = (on_shard(0, "tfrom"), on_shard(1, "tto"));
+    write(&inst.client(0), &from, 7, 0, STRIPE);
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "txn-rename-moved-out")]);
+    let pid = inst.pid(1);
+    let (h, a) = (inst.client(0), inst.client(1));
+    let txn = open_joined(&h, &[&h, &a]);
+    // The daemon comes back as soon as it is gone: the member's client reconnects to it.
+    let e = std::thread::scope(|s| {
+        s.spawn(|| {
+            common::wait_gone(
+                pid,
+                Duration::from_secs(20),
+                "(node 1) passed the failpoint",
+            );
+            inst.restart(1);
+        });
+        a.rename(&from, &to).unwrap_err()
+    });
+    assert!(
+        matches!(e.errno, Errno::HostDown | Errno::ConnRefused),
+        "{e}"
+    );
+    let decided = h.txn_decide(txn, true, Vec::new());
+    wait_resolved(&inst);
+    let outsider = inst.client(0);
+    let (old, new) = (exists(&outsider, &from), exists(&outsider, &to));
+    let kept = match (old, new) {
+        (true, false) => &from,
+        (false, true) => &to,
+        other => panic!("names after the crash: {other:?} (decision: {decided:?})"),
+    };
+    assert_eq!(outsider.stat(kept).unwrap().nlink, 1);
+    assert_eq!(
+        versions(&read_all(&outsider, kept), &[7]),
+        vec![Some(7)],
+        "decision: {decided:?}"
+    );
+    // The names are usable again outside the transaction (a member of an aborted one is
+    // told so when it leaves).
+    let _ = a.txn_join(None);
+    a.rename(kept, &format!("{kept}-after")).unwrap();
+    assert!(exists(&outsider, &format!("{kept}-after")));
+}

@@ -370,6 +370,32 @@ impl PendingEntries {
             .take_while(move |((parent, _), _)| parent == dir)
     }
 
+    /// `txn`'s names here whose committed file was renamed away: (path, the file's inode,
+    /// where it went). Each must be matched, on the new name's shard, by the file's pending
+    /// entry there ([`PendingEntries::moved_in`]), or the transaction would commit the old
+    /// name's removal without the new name.
+    pub fn moved_away(&self, txn: TxnId) -> Vec<(String, u64, String)> {
+        self.by_path
+            .iter()
+            .filter(|(_, (t, _))| *t == txn)
+            .filter_map(|((parent, name), (_, n))| {
+                let removed = n.removed?;
+                let to = self
+                    .moves
+                    .get(&(parent.clone(), name.clone()))?
+                    .to
+                    .clone()?;
+                Some((crate::path::join(parent, name), removed.ino, to))
+            })
+            .collect()
+    }
+
+    /// Whether `txn` holds `p` here as the pending entry of file `ino` (a rename's new name).
+    pub fn moved_in(&self, txn: TxnId, p: &str, ino: u64) -> bool {
+        self.get(p)
+            .is_some_and(|(t, n)| t == txn && n.created.is_some_and(|d| d.ino == ino))
+    }
+
     /// The transactions with pending names here.
     pub fn transactions(&self) -> Vec<TxnId> {
         let mut out: Vec<TxnId> = self.by_path.values().map(|(t, _)| *t).collect();
@@ -499,10 +525,15 @@ mod tests {
         let mut p = PendingEntries::default();
         // Committed /x (ino 5) renamed to /y over committed /y (ino 6), then on to /z.
         p.move_away(7, "/x", file(5), Some("/y")).unwrap();
+        // Between the two marks (what a crash of the member's daemon leaves), the old name
+        // points at a new one that does not hold the file: its prepare refuses.
+        assert_eq!(p.moved_away(7), [("/x".to_string(), 5, "/y".to_string())]);
+        assert!(!p.moved_in(7, "/y", 5));
         let (_, replaced) = p
             .move_in(7, "/y", file(5), Some("/x"), Some(file(6)))
             .unwrap();
         assert_eq!(replaced, Replaced::default());
+        assert!(p.moved_in(7, "/y", 5) && !p.moved_in(8, "/y", 5) && !p.moved_in(7, "/y", 6));
         assert_eq!(p.seen_by("/x", Some(7), &[]), Some(Seen::Pending(None)));
         assert_eq!(
             p.seen_by("/y", Some(7), &[]),

@@ -127,6 +127,7 @@ impl Node {
             PeerRequest::ForgetNameSteps(r) => self.peer_answer(r).await,
             PeerRequest::NamesOfNode(r) => self.peer_answer(r).await,
             PeerRequest::CheckNames(r) => self.peer_answer(r).await,
+            PeerRequest::TxnMovedIn(r) => self.peer_answer(r).await,
         }
     }
 

@@ -996,6 +996,14 @@ fn peer_samples(s: &mut Samples) {
             raised: vec![(7, 1, vec!["/a".into(), "/b".into()])],
         },
     );
+    s.peer(
+        TxnMovedIn {
+            txn: txn(),
+            path: "/c".into(),
+            ino: 7,
+        },
+        true,
+    );
 }
 
 fn samples() -> Samples {

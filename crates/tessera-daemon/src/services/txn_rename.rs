@@ -4,6 +4,10 @@
 //! `tessera_core::txn_entries::Moves`, so that at commit the old name goes without its file
 //! (whose PFS copy follows it to the new name) and at abort the file stays where it was. The
 //! members see the new name at once, everyone else the committed names until the decision.
+//!
+//! A crash of the member's daemon between the two marks (failpoint `txn-rename-moved-out`)
+//! leaves the old name marked renamed away and no new name: the transaction cannot commit
+//! whole, and its decision makes both shards agree (see `transactions.rs`).
 
 use crate::Node;
 use crate::rpc::ServePeer;
@@ -146,6 +150,7 @@ impl Node {
                 move_out(txn, from, src.ino, Some(to)),
             )
             .await?;
+        crate::failpoints::failpoint("txn-rename-moved-out");
         // The committed name the file has outside the transaction, if it has one.
         let origin = if out.committed {
             Some(from.to_string())

@@ -18,8 +18,8 @@ use std::time::Duration;
 use tessera_core::ownership::OwnerChange;
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
 use tessera_proto::{
-    AttrAs, InodeGetAs, TxnComplete, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict, TxnView,
-    txn_home,
+    AttrAs, InodeGetAs, TxnComplete, TxnMovedIn, TxnPrepare, TxnStatus, TxnTruncate, TxnVerdict,
+    TxnView, txn_home,
 };
 
 /// How long a query keeps asking again, 10 ms apart, while a transaction it left out is
@@ -43,11 +43,40 @@ const RESOLVE_EVERY: Duration = Duration::from_millis(500);
 
 impl ServePeer<TxnPrepare> for Node {
     async fn serve_peer(&self, r: TxnPrepare) -> FsResult<()> {
+        // A rename whose old name was marked here and whose new name never was (its member's
+        // daemon died between the two) cannot commit: the file would lose its name.
+        let moved = self.txns.entries().moved_away(r.txn);
+        for (from, ino, to) in moved {
+            let shard = tessera_core::placement::path_shard(&to, self.cfg.nodes);
+            let ask = TxnMovedIn {
+                txn: r.txn,
+                path: to.clone(),
+                ino,
+            };
+            if !self.call(shard, ask).await? {
+                return Err(FsError::new(
+                    Errno::Canceled,
+                    format!(
+                        "the rename of {} to {} in transaction {:016x} was not completed (a daemon failed between its two names); the transaction cannot commit whole",
+                        self.user_path(&from),
+                        self.user_path(&to),
+                        r.txn
+                    ),
+                ));
+            }
+        }
         let ops = self.txns.pending().prepare(r.txn);
         let ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
         self.store.submit(ops).durable().await?;
         failpoint("shard-after-prepare");
         Ok(())
+    }
+}
+
+impl ServePeer<TxnMovedIn> for Node {
+    async fn serve_peer(&self, r: TxnMovedIn) -> FsResult<bool> {
+        let p = tessera_core::path::normalize(&r.path)?;
+        Ok(self.txns.entries().moved_in(r.txn, &p, r.ino))
     }
 }
 

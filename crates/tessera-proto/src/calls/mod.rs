@@ -249,6 +249,7 @@ protocol! {
         ForgetNameSteps = "forget_name_steps" -> (),
         NamesOfNode = "names_of_node" -> NamesPage,
         CheckNames = "check_names" -> NamesChecked,
+        TxnMovedIn = "txn_moved_in" -> bool,
     }
 }
 
@@ -338,7 +339,8 @@ impl PeerRequest {
             PeerRequest::NameStep(_)
             | PeerRequest::ForgetNameSteps(_)
             | PeerRequest::NamesOfNode(_)
-            | PeerRequest::CheckNames(_) => true,
+            | PeerRequest::CheckNames(_)
+            | PeerRequest::TxnMovedIn(_) => true,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
             PeerRequest::Ping(_)

@@ -107,6 +107,15 @@ pub struct TxnPrepare {
     pub txn: u64,
 }
 
+/// Whether `txn` holds `path` on this shard as the pending entry of file `ino`: the prepare
+/// of the shard of a name the transaction renamed away checks that the new name is there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnMovedIn {
+    pub txn: u64,
+    pub path: String,
+    pub ino: u64,
+}
+
 /// A member of `txn` truncates `ino` to `size`: every node holds the cut back for the
 /// transaction; the inode's node also the size, and `path`, whose PFS copy it cuts at commit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
