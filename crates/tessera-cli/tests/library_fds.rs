@@ -224,3 +224,173 @@ fn a_program_that_dup2s_onto_every_library_descriptor_loses_nothing() {
         .unwrap();
     assert_eq!(&child, b"child");
 }
+
+/// Under a descriptor limit too low for the library's own files (32), a process says so once
+/// on stderr and works through its daemon alone: it holds no log of its own, yet writes,
+/// reads its own unpublished writes, another process's log on its node, and a PFS copy, and
+/// its own files on every number it places them stay its own.
+#[test]
+fn under_a_tiny_descriptor_limit_a_process_works_through_its_daemon_alone() {
+    let inst = Inst::start(2);
+    let local = scratch("tiny-limit");
+    let l = local.display();
+    // Another process's published file on the same node, and a file only on the PFS.
+    let other = inst.client(0);
+    other.mkdir("/tessera/dm", 0o755).unwrap();
+    let mut f = other.create("/tessera/dm/other").unwrap();
+    f.write_at(b"from another process\n", 0).unwrap();
+    f.close().unwrap();
+    std::fs::create_dir_all(inst.pfs().join("dm")).unwrap();
+    std::fs::write(inst.pfs().join("dm/pfs-only"), b"from the PFS\n").unwrap();
+    let bb = inst.root.join("bb");
+    let script = format!(
+        r#"ulimit -n 32 || exit 9
+for n in 3 4 5 6 7 8 9 $(seq 16 28); do eval "exec $n>{l}/f$n"; done
+echo first > /tessera/dm/mine
+exec 29<>/tessera/dm/mine
+echo unpublished >&29  # over "first", from offset 0, not published yet
+read -r a < /tessera/dm/mine
+read -r b < /tessera/dm/other
+read -r c < /tessera/dm/pfs-only
+exec 29>&-
+for n in 3 4 5 6 7 8 9 $(seq 16 28); do echo "mine $n" >&$n; eval "exec $n>&-"; done
+echo "$a|$b|$c"
+held=$(ls -l /proc/$$/fd | grep -c '{bb}' || true)
+echo "logs held: $held"
+"#,
+        bb = bb.display()
+    );
+    let stats = local.join("stats");
+    let out = common::succeeded(
+        common::under(&inst, 0, "bash", &["-c", &script]).env("TESSERA_STATS", &stats),
+    );
+    let said = stderr(&out);
+    // Its own unpublished bytes, another process's log on its node and the PFS copy, each
+    // read through the daemon.
+    let lines = common::stats_lines(&stats);
+    let read = &lines.last().expect("a statistics line")["stats"]["read"];
+    for source in ["own_unattached", "node_logs", "pfs"] {
+        assert!(read[source].as_u64() > Some(0), "{source}: {read}");
+    }
+    assert_eq!(
+        stdout(&out),
+        "unpublished|from another process|from the PFS\nlogs held: 0\n",
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("works through its daemon alone").count(),
+        1,
+        "said once: {said}"
+    );
+    for n in (3..=9).chain(16..=28) {
+        let got = std::fs::read_to_string(local.join(format!("f{n}"))).unwrap();
+        assert_eq!(got, format!("mine {n}\n"));
+    }
+    // What it wrote through its daemon is there for everyone.
+    let mut buf = vec![0u8; 12];
+    inst.client(1)
+        .open_read("/tessera/dm/mine")
+        .unwrap()
+        .read_exact_at(&mut buf, 0)
+        .unwrap();
+    assert_eq!(&buf, b"unpublished\n");
+}
+
+/// The requests of a process working through its daemon, sent as a hostile or broken program
+/// of the user could: another process's log, too much at once, inverted ranges, a path out of
+/// the PFS directory. Each gets an error saying what was wrong, and the daemon carries on.
+#[test]
+fn the_requests_of_a_process_working_through_its_daemon_are_checked() {
+    use tessera_proto::{LogAppend, LogReadAt, LogSync, ReadPfs};
+    let inst = Inst::start(1);
+    let c = inst.client(0);
+    let mut f = c.create("/tessera/x").unwrap();
+    f.write_at(b"x", 0).unwrap();
+    f.close().unwrap();
+    let ino = c.stat("/tessera/x").unwrap().ino;
+    let mut raw = common::RawClient::hello(&inst, 0, None).unwrap();
+    let me = raw.client;
+    let errno = |r: Result<_, String>| -> tessera_client::Errno {
+        let (answer, _): (tessera_proto::Answer<_>, Vec<u8>) = r.unwrap();
+        let e: tessera_client::FsError = match answer {
+            Ok::<tessera_proto::LogLens, _>(_) => panic!("accepted"),
+            Err(e) => e,
+        };
+        e.errno
+    };
+    // Another process's log: refused.
+    let theirs = LogSync {
+        ino,
+        log: me + 1000,
+        durable: false,
+    };
+    assert_eq!(errno(raw.call(theirs)), tessera_client::Errno::Access);
+    let (answer, _) = raw
+        .call(LogAppend {
+            ino,
+            log: me + 1000,
+            offset: 0,
+            data: b"forged".to_vec(),
+        })
+        .unwrap();
+    assert_eq!(answer.unwrap_err().errno, tessera_client::Errno::Access);
+    // Its own log: appended, synced, read back; a read too large is refused.
+    let (pos, _) = raw
+        .call(LogAppend {
+            ino,
+            log: me,
+            offset: 0,
+            data: b"own".to_vec(),
+        })
+        .unwrap();
+    assert_eq!(pos.unwrap(), 0);
+    let (lens, _) = raw
+        .call(LogSync {
+            ino,
+            log: me,
+            durable: true,
+        })
+        .unwrap();
+    assert_eq!(lens.unwrap().data, 3);
+    let (data, trailer) = raw
+        .call(LogReadAt {
+            ino,
+            log: me,
+            pos: 0,
+            len: 3,
+        })
+        .unwrap();
+    assert_eq!((data.unwrap().len, trailer.as_slice()), (3, &b"own"[..]));
+    let (too_big, _) = raw
+        .call(LogReadAt {
+            ino,
+            log: me,
+            pos: 0,
+            len: 1 << 40,
+        })
+        .unwrap();
+    assert_eq!(too_big.unwrap_err().errno, tessera_client::Errno::MsgSize);
+    // PFS reads: inverted ranges are refused; a path never leaves the PFS directory, by
+    // `..` or by a link there.
+    let (answer, _) = raw
+        .call(ReadPfs {
+            path: "/x".to_string(),
+            ranges: vec![(5, 1)],
+        })
+        .unwrap();
+    assert_eq!(answer.unwrap_err().errno, tessera_client::Errno::Inval);
+    std::os::unix::fs::symlink("/etc/passwd", inst.pfs().join("out")).unwrap();
+    for path in ["/../etc/passwd", "/out"] {
+        let (answer, trailer) = raw
+            .call(ReadPfs {
+                path: path.to_string(),
+                ranges: vec![(0, 8)],
+            })
+            .unwrap();
+        assert!(trailer.is_empty(), "{path}: {answer:?} {trailer:?}");
+        if let Ok(got) = answer {
+            assert_eq!(got, [0], "{path}");
+        }
+    }
+    c.status().expect("the daemon carries on");
+}

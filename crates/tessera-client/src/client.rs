@@ -31,6 +31,24 @@ fn writers_kept() -> usize {
     (quarter / LogWriter::DESCRIPTORS).clamp(2, 4096) as usize
 }
 
+/// Whether this process works through its daemon alone: its descriptor limit is below
+/// [`crate::log_sink::THROUGH_DAEMON_BELOW`]. Said once per process on stderr, with the way
+/// out.
+fn through_daemon() -> bool {
+    let limit = tessera_logstore::library_fds::descriptor_limit();
+    let through = limit < crate::log_sink::THROUGH_DAEMON_BELOW;
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if through {
+        SAID.call_once(|| {
+            eprintln!(
+                "tessera: the descriptor limit ({limit}) is too low to keep Tessera's own files out of the program's way; this process works through its daemon alone (every write and read a request: slower). Raise the limit (ulimit -n {}) for full speed.",
+                crate::log_sink::THROUGH_DAEMON_BELOW.max(1024)
+            );
+        });
+    }
+    through
+}
+
 /// How many views of other logs on its node a process keeps open at most: another quarter of
 /// its descriptor limit (a view holds 3 descriptors), at most 8192.
 fn views_kept() -> usize {
@@ -82,7 +100,7 @@ pub struct ReadSources {
 /// What one process knows about one file, shared by all its handles of that file.
 #[derive(Default)]
 pub(crate) struct FileState {
-    pub writer: Option<LogWriter>,
+    pub writer: Option<crate::log_sink::LogSink>,
     /// Logical range -> position in this process's data log (newest write wins).
     pub local: RangeMap<u64>,
     /// Written but not yet attached.
@@ -133,11 +151,14 @@ pub(crate) struct Inner {
     /// This process left its transaction ([`Client::txn_leave`]) and its daemon does not
     /// know yet: told before the next request.
     leave_untold: bool,
+    /// The process works through its daemon alone (its descriptor limit is too low to keep
+    /// its own logs out of the program's way): see [`crate::log_sink`].
+    pub(crate) through_daemon: bool,
     /// Writers of logs this process no longer writes (it joined or left a transaction),
     /// oldest first: closed first when the open writers are more than [`writers_kept`], not
     /// when the process switches. Closing a writer's six descriptors costs about 5 us of CPU,
     /// paid for every file at every join and leave when it was done there.
-    retired: std::collections::VecDeque<LogWriter>,
+    retired: std::collections::VecDeque<crate::log_sink::LogSink>,
     /// The files this process has written under its current log id (each got a writer since
     /// the last switch): the only ones whose writes a switch checks and forgets, so that
     /// joining or leaving costs what the transaction wrote, not every file the process has
@@ -212,6 +233,7 @@ impl Client {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(Duration::from_secs(20), Duration::from_secs);
+        let through_daemon = through_daemon();
         Ok(Client {
             inner: Arc::new(Mutex::new(Inner {
                 layout,
@@ -236,6 +258,7 @@ impl Client {
                 written: Default::default(),
                 open_writers: Default::default(),
                 hosts: None,
+                through_daemon,
             })),
         })
     }
@@ -774,27 +797,44 @@ impl Inner {
     }
 
     /// The writer of this process's logs for `ino`, created on first use (after telling the
-    /// daemon, which publishes what the process leaves unpublished if it dies).
-    pub fn writer(&mut self, ino: u64) -> FsResult<&mut LogWriter> {
+    /// daemon, which publishes what the process leaves unpublished if it dies): the process's
+    /// own, or its daemon's for it when it works through its daemon alone.
+    pub fn writer(&mut self, ino: u64) -> FsResult<crate::log_sink::LogHandle<'_>> {
+        use crate::log_sink::{DaemonLog, LogSink};
         self.client_id()?;
         let client = self.log_id();
         if self.files.get(&ino).is_none_or(|fs| fs.writer.is_none()) {
             self.call(Writing { ino })?;
         }
-        let (node, cfg) = (self.node, &self.cfg);
+        let (node, cfg, through) = (self.node, &self.cfg, self.through_daemon);
         let fs = self.files.entry(ino).or_default();
         if fs.writer.is_none() {
-            let (d, i) = cfg.log_paths(node, ino, client);
-            fs.writer = Some(LogWriter::open(&d, &i, IndexHeader { ino, client, node })?);
+            fs.writer = Some(if through {
+                LogSink::Daemon(DaemonLog {
+                    log: client,
+                    lens: Default::default(),
+                })
+            } else {
+                let (d, i) = cfg.log_paths(node, ino, client);
+                LogSink::Local(Box::new(LogWriter::open(
+                    &d,
+                    &i,
+                    IndexHeader { ino, client, node },
+                )?))
+            });
             self.written.insert(ino);
             self.open_writers.push_back(ino);
             self.close_idle_writers(ino);
         }
-        Ok(self
-            .files
-            .get_mut(&ino)
-            .and_then(|fs| fs.writer.as_mut())
-            .expect("created above"))
+        Ok(crate::log_sink::LogHandle { g: self, ino })
+    }
+
+    /// The writer of `ino` if this process has one now (none is made).
+    pub fn written_log(&mut self, ino: u64) -> Option<crate::log_sink::LogHandle<'_>> {
+        self.files
+            .get(&ino)
+            .is_some_and(|fs| fs.writer.is_some())
+            .then_some(crate::log_sink::LogHandle { g: self, ino })
     }
 
     /// Closes writers while more than [`writers_kept`] are open: those of logs left behind
@@ -803,6 +843,10 @@ impl Inner {
     /// log continues where it was when the file is written again, and is read by its index
     /// meanwhile.
     fn close_idle_writers(&mut self, keep: u64) {
+        if self.through_daemon {
+            // Its writers hold no descriptor: nothing to close.
+            return;
+        }
         let kept = writers_kept();
         while self.retired.len() + self.open_writers.len() > kept && !self.retired.is_empty() {
             self.retired.pop_front();
@@ -819,7 +863,11 @@ impl Inner {
             let Some(mut w) = fs.writer.take() else {
                 continue;
             };
-            if ino == keep || !fs.dirty.is_empty() || w.sync_index().is_err() {
+            let synced = match &mut w {
+                crate::log_sink::LogSink::Local(l) => l.sync_index().is_ok(),
+                crate::log_sink::LogSink::Daemon(_) => false,
+            };
+            if ino == keep || !fs.dirty.is_empty() || !synced {
                 fs.writer = Some(w);
                 self.open_writers.push_back(ino);
             }
@@ -838,9 +886,9 @@ impl Inner {
             fs.local.truncate(size);
             fs.dirty.truncate(size);
             fs.attached.truncate(size);
-            if let Some(w) = fs.writer.as_mut() {
-                w.mark(tessera_core::index::Entry::Truncated { size, at: 0 })?;
-            }
+        }
+        if let Some(mut w) = self.written_log(ino) {
+            w.mark(tessera_core::index::Entry::Truncated { size, at: 0 })?;
         }
         Ok(())
     }

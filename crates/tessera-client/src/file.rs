@@ -530,7 +530,7 @@ impl File {
         ranges: &[(u64, u64)],
         all_dirty: bool,
     ) -> FsResult<()> {
-        let writer = g.writer(self.ino)?;
+        let mut writer = g.writer(self.ino)?;
         writer.sync_index()?;
         let logged = writer.data_len();
         // Whether this attach leaves nothing unpublished (close, commit, and the attach of a
@@ -563,9 +563,9 @@ impl File {
         }
         // Recorded in the index log too (for a daemon that restarts before the process
         // ends): one lazy marker for a full publication, an immediate one for a part.
-        let writer = g.writer(self.ino)?;
+        let mut writer = g.writer(self.ino)?;
         if everything {
-            writer.published();
+            writer.published()?;
         } else {
             for (s, e) in ranges {
                 writer.mark(tessera_core::index::Entry::PublishedRange {
@@ -825,7 +825,10 @@ impl File {
         g.files
             .get(&self.ino)
             .and_then(|f| f.writer.as_ref())
-            .map_or((0, 0), |w| (w.data_len(), w.index_len()))
+            .map_or((0, 0), |w| match w {
+                crate::log_sink::LogSink::Local(w) => (w.data_len(), w.index_len()),
+                crate::log_sink::LogSink::Daemon(d) => (d.lens.data, d.lens.index),
+            })
     }
 
     /// Session open: learn the current owners of the whole file (done by open already).

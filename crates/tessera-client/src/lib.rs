@@ -27,6 +27,7 @@ mod conn;
 mod file;
 mod list_lock;
 mod locality;
+pub mod log_sink;
 mod migrate;
 mod read;
 mod xattr;

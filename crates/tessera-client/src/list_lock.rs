@@ -84,7 +84,7 @@ fn drop_refused(g: &mut crate::client::Inner, ino: u64) -> FsResult<()> {
         Some(fs) => fs.dirty.ranges().collect(),
         None => return Ok(()),
     };
-    let writer = g.writer(ino)?;
+    let mut writer = g.writer(ino)?;
     for (start, end) in &dirty {
         writer.mark(tessera_core::index::Entry::PublishedRange {
             start: *start,

@@ -30,6 +30,11 @@ impl File {
         if g.txn.is_some() {
             return Ok(0);
         }
+        if g.through_daemon {
+            // A process working through its daemon alone keeps no logs of its own to copy
+            // into.
+            return Ok(0);
+        }
         let me = g.node;
         let plan = g.call(MigratePlan { ino })?;
         let chunk = g.cfg.max_read_chunk().max(1);
@@ -69,7 +74,7 @@ impl File {
         if stripes.is_empty() {
             return Ok(0);
         }
-        let writer = g.writer(ino)?;
+        let mut writer = g.writer(ino)?;
         writer.sync_index()?;
         let upto = writer.data_len();
         let moved = g.call(AttachIf {
@@ -107,7 +112,7 @@ fn copy_in(
     let mut placed: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for (s, e) in ranges {
         let len = (e - s) as usize;
-        let w = g.writer(ino)?;
+        let mut w = g.writer(ino)?;
         let pos = w.append(*s, &data[at..at + len])?;
         // At once in the journal: if this process dies, its daemon publishes what it wrote
         // and did not publish, and a copy of an old version must never be among that.

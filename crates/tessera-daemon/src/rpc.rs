@@ -52,6 +52,17 @@ impl Encoded {
         }
     }
 
+    /// A reply and the data that follows it.
+    pub fn with_data<T: Serialize>(read: FsResult<(T, Vec<Bytes>)>) -> Self {
+        match read {
+            Ok((reply, data)) => Encoded {
+                msg: encode_answer(&Ok(reply)),
+                data,
+            },
+            Err(e) => Encoded::error(e),
+        }
+    }
+
     pub fn frame_len(&self) -> usize {
         self.msg.len() + self.data.iter().map(|d| d.len()).sum::<usize>()
     }

@@ -166,6 +166,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
                 std::mem::take(&mut loaded.cat_pending),
             ),
         ),
+        client_logs: Default::default(),
         names: state::names::NameIntents::load(
             std::mem::take(&mut loaded.name_intents),
             std::mem::take(&mut loaded.name_steps),

@@ -112,6 +112,33 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_writer_keeps_the_unsynced_writes_of_its_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, i) = paths(tmp.path());
+        let mut w = LogWriter::open(&d, &i, H).unwrap();
+        w.append(0, b"abc").unwrap();
+        w.sync_index().unwrap();
+        w.append(3, b"unpublished").unwrap();
+        std::mem::forget(w);
+        // Half a pair after them: a crash in the middle of the next append.
+        let j = crate::journal_path(&d);
+        let f = std::fs::OpenOptions::new().append(true).open(&j).unwrap();
+        f.write_all_at(&[9, 9, 9], std::fs::metadata(&j).unwrap().len())
+            .unwrap();
+        let mut w = LogWriter::resume(&d, &i, H).unwrap();
+        w.append(14, b"more").unwrap();
+        w.sync_index().unwrap();
+        let v = LogView::open(&d, &i).unwrap();
+        assert_eq!(v.tail(), Tail::Clean, "the torn half-pair went");
+        let mut out = [0u8; 18];
+        assert!(
+            v.read(0, &mut out).unwrap().is_empty(),
+            "every byte indexed"
+        );
+        assert_eq!(&out, b"abcunpublishedmore");
+    }
+
+    #[test]
     fn writer_refuses_a_foreign_index() {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());

@@ -52,6 +52,23 @@ impl LogWriter {
     /// The directory of the logs (`<node>/logs/<ino>`) is made private; the directories
     /// above it are the node's daemon's, which made them private when it started.
     pub fn open(data_path: &Path, index_path: &Path, header: IndexHeader) -> FsResult<Self> {
+        Self::open_with(data_path, index_path, header, false)
+    }
+
+    /// As [`LogWriter::open`], keeping the journal's whole records past the index: the logs
+    /// of a process whose daemon writes them for it, taken up again after the daemon
+    /// restarted while the process went on (those records are its unpublished writes, which
+    /// its next sync makes readable and its next attach publishes).
+    pub fn resume(data_path: &Path, index_path: &Path, header: IndexHeader) -> FsResult<Self> {
+        Self::open_with(data_path, index_path, header, true)
+    }
+
+    fn open_with(
+        data_path: &Path,
+        index_path: &Path,
+        header: IndexHeader,
+        keep_journal: bool,
+    ) -> FsResult<Self> {
         if let Some(dir) = data_path.parent() {
             private::private_dir(dir)?;
         }
@@ -62,19 +79,27 @@ impl LogWriter {
         let journal = private::create_or_open(&journal_path)?.0;
         let sums_file = private::create_or_open(&sums_path)?.0;
         let index_len = prepare_index(&index.get(), index_path, header)?;
-        // The journal continues from the index: records a process left unsynced before it
-        // reopened its logs are not its dirty writes any more.
-        copy_range(
-            &index.get(),
-            index_path,
-            &journal.get(),
-            &journal_path,
-            0,
-            index_len,
-        )?;
+        let journal_len = len_of(&journal.get(), &journal_path)?;
+        let journal_len = if keep_journal && journal_len >= index_len {
+            // Whole pairs only: a torn last one (a crash in the middle of an append) goes.
+            let body = journal_len - index::HEADER_SIZE as u64;
+            index::HEADER_SIZE as u64 + body / index::PAIR_SIZE as u64 * index::PAIR_SIZE as u64
+        } else {
+            // The journal continues from the index: records a process left unsynced before
+            // it reopened its logs are not its dirty writes any more.
+            copy_range(
+                &index.get(),
+                index_path,
+                &journal.get(),
+                &journal_path,
+                0,
+                index_len,
+            )?;
+            index_len
+        };
         journal
             .get()
-            .set_len(index_len)
+            .set_len(journal_len)
             .map_err(|e| FsError::io(format!("cutting {}", journal_path.display()), &e))?;
         let data_len = len_of(&data.get(), data_path)?;
         let sums = seal(
@@ -101,7 +126,7 @@ impl LogWriter {
             sums_path,
             data_len,
             index_len,
-            journal_len: index_len,
+            journal_len,
             open_at: None,
             builder: IndexBuilder::new(),
             sums,

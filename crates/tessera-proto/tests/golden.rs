@@ -536,6 +536,53 @@ fn client_samples(s: &mut Samples) {
         vec![1_024, 2_048],
     );
     s.client(TxnReserve { count: 1024 }, txn());
+    s.client(
+        LogAppend {
+            ino: 5,
+            log: 9,
+            offset: 4096,
+            data: b"abc".to_vec(),
+        },
+        8192,
+    );
+    s.client(
+        LogSync {
+            ino: 5,
+            log: 9,
+            durable: true,
+        },
+        LogLens {
+            data: 8195,
+            index: 112,
+        },
+    );
+    s.client(
+        LogMarkIt {
+            ino: 5,
+            log: 9,
+            mark: LogMark::PublishedRange {
+                start: 0,
+                end: 4096,
+            },
+        },
+        (),
+    );
+    s.client(
+        LogReadAt {
+            ino: 5,
+            log: 9,
+            pos: 0,
+            len: 3,
+        },
+        Data { len: 3 },
+    );
+    s.client(
+        ReadPfs {
+            path: "/a/b".into(),
+            ranges: vec![(0, 4096), (8192, 9000)],
+        },
+        vec![4096, 100],
+    );
 }
 
 fn peer_samples(s: &mut Samples) {

@@ -23,11 +23,14 @@
 //!   names counted against link counts;
 //! * [`locality`]: where the bytes of files live (seed 001), for schedulers; [`migrate`]:
 //!   moving them to a reader's node (FusionFS's migrate-on-open);
+//! * [`client_logs`]: logs the daemon writes and reads for a process that works through it
+//!   alone (a descriptor limit too low for its own);
 //! * [`admin`]: liveness, status, shutdown.
 
 pub mod admin;
 pub mod catalogue;
 pub mod catalogue_shard;
+pub mod client_logs;
 pub mod flush;
 pub mod leases;
 pub mod links;

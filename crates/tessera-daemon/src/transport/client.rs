@@ -70,6 +70,8 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 /// first, then its locks go, so the next holder of a lock sees what was written under it) and
 /// forget it; if the process goes on (its connection was dropped), keep its id and watch it.
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
+    // The logs the daemon wrote for it close first: what it left is read from them below.
+    node.client_logs.client_gone(c);
     let ended = process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
     // A member of a transaction leaves it; what it did not publish before its vote is not
     // part of it, and not published outside it either: its space is given back.

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod catalogue;
+pub mod client_logs;
 pub mod flush;
 pub mod locality;
 pub mod locks;
@@ -30,6 +31,7 @@ use tessera_core::{FsError, FsResult};
 
 pub use admin::*;
 pub use catalogue::*;
+pub use client_logs::*;
 pub use flush::*;
 pub use locality::*;
 pub use locks::*;
@@ -163,6 +165,14 @@ protocol! {
         TxnEnroll = "txn_enroll" -> Vec<u64>,
         /// The first id reserved.
         TxnReserve = "txn_reserve" -> u64,
+        /// The bytes' position in the data log.
+        LogAppend = "log_append" -> u64,
+        LogSync = "log_sync" -> LogLens,
+        LogMarkIt = "log_mark" -> (),
+        /// The bytes follow the answer in the frame.
+        LogReadAt = "log_read_at" -> Data,
+        /// The bytes of each range the copy held; the bytes follow the answer in the frame.
+        ReadPfs = "read_pfs" -> Vec<u64>,
     }
 }
 
@@ -276,6 +286,10 @@ impl Request {
             Request::TxnOpen(_) | Request::TxnReserve(_) => false,
             // A second copy adds the chunk twice, or fails (EEXIST, ENOENT).
             Request::CatChange(_) => false,
+            // A second copy appends the bytes again; a mark recorded twice is a second
+            // record (harmless, but not the same log).
+            Request::LogAppend(_) | Request::LogMarkIt(_) => false,
+            Request::LogSync(_) | Request::LogReadAt(_) | Request::ReadPfs(_) => true,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
