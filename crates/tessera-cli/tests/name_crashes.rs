@@ -511,15 +511,26 @@ fn names_beyond_a_count_are_found_and_counted() {
     inst.kill9(0);
     {
         use tessera_daemon::store::{DbOp, MetaKey, Store, StoreOptions};
-        let (store, loaded) = Store::open(
-            &inst.root.join("bb/node-0"),
-            StoreOptions {
-                durability: Default::default(),
-                checkpoint_idle: Duration::from_secs(1),
-                node: 0,
-            },
-        )
-        .unwrap();
+        // The killed daemon's threads may still be letting go of its files (its lock on
+        // the database) after its main thread is gone: until they have, the store is busy.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (store, loaded) = loop {
+            let opened = Store::open(
+                &inst.root.join("bb/node-0"),
+                StoreOptions {
+                    durability: Default::default(),
+                    checkpoint_idle: Duration::from_secs(1),
+                    node: 0,
+                },
+            );
+            match opened {
+                Ok(s) => break s,
+                Err(e) if e.message.contains("already open") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         assert!(!loaded.names_unchecked);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -72,16 +72,23 @@ impl LogHandle<'_> {
             };
             return w.append(logical, buf);
         };
-        let pos = self.g.call(LogAppend {
-            ino: self.ino,
-            log,
-            offset: logical,
-            data: buf.to_vec(),
-        })?;
-        if let Some(l) = self.lens() {
-            l.data = l.data.max(pos + buf.len() as u64);
+        // In pieces that fit a frame; they land one after another in the data log, which
+        // only this process writes.
+        let piece = self.g.cfg.max_read_chunk() as usize;
+        let mut first = None;
+        for (i, part) in buf.chunks(piece.max(1)).enumerate() {
+            let pos = self.g.call(LogAppend {
+                ino: self.ino,
+                log,
+                offset: logical + (i * piece) as u64,
+                data: part.to_vec(),
+            })?;
+            first.get_or_insert(pos);
+            if let Some(l) = self.lens() {
+                l.data = l.data.max(pos + part.len() as u64);
+            }
         }
-        Ok(pos)
+        Ok(first.unwrap_or_else(|| self.data_len()))
     }
 
     /// Makes the new records readable by others (before an attach).

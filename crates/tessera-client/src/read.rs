@@ -127,8 +127,6 @@ impl Ahead {
     }
 }
 
-/// Attached bytes `[at, at + dst.len())` of file `ino` from the log of `client` on this
-/// node, by the log's index; an error names the bytes the log lacks.
 /// The gaps of a read from the PFS copy, read by the daemon (for a process working through
 /// it alone); what the copy does not hold reads as zeros.
 fn read_pfs_through_daemon(
@@ -178,6 +176,8 @@ fn read_pfs_through_daemon(
     Ok(())
 }
 
+/// Attached bytes `[at, at + dst.len())` of file `ino` from the log of `client` on this
+/// node, by the log's index; an error names the bytes the log lacks.
 fn read_node_log(
     g: &mut Inner,
     path: &str,

@@ -139,7 +139,7 @@ pub enum Step {
     /// Removes `path`'s entry if it leads to `ino`; answers whether this step removed it.
     Remove { path: String, ino: u64 },
     /// Undoes a rename's new name: `path` leads to `replaced` again (or to nothing), if it
-    /// still leads to `ino`.
+    /// still leads to `ino`; answers whether it did (`Removed`: the file's entry went).
     Restore {
         path: String,
         ino: u64,
@@ -165,7 +165,7 @@ pub enum Step {
 pub enum Outcome {
     /// [`Step::Put`]: the entry it replaced.
     Replaced(Option<Dentry>),
-    /// [`Step::Remove`]: whether this step removed the entry.
+    /// [`Step::Remove`] and [`Step::Restore`]: whether this step took the file's entry away.
     Removed(bool),
     /// [`Step::Place`]: what it found.
     Placed(Placed),
@@ -293,17 +293,26 @@ impl Intent {
                 ino,
                 replaced: *replaced,
             }],
-            Stage::Moving { replaced, last } => {
+            // The file lost its new name too (another rename replaced it there): its PFS copy
+            // goes, and never over the copy of the file that has that name now.
+            Stage::Moving { last: true, .. } => {
+                let mut steps = Vec::new();
+                if is_file {
+                    steps.push(Step::DropEverywhere { ino });
+                }
+                steps.push(Step::PfsRemove {
+                    path: self.from().to_string(),
+                    dir: self.file.kind == FileKind::Dir,
+                });
+                steps
+            }
+            Stage::Moving { replaced, .. } => {
                 // A repeat never takes `to`'s copy: it may be the one the first attempt moved.
-                let mut steps = vec![Step::PfsRename {
+                vec![Step::PfsRename {
                     from: self.from().to_string(),
                     to: self.to().to_string(),
                     replaced: replaced.is_some() && !self.retried,
-                }];
-                if *last && is_file {
-                    steps.push(Step::DropEverywhere { ino });
-                }
-                steps
+                }]
             }
             Stage::Dropping { pfs } => {
                 let mut steps = Vec::new();
@@ -397,7 +406,20 @@ impl Intent {
                     Some(Failed::Refused),
                 )
             }
-            (Stage::Undoing { .. }, _) => drop_or_done(self, Some(Failed::Refused), None),
+            // The new name is undone: the count goes back, and what it replaced has its name.
+            (Stage::Undoing { .. }, Outcome::Removed(true)) => {
+                drop_or_done(self, Some(Failed::Refused), None)
+            }
+            // Another rename replaced the new name meanwhile (and took it off the file's count):
+            // what the new name had replaced lost its name for good.
+            (Stage::Undoing { replaced }, Outcome::Removed(false)) => match *replaced {
+                Some(replaced) => go(
+                    self.at_stage(Stage::Releasing { replaced }),
+                    Count::Keep,
+                    Some(Failed::Refused),
+                ),
+                None => done(Count::Keep, Some(Failed::Refused)),
+            },
             (Stage::Moving { replaced, .. }, _) => match *replaced {
                 Some(replaced) => go(
                     self.at_stage(Stage::Releasing { replaced }),
@@ -437,6 +459,8 @@ mod tests {
         next_id: u64,
         /// The answers the shards recorded.
         recorded: HashMap<StepKey, Outcome>,
+        /// Paths where a transaction's pending entry makes the shard refuse steps.
+        blocked: std::collections::BTreeSet<String>,
     }
 
     impl World {
@@ -464,8 +488,9 @@ mod tests {
             self.counts.get(&ino).copied().unwrap_or(0)
         }
 
-        /// A shard carries out a step once per key (a repeat gets the recorded answer).
-        fn apply(&mut self, step: &Step, key: StepKey) -> Outcome {
+        /// A shard carries out a step once per key (a repeat gets the recorded answer);
+        /// `None`: refused (a transaction's entry is at its path; nothing recorded).
+        fn apply(&mut self, step: &Step, key: StepKey) -> Option<Outcome> {
             let recorded = matches!(
                 step,
                 Step::Put { .. }
@@ -475,13 +500,23 @@ mod tests {
                     | Step::Release { .. }
             );
             if let Some(o) = self.recorded.get(&key).filter(|_| recorded) {
-                return *o;
+                return Some(*o);
+            }
+            let path = match step {
+                Step::Put { path, .. }
+                | Step::Place { path, .. }
+                | Step::Remove { path, .. }
+                | Step::Restore { path, .. } => Some(path),
+                _ => None,
+            };
+            if path.is_some_and(|p| self.blocked.contains(p)) {
+                return None;
             }
             let o = self.carry_out(step);
             if recorded {
                 self.recorded.insert(key, o);
             }
-            o
+            Some(o)
         }
 
         fn carry_out(&mut self, step: &Step) -> Outcome {
@@ -510,13 +545,14 @@ mod tests {
                     ino,
                     replaced,
                 } => {
-                    if self.entries.get(path).is_some_and(|d| d.ino == *ino) {
+                    let ours = self.entries.get(path).is_some_and(|d| d.ino == *ino);
+                    if ours {
                         match replaced {
                             Some(r) => self.entries.insert(path.clone(), *r),
                             None => self.entries.remove(path),
                         };
                     }
-                    Outcome::Done
+                    Outcome::Removed(ours)
                 }
                 Step::DropEverywhere { ino } => {
                     self.dropped.push(*ino);
@@ -551,7 +587,15 @@ mod tests {
             let steps = intent.steps();
             let mut outcome = Outcome::Done;
             for s in &steps {
-                outcome = self.apply(s, intent.key(0));
+                match self.apply(s, intent.key(0)) {
+                    Some(o) => outcome = o,
+                    // Refused: the stages before the names change fail; later ones wait.
+                    None if matches!(intent.stage, Stage::Start | Stage::Placed { .. }) => {
+                        outcome = Outcome::Refused;
+                        break;
+                    }
+                    None => return,
+                }
             }
             if lose_answer {
                 self.intents[i] = intent.resumed();
@@ -600,6 +644,9 @@ mod tests {
         Crash(usize),
         /// A restart: every intent is taken up as after a crash.
         Restart,
+        /// A transaction takes (or leaves) a path: its shard refuses steps there meanwhile.
+        Block(usize),
+        Unblock(usize),
     }
 
     fn act() -> impl Strategy<Value = Act> {
@@ -610,6 +657,8 @@ mod tests {
             6 => (0usize..8).prop_map(Act::Drive),
             1 => (0usize..8).prop_map(Act::Crash),
             1 => Just(Act::Restart),
+            1 => (0usize..6).prop_map(Act::Block),
+            1 => (0usize..6).prop_map(Act::Unblock),
         ]
     }
 
@@ -656,6 +705,12 @@ mod tests {
                         let i = n % w.intents.len();
                         w.drive_one(i, true);
                     }
+                    Act::Block(x) => {
+                        w.blocked.insert(PATHS[x].to_string());
+                    }
+                    Act::Unblock(x) => {
+                        w.blocked.remove(PATHS[x]);
+                    }
                     Act::Restart => {
                         w.intents = std::mem::take(&mut w.intents)
                             .into_iter()
@@ -666,7 +721,8 @@ mod tests {
                 }
                 w.check()?;
             }
-            // Every intent runs to its end.
+            // Every intent runs to its end (the transactions end too).
+            w.blocked.clear();
             let mut rounds = 0;
             while !w.intents.is_empty() {
                 w.drive_one(0, false);
@@ -763,8 +819,11 @@ mod tests {
                 replaced: None
             }]
         );
-        let adv = undoing.advance(Outcome::Done, 2);
+        let adv = undoing.clone().advance(Outcome::Removed(true), 2);
         assert_eq!((adv.next, adv.count), (None, Count::Down));
+        // Replaced meanwhile by another rename, which took the name off the count.
+        let adv = undoing.advance(Outcome::Removed(false), 1);
+        assert_eq!((adv.next, adv.count), (None, Count::Keep));
     }
 
     #[test]

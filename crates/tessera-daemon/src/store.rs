@@ -699,6 +699,16 @@ impl Store {
         if ops.is_empty() {
             return Pending(None);
         }
+        self.queue(ops)
+    }
+
+    /// What to wait for so that everything queued before is durable (for an answer that
+    /// depends on earlier changes without making one: a refusal, a repeated step).
+    pub fn barrier(&self) -> Pending {
+        self.queue(Vec::new())
+    }
+
+    fn queue(&self, ops: Vec<DbOp>) -> Pending {
         let (done, rx) = oneshot::channel();
         let batch = Batch { ops, done };
         let refused = match self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -949,6 +959,13 @@ fn committer(db: Database, wal: File, opts: StoreOptions, rx: mpsc::Receiver<Bat
         let mut batches = vec![first];
         while let Ok(more) = rx.try_recv() {
             batches.push(more);
+        }
+        if batches.iter().all(|b| b.ops.is_empty()) {
+            // Barriers only: everything queued before them was written by an earlier round.
+            for b in batches {
+                let _ = b.done.send(Ok(()));
+            }
+            continue;
         }
         let record = encode_record(&batches.iter().flat_map(|b| &b.ops).collect::<Vec<_>>());
         let mut result = wal

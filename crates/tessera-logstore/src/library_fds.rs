@@ -328,6 +328,24 @@ pub fn disown(fd: RawFd) {
     }
 }
 
+thread_local! {
+    /// The record, held across `fork` by the forking thread (see [`before_fork`]).
+    static HELD_ACROSS_FORK: std::cell::RefCell<Option<MutexGuard<'static, HashMap<RawFd, Entry>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Before `fork` (a `pthread_atfork` prepare handler): takes the record, so that no other
+/// thread holds it in the child, where nobody would release it.
+pub fn before_fork() {
+    let guard = record();
+    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some(guard));
+}
+
+/// After `fork`, in the parent and in the child: gives the record back.
+pub fn after_fork() {
+    HELD_ACROSS_FORK.with(|h| drop(h.borrow_mut().take()));
+}
+
 /// Convenience: a file the library keeps.
 pub type HeldFile = Held<std::fs::File>;
 

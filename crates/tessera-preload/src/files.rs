@@ -764,7 +764,12 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) -> c_int {
     if let Some(refused) = crate::library_fds::refuse(old, if dup2 { "dup2" } else { "dup3" }) {
         return refused;
     }
+    // The library's descriptor moves only for a call that will succeed: a dup2 from a
+    // number that is not open fails without touching `new`.
     if old != new
+        && crate::library_fds::named_by_program(new)
+        // SAFETY: F_GETFD reads a descriptor's flags and touches no memory.
+        && unsafe { real::fcntl(old, libc::F_GETFD, 0) } >= 0
         && let Err(e) = crate::library_fds::make_room(new)
     {
         return fail(&e);

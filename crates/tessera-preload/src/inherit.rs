@@ -206,17 +206,26 @@ static INHERIT: extern "C" fn() = at_load;
 extern "C" fn at_load() {
     state::own_memory();
     // SAFETY: registers plain functions.
-    unsafe { libc::pthread_atfork(Some(before_fork), None, Some(in_fork_child)) };
+    unsafe { libc::pthread_atfork(Some(before_fork), Some(in_fork_parent), Some(in_fork_child)) };
     let _ = std::panic::catch_unwind(take_inherited);
 }
 
-/// Before `fork`: the child and the parent will share every Tessera file's position.
+/// Before `fork`: the child and the parent will share every Tessera file's position; the
+/// record of the library's descriptors is held across the fork (no other thread holds it in
+/// the child).
 extern "C" fn before_fork() {
     let _ = std::panic::catch_unwind(share_all);
+    let _ = std::panic::catch_unwind(tessera_client::library_fds::before_fork);
+}
+
+/// In the parent after `fork`.
+extern "C" fn in_fork_parent() {
+    let _ = std::panic::catch_unwind(tessera_client::library_fds::after_fork);
 }
 
 /// In the child of `fork`: its memory is its own.
 extern "C" fn in_fork_child() {
+    let _ = std::panic::catch_unwind(tessera_client::library_fds::after_fork);
     state::own_memory();
 }
 

@@ -48,10 +48,16 @@ impl Secrecy {
 
 /// The refusal of a path whose owner or mode makes it untrustworthy.
 fn untrusted(path: &Path, what: &str, uid: u32, mode: u32) -> FsError {
+    // The owner is named once: by `what` when it is the reason.
+    let owner = if what.contains("uid") {
+        String::new()
+    } else {
+        format!("owner uid {uid}, ")
+    };
     FsError::new(
         Errno::Access,
         format!(
-            "{} {what} (owner uid {uid}, mode {:04o}); an instance directory and its files must belong to you (uid {}) and be writable by you alone, or another user could choose what your daemons read; if it is yours, `chmod go-w` it (`chmod 600` the secret), else remove it or use another instance directory (--instance DIR or TESSERA_INSTANCE)",
+            "{} {what} ({owner}mode {:04o}); an instance directory and its files must belong to you (uid {}) and be writable by you alone, or another user could choose what your daemons read; if it is yours, `chmod go-w` it (`chmod 600` the secret), else remove it or use another instance directory (--instance DIR or TESSERA_INSTANCE)",
             path.display(),
             mode & 0o7777,
             euid()

@@ -20,14 +20,24 @@ use tessera_proto::{LogAppend, LogLens, LogMark, LogMarkIt, LogReadAt, LogSync, 
 /// A log the daemon writes for a client, used by one request at a time.
 type SharedWriter = Arc<Mutex<LogWriter>>;
 
-/// The writers this daemon holds for its clients: (client, ino, log) -> writer.
+/// Writers the daemon keeps open per client (six descriptors each); beyond, the one used
+/// least recently closes (and resumes when used again: [`LogWriter::resume`] keeps what its
+/// journal holds).
+const WRITERS_PER_CLIENT: usize = 16;
+
+/// A client's log: (client, ino, log id).
+type LogKey = (u64, u64, u64);
+
+/// The writers this daemon holds for its clients: key -> (writer, last use).
 #[derive(Default)]
 pub struct ClientLogs {
-    writers: Mutex<HashMap<(u64, u64, u64), SharedWriter>>,
+    writers: Mutex<HashMap<LogKey, (SharedWriter, u64)>>,
+    uses: std::sync::atomic::AtomicU64,
 }
 
 impl ClientLogs {
-    /// Closes the writers of a client whose connection ended.
+    /// Closes the writers of a client whose connection ended. (A new connection cannot take
+    /// the client's id before its old one's end is dealt with: see `Clients::bind`.)
     pub fn client_gone(&self, client: u64) {
         self.writers
             .lock()
@@ -49,10 +59,23 @@ impl Node {
             ));
         }
         self.check_ino(ino)?;
-        let mut all = self.client_logs.writers.lock().expect("client logs");
-        if let Some(w) = all.get(&(client, ino, log)) {
+        let now = self
+            .client_logs
+            .uses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let key = (client, ino, log);
+        if let Some((w, used)) = self
+            .client_logs
+            .writers
+            .lock()
+            .expect("client logs")
+            .get_mut(&key)
+        {
+            *used = now;
             return Ok(w.clone());
         }
+        // Opened outside the map's lock (file I/O); a client's requests come one at a time,
+        // so no other request opens the same log meanwhile.
         let (d, i) = self.cfg.log_paths(self.id, ino, log);
         let header = IndexHeader {
             ino,
@@ -62,7 +85,18 @@ impl Node {
         let w = Arc::new(Mutex::new(tokio::task::block_in_place(|| {
             LogWriter::resume(&d, &i, header)
         })?));
-        all.insert((client, ino, log), w.clone());
+        let mut all = self.client_logs.writers.lock().expect("client logs");
+        let mine: Vec<(LogKey, u64)> = all
+            .iter()
+            .filter(|(k, _)| k.0 == client)
+            .map(|(k, (_, used))| (*k, *used))
+            .collect();
+        if mine.len() >= WRITERS_PER_CLIENT
+            && let Some((oldest, _)) = mine.into_iter().min_by_key(|(_, used)| *used)
+        {
+            all.remove(&oldest);
+        }
+        all.insert(key, (w.clone(), now));
         Ok(w)
     }
 

@@ -86,11 +86,27 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             ));
         }
     }
+    if !node.names.of_file(d.ino).is_empty() {
+        // A rename counts the new name before it removes the old: wait for the one being
+        // driven to end (its file's lock is taken before the flush lock, as a link does).
+        let names = node.names.file_lock(d.ino);
+        drop(names.lock().await);
+        node.names.tidy(d.ino, names);
+    }
     let lock = node.flush_lock(d.ino);
     let _serialised = lock.lock().await;
     // Its copy would be found under one of its names only (see `links`, which counts names
     // under this lock).
     let nlink = node.inode(d.ino)?.nlink;
+    if nlink > 1 && !node.names.of_file(d.ino).is_empty() {
+        return Err(FsError::new(
+            Errno::Again,
+            format!(
+                "{}: a rename of the file is not finished (a daemon it needs does not answer); flush again once it is",
+                node.user_path(&p),
+            ),
+        ));
+    }
     if nlink > 1 {
         return Err(FsError::new(
             Errno::MLink,

@@ -90,6 +90,13 @@ fn count_change(ns: &mut Namespace, ino: u64, count: Count, op: &NameOp) -> FsRe
 impl ServePeer<ChangeNames> for Node {
     async fn serve_peer(&self, r: ChangeNames) -> FsResult<()> {
         let op = normalized(r.op)?;
+        if let NameOp::Lost { .. } = op {
+            // Only a release (a step of another file's rename) takes a name off a count.
+            return Err(FsError::new(
+                Errno::Inval,
+                "a file loses a name only by a removal or a rename that replaces it",
+            ));
+        }
         if ino_shard(r.file.ino) != self.id {
             return Err(FsError::new(
                 Errno::Inval,
@@ -157,7 +164,16 @@ fn normalized(op: NameOp) -> FsResult<NameOp> {
 
 impl ServePeer<NameStep> for Node {
     async fn serve_peer(&self, r: NameStep) -> FsResult<Outcome> {
-        if let Some(o) = self.names.answered(r.key) {
+        // A repeat gets the first copy's answer once its write is durable (it was queued
+        // under the namespace lock, before the answer could be seen).
+        let repeat = {
+            let _ns = self.ns.lock().expect("ns");
+            self.names
+                .answered(r.key)
+                .map(|o| (o, self.store.barrier()))
+        };
+        if let Some((o, durable)) = repeat {
+            durable.durable().await?;
             return Ok(o);
         }
         match r.step {
@@ -195,19 +211,23 @@ impl ServePeer<NameStep> for Node {
             } => {
                 let p = self.settled(&path).await?;
                 self.step_on_entries(r.key, &p, |ns| {
-                    let changes = match (ns.get(&p), replaced) {
-                        (Some(d), Some(old)) if d.ino == ino => ns.put(&p, old)?.1,
-                        (Some(d), None) if d.ino == ino => ns.remove(&p, ino)?.1,
-                        _ => Vec::new(),
+                    let (undone, changes) = match (ns.get(&p), replaced) {
+                        (Some(d), Some(old)) if d.ino == ino => (true, ns.put(&p, old)?.1),
+                        (Some(d), None) if d.ino == ino => (true, ns.remove(&p, ino)?.1),
+                        // Another rename replaced the name meanwhile.
+                        _ => (false, Vec::new()),
                     };
-                    Ok((Outcome::Done, changes))
+                    Ok((Outcome::Removed(undone), changes))
                 })
                 .await
             }
             Step::Release { path, file } => {
                 let p = path::normalize(&path)?;
-                let (intent, durable) =
-                    self.begin_names(file, NameOp::Lost { path: p }, Some(r.key))?;
+                let (intent, durable) = {
+                    // No check of names against counts counts meanwhile.
+                    let _gate = self.names.gate.read().await;
+                    self.begin_names(file, NameOp::Lost { path: p }, Some(r.key))?
+                };
                 durable.durable().await?;
                 if intent.is_some() {
                     // The file went with that name: its bytes go, in the background (the
@@ -261,7 +281,7 @@ impl Node {
             let mut ns = self.ns.lock().expect("ns");
             // A repeat that raced the first copy: the first one's answer, once durable.
             if let Some(o) = self.names.answered(key) {
-                (o, self.store.submit(Vec::new()))
+                (o, self.store.barrier())
             } else {
                 if let Some((txn, _)) = self.txns.entries().get(p) {
                     return Err(busy(&self.user_path(p), txn));
@@ -405,6 +425,20 @@ impl Node {
             }
         };
         if self.names.get(id).is_none() {
+            // Every shard the intent may have asked, at every stage: drivers before this
+            // one (left to the background, or before a restart) asked them too.
+            for shard in self.shards_of(&op) {
+                for stage in 0..=4 {
+                    touched.push((
+                        shard,
+                        StepKey {
+                            node: self.id,
+                            intent: id,
+                            stage,
+                        },
+                    ));
+                }
+            }
             self.forget_steps(touched);
         }
         result
@@ -530,6 +564,16 @@ impl Node {
             NameOp::Link { to, .. } => format!("the link {}", self.user_path(to)),
             NameOp::Remove { path } => format!("the removal of {}", self.user_path(path)),
             NameOp::Lost { path } => format!("the replacement of {}", self.user_path(path)),
+        }
+    }
+
+    /// The path shards an operation's steps go to.
+    fn shards_of(&self, op: &NameOp) -> Vec<u32> {
+        let nodes = self.cfg.nodes;
+        match op {
+            NameOp::Rename { from, to } => vec![path_shard(from, nodes), path_shard(to, nodes)],
+            NameOp::Link { to, .. } => vec![path_shard(to, nodes)],
+            NameOp::Remove { path } | NameOp::Lost { path } => vec![path_shard(path, nodes)],
         }
     }
 

@@ -45,6 +45,9 @@ impl Node {
     /// out (their counts already cover their names).
     pub async fn check_names(&self) -> FsResult<NamesChecked> {
         let _quiet = self.names.gate.write().await;
+        // Files with an operation in flight at any time during the count are left out: one
+        // that ended meanwhile may have been counted with a name before and one after.
+        let mut busy = self.names.inodes_in_flight();
         let mut names: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for shard in 0..self.cfg.nodes {
             let mut after = None;
@@ -63,7 +66,7 @@ impl Node {
                 }
             }
         }
-        let busy = self.names.inodes_in_flight();
+        busy.extend(self.names.inodes_in_flight());
         let (report, durable) = {
             let mut ns = self.ns.lock().expect("ns");
             let mut report = NamesChecked {

@@ -449,7 +449,7 @@ impl Node {
                     let ops = ops.into_iter().map(DbOp::from).collect();
                     (Ok(out), self.store.submit(ops))
                 }
-                Err(e) => (Err(e), self.store.submit(Vec::new())),
+                Err(e) => (Err(e), self.store.barrier()),
             }
         };
         pending.durable().await?;
