@@ -168,15 +168,6 @@ fn logs_of_another_user_are_not_read() {
     );
 }
 
-fn tessera_on(layout: &tessera_proto::InstanceLayout, args: &[&str]) -> std::process::Output {
-    Command::new(TESSERA)
-        .arg("--instance")
-        .arg(&layout.dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 /// Another user makes the instance directory first, in a directory everyone can write (as
 /// `/tmp`), with a configuration and a secret of their choosing (their burst-buffer root and
 /// PFS directory; a secret they know, with which they could act as a peer). Every command of
@@ -201,9 +192,9 @@ fn an_instance_directory_another_user_made_first_is_refused() {
         &["stat", "/tessera"],
         &["serve", "--node", "0"],
     ] {
-        let out = tessera_on(&layout, args);
+        let out = common::tessera_in(&layout, args);
         let err = String::from_utf8_lossy(&out.stderr);
-        let _ = tessera_on(&layout, &["stop"]);
+        let _ = common::tessera_in(&layout, &["stop"]);
         assert!(!out.status.success(), "`tessera {args:?}` used it: {err}");
         assert!(
             err.contains(&layout.dir.display().to_string())
@@ -245,9 +236,9 @@ fn files_of_another_user_in_an_instance_directory_are_refused() {
             _ => {}
         }
         chown(&p, NOBODY);
-        let out = tessera_on(&layout, &["start"]);
+        let out = common::tessera_in(&layout, &["start"]);
         let err = String::from_utf8_lossy(&out.stderr);
-        let _ = tessera_on(&layout, &["stop"]);
+        let _ = common::tessera_in(&layout, &["stop"]);
         assert!(!out.status.success(), "{what} of another user was used");
         assert!(
             err.contains(&p.display().to_string())

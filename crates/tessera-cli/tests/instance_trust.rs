@@ -5,23 +5,13 @@
 
 mod common;
 
-use common::{TESSERA, fresh_instance};
+use common::{fresh_instance, tessera_in};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use tessera_proto::{InstanceLayout, instance_dir};
 
 fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn tessera(layout: &InstanceLayout, args: &[&str]) -> Output {
-    Command::new(TESSERA)
-        .arg("--instance")
-        .arg(&layout.dir)
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// Each way of making an instance directory untrustworthy, and what the refusal says.
@@ -101,8 +91,8 @@ fn an_untrustworthy_instance_directory_is_refused_by_every_command() {
     let root = tessera_cli::instance::temp_dir("tessera-trust").unwrap();
     // The control: untouched, the same instance starts and stops.
     let good = fresh_instance(&root.join("good"));
-    let out = tessera(&good, &["start"]);
-    let _ = tessera(&good, &["stop"]);
+    let out = tessera_in(&good, &["start"]);
+    let _ = tessera_in(&good, &["stop"]);
     assert!(
         out.status.success(),
         "{}",
@@ -118,9 +108,9 @@ fn an_untrustworthy_instance_directory_is_refused_by_every_command() {
             &["stop"],
             &["stat", "/tessera"],
         ] {
-            let out = tessera(&layout, cmd);
+            let out = tessera_in(&layout, cmd);
             let err = String::from_utf8_lossy(&out.stderr);
-            let _ = tessera(&good, &["stop"]);
+            let _ = tessera_in(&good, &["stop"]);
             assert!(!out.status.success(), "{what}: `tessera {cmd:?}` went on");
             let named = path(&layout).display().to_string();
             assert!(
@@ -145,8 +135,8 @@ fn a_daemon_log_never_follows_a_planted_link() {
     std::fs::write(&bashrc, b"alias ll='ls -l'\n").unwrap();
     instance_dir::make_dir(&layout.logs_dir()).unwrap();
     symlink(&bashrc, layout.log_file(0)).unwrap();
-    let out = tessera(&layout, &["start"]);
-    let _ = tessera(&layout, &["stop"]);
+    let out = tessera_in(&layout, &["start"]);
+    let _ = tessera_in(&layout, &["stop"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "started through a planted log link");
     assert!(
@@ -155,7 +145,7 @@ fn a_daemon_log_never_follows_a_planted_link() {
     );
     assert_eq!(std::fs::read(&bashrc).unwrap(), b"alias ll='ls -l'\n");
     // The daemon run by hand (`serve --log`) refuses it too.
-    let out = tessera(&layout, &["serve", "--node", "0", "--log"]);
+    let out = tessera_in(&layout, &["serve", "--node", "0", "--log"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
     assert_eq!(std::fs::read(&bashrc).unwrap(), b"alias ll='ls -l'\n");

@@ -24,6 +24,14 @@ fn on_shard(shard: u32, stem: &str) -> String {
         .expect("some name lands on every shard")
 }
 
+/// Two fresh user paths for case `i`, each on its shard: (shard, stem) each.
+fn two_names(i: usize, a: (u32, &str), b: (u32, &str)) -> (String, String) {
+    (
+        on_shard(a.0, &format!("{}{i}-", a.1)),
+        on_shard(b.0, &format!("{}{i}-", b.1)),
+    )
+}
+
 fn internal(p: &str) -> &str {
     p.strip_prefix("/tessera").expect("a Tessera path")
 }
@@ -60,20 +68,7 @@ fn logs_of(inst: &Inst, node: u32, ino: u64) -> PathBuf {
 
 /// Waits until no daemon holds an operation on names that has not ended.
 fn wait_intents_ended(inst: &Inst) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let held: Vec<u64> = (0..NODES)
-            .map(|n| inst.client(n).status().unwrap().name_intents)
-            .collect();
-        if held.iter().all(|h| *h == 0) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "operations on names not ended after 30 s, by node: {held:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    inst.wait_none_left("operations on names not ended", |s| s.name_intents);
 }
 
 /// Every name at the root leads to a file whose count is exactly its names.
@@ -147,10 +142,7 @@ fn a_rename_over_another_file_completes_after_a_crash_at_any_step() {
     .enumerate()
     {
         let c = inst.client(1);
-        let (from, to) = (
-            on_shard(1, &format!("from{i}-")),
-            on_shard(2, &format!("to{i}-")),
-        );
+        let (from, to) = two_names(i, (1, "from"), (2, "to"));
         let ino = file_on(&c, 0, &from, b"the renamed file");
         let replaced = file_on(&inst.client(2), 2, &to, b"the replaced file");
         assert!(logs_of(&inst, 2, replaced).exists());
@@ -180,10 +172,7 @@ fn a_replaced_file_goes_whole_after_a_crash_of_its_own_daemon() {
         .enumerate()
     {
         let c = inst.client(1);
-        let (from, to) = (
-            on_shard(1, &format!("lfrom{i}-")),
-            on_shard(0, &format!("lto{i}-")),
-        );
+        let (from, to) = two_names(i, (1, "lfrom"), (0, "lto"));
         file_on(&c, 0, &from, b"new contents");
         let replaced = file_on(&inst.client(2), 2, &to, b"old contents");
         // The rename itself is done once the release is recorded; the replaced file's bytes
@@ -204,10 +193,7 @@ fn a_link_is_made_or_not_after_a_crash_at_any_step() {
         .enumerate()
     {
         let c = inst.client(1);
-        let (a, b) = (
-            on_shard(1, &format!("la{i}-")),
-            on_shard(2, &format!("lb{i}-")),
-        );
+        let (a, b) = two_names(i, (1, "la"), (2, "lb"));
         let ino = file_on(&c, 0, &a, b"linked");
         host_down(crash_during(&inst, 0, point, 2, |c| c.link(&a, &b)), point);
         let c = inst.client(1);
@@ -231,10 +217,7 @@ fn an_unlink_is_done_after_a_crash_at_any_step() {
         .enumerate()
     {
         let c = inst.client(1);
-        let (a, b) = (
-            on_shard(1, &format!("ua{i}-")),
-            on_shard(2, &format!("ub{i}-")),
-        );
+        let (a, b) = two_names(i, (1, "ua"), (2, "ub"));
         file_on(&c, 0, &a, b"two names");
         c.link(&a, &b).unwrap();
         host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
@@ -465,10 +448,7 @@ fn names_beyond_a_count_are_found_and_counted() {
     let c = inst.client(1);
     let mut pairs = Vec::new();
     for i in 0..2 {
-        let (a, b) = (
-            on_shard(1, &format!("pa{i}-")),
-            on_shard(2, &format!("pb{i}-")),
-        );
+        let (a, b) = two_names(i, (1, "pa"), (2, "pb"));
         let ino = file_on(&c, 0, &a, format!("kept {i}").as_bytes());
         let dentry = tessera_proto::Dentry {
             ino,

@@ -288,17 +288,23 @@ impl Inst {
     /// Waits until no daemon has a log listed for release or being checked for it (each
     /// released, or found still needed); fails the test after 30 s.
     pub fn wait_no_logs_to_release(&self) {
+        self.wait_none_left("logs still listed for release", |s| s.logs_to_release);
+    }
+
+    /// Waits until `left` of every daemon's status is 0; fails the test after 30 s, saying
+    /// what was still `what` on each node.
+    pub fn wait_none_left(&self, what: &str, left: impl Fn(&tessera_proto::NodeStatus) -> u64) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let listed: Vec<u64> = (0..self.nodes)
-                .map(|n| self.client(n).status().unwrap().logs_to_release)
+            let by_node: Vec<u64> = (0..self.nodes)
+                .map(|n| left(&self.client(n).status().unwrap()))
                 .collect();
-            if listed.iter().all(|l| *l == 0) {
+            if by_node.iter().all(|l| *l == 0) {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "logs still listed for release after 30 s, by node: {listed:?}"
+                "{what} after 30 s, by node: {by_node:?}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -320,6 +326,16 @@ impl Inst {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Runs `tessera` on the instance of `layout` (started or not).
+pub fn tessera_in(layout: &InstanceLayout, args: &[&str]) -> std::process::Output {
+    Command::new(TESSERA)
+        .arg("--instance")
+        .arg(&layout.dir)
+        .args(args)
+        .output()
+        .expect("run tessera")
 }
 
 /// A new instance of one daemon in `root/inst`, as `tessera start` writes it, not started.
