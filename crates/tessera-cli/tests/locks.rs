@@ -111,9 +111,13 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
     a.ok(&lock(0, 0, true, false));
     b.send(&lock(0, 0, true, true));
     assert!(!b.has_reply(Duration::from_millis(300)));
+    let with_a = inst.clients(0);
     a.kill9();
     assert!(b.has_reply(Duration::from_secs(10)));
     assert!(b.recv().ok);
+    // The lock is released as soon as the death is seen, a moment before the connection is
+    // no longer counted: the counts below start from a daemon that has let go of `a`.
+    inst.wait_clients_where(0, &format!("fewer than {with_a}"), |now| now < with_a);
     // A waiter that dies is never granted the lock, whichever node it was on (the lock
     // table lives on one of them, so two of these waits are remote).
     for node in 0..3 {

@@ -217,16 +217,21 @@ impl Inst {
     /// Waits until daemon `node` serves exactly `n` client connections: a process that ended
     /// has been noticed, and what its end releases is released.
     pub fn wait_clients(&self, node: u32, n: u64) {
+        self.wait_clients_where(node, &format!("exactly {n}"), |now| now == n);
+    }
+
+    /// Waits until the number of client connections daemon `node` serves satisfies `ok`.
+    pub fn wait_clients_where(&self, node: u32, what: &str, ok: impl Fn(u64) -> bool) {
         let admin = tessera_cli::admin::Admin::new(&self.layout).expect("admin connection");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let now = admin.status(node).expect("status").clients;
-            if now == n {
+            if ok(now) {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "daemon {node} still serves {now} clients, not {n}, after 20 s"
+                "daemon {node} still serves {now} clients, not {what}, after 20 s"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
