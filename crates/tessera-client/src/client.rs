@@ -304,7 +304,7 @@ impl Client {
 
     /// Opens a file; see [`OpenOptions`].
     pub fn open(&self, path: &str, opts: &OpenOptions) -> FsResult<File> {
-        File::open(self, path, opts)
+        self.through_links_on_miss(path, |p| File::open(self, p, opts))
     }
 
     /// Opens an existing file for reading with the default model.
@@ -321,6 +321,11 @@ impl Client {
     }
 
     pub fn stat(&self, path: &str) -> FsResult<Attr> {
+        self.through_links_on_miss(path, |p| self.stat_here(p))
+    }
+
+    /// [`Client::stat`] without following links among the directories of `path`.
+    pub(crate) fn stat_here(&self, path: &str) -> FsResult<Attr> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
         let mut a = g.call(Stat { path: p })?;
@@ -367,66 +372,84 @@ impl Client {
 
     /// Creates the symbolic link `path` to `target` (kept as given).
     pub fn symlink(&self, target: &str, path: &str) -> FsResult<()> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Symlink {
-            path: p,
-            target: target.to_string(),
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Symlink {
+                path: p,
+                target: target.to_string(),
+            })
         })
     }
 
     /// Gives the file `from` the further name `to` (a hard link): both name one file.
     pub fn link(&self, from: &str, to: &str) -> FsResult<()> {
-        let mut g = self.lock();
-        let from = g.resolve(from)?;
-        let to = g.resolve(to)?;
-        g.call(Link { from, to })
+        self.through_links_on_miss2(from, to, |from, to| {
+            let mut g = self.lock();
+            let from = g.resolve(from)?;
+            let to = g.resolve(to)?;
+            g.call(Link { from, to })
+        })
     }
 
     /// The target of a symbolic link found in the PFS directory.
     pub fn readlink(&self, path: &str) -> FsResult<String> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(ReadLink { path: p })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(ReadLink { path: p })
+        })
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> FsResult<()> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Mkdir { path: p, mode }).map(drop)
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Mkdir { path: p, mode }).map(drop)
+        })
     }
 
     pub fn rmdir(&self, path: &str) -> FsResult<()> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Rmdir { path: p })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Rmdir { path: p })
+        })
     }
 
     pub fn unlink(&self, path: &str) -> FsResult<()> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Unlink { path: p })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Unlink { path: p })
+        })
     }
 
     pub fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Readdir { path: p })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Readdir { path: p })
+        })
     }
 
     pub fn rename(&self, from: &str, to: &str) -> FsResult<()> {
-        let mut g = self.lock();
-        let (from, to) = (g.resolve(from)?, g.resolve(to)?);
-        g.call(Rename { from, to })
+        self.through_links_on_miss2(from, to, |from, to| {
+            let mut g = self.lock();
+            let (from, to) = (g.resolve(from)?, g.resolve(to)?);
+            g.call(Rename { from, to })
+        })
     }
 
     /// Sets the size of a file; bytes beyond it are gone for every process.
     pub fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
         tessera_core::run::end_within_limit(size, 0, "truncate")?;
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        let a = g.call(Truncate { path: p, size })?;
-        g.truncate_local(a.ino, size)
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            let a = g.call(Truncate { path: p, size })?;
+            g.truncate_local(a.ino, size)
+        })
     }
 
     /// Writes a file's attached bytes to the PFS (atomically); returns bytes written.
@@ -442,9 +465,11 @@ impl Client {
 
     /// Changes the permission bits and/or the times of a file or directory (chmod, utimens).
     pub fn set_attr(&self, path: &str, change: AttrChange) -> FsResult<Attr> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(SetAttr { path: p, change })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(SetAttr { path: p, change })
+        })
     }
 
     /// The status of this process's daemon.

@@ -25,6 +25,7 @@ mod catalogue;
 mod client;
 mod conn;
 mod file;
+mod links;
 mod list_lock;
 mod locality;
 pub mod log_sink;

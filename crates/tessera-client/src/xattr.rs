@@ -16,9 +16,14 @@ fn unexpected(reply: XattrReply) -> FsError {
 impl Client {
     /// Runs `op` on the entry at `path` itself (a link found on the PFS is not followed).
     pub fn xattr(&self, path: &str, op: XattrOp) -> FsResult<XattrReply> {
-        let mut g = self.lock();
-        let p = g.resolve(path)?;
-        g.call(Xattr { path: p, op })
+        self.through_links_on_miss(path, |path| {
+            let mut g = self.lock();
+            let p = g.resolve(path)?;
+            g.call(Xattr {
+                path: p,
+                op: op.clone(),
+            })
+        })
     }
 
     pub fn get_xattr(&self, path: &str, name: &str) -> FsResult<Vec<u8>> {
