@@ -6,9 +6,13 @@
 
 use crate::meta::fd_path;
 use crate::state::{client, desc};
-use crate::{real, run, tessera_path};
+use crate::{real, run_quiet_on, tessera_path};
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 use tessera_client::{Errno, FsError, FsResult, SetMode};
+
+/// Answers programs probe for and expect (`ls -l` and `cp -a` ask for ACLs and SELinux labels
+/// on every file): quiet unless `TESSERA_VERBOSE` asks.
+const PROBED: &[Errno] = &[Errno::NotSup, Errno::NoData];
 
 /// The attribute name the caller passed.
 ///
@@ -147,7 +151,7 @@ unsafe fn by_path<T: From<i8>>(
 ) -> T {
     // SAFETY: NUL-terminated or NULL (this function's contract).
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
-        Some(p) => run(|| tessera(&target(p?, follow)?)),
+        Some(p) => run_quiet_on(PROBED, || tessera(&target(p?, follow)?)),
         None => {
             // SAFETY: NUL-terminated or NULL (this function's contract).
             let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
@@ -163,7 +167,7 @@ fn by_fd<T: From<i8>>(
     kernel: impl FnOnce() -> T,
 ) -> T {
     if desc(fd).is_some() {
-        return run(|| tessera(&target(fd_path(fd)?, true)?));
+        return run_quiet_on(PROBED, || tessera(&target(fd_path(fd)?, true)?));
     }
     kernel()
 }

@@ -4,6 +4,7 @@
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
+use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{FileKind, InodeXattr, Xattr, XattrOp, XattrReply};
@@ -25,6 +26,20 @@ impl ServeClient<Xattr> for Node {
                         "{} is a symbolic link in the PFS directory; Tessera keeps no extended attributes on links",
                         self.user_path(&p)
                     ),
+                )),
+            };
+        }
+        if d.ino == ROOT_INO {
+            // The root is no shard's inode: it keeps no attributes.
+            return match r.op {
+                XattrOp::List => Ok(XattrReply::Names(Vec::new())),
+                XattrOp::Get { name } => Err(FsError::new(
+                    Errno::NoData,
+                    format!("no extended attribute {name} (Tessera's root keeps none)"),
+                )),
+                _ => Err(FsError::new(
+                    Errno::NotSup,
+                    "Tessera's root directory keeps no extended attributes; set them on a directory inside it",
                 )),
             };
         }
