@@ -72,7 +72,10 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
                 let r = p.and_then(|p| {
                     open_path(&p, libc::O_RDONLY | libc::O_DIRECTORY, 0).map(|fd| (fd, p))
                 });
-                let r = r.and_then(|(fd, p)| {
+                let r = r.and_then(|(fd, _)| {
+                    // The directory opened: where the caller's links led.
+                    let p = state::lookup(fd).map(|d| state::lock_desc(&d).path.clone());
+                    let p = p.ok_or_else(|| crate::ebadf(fd))?;
                     stream_of(fd, &p).inspect_err(|_| {
                         if let Some(d) = state::lookup(fd) {
                             let _ = close_tessera(fd, d);

@@ -29,7 +29,10 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
         let a = if flags & libc::O_NOFOLLOW != 0 {
             c.stat(path)?
         } else {
-            c.stat_follow(path)?
+            // Where links lead: a directory is listed, and *at calls resolve, there.
+            let (to, a) = c.follow(path)?;
+            opened = to;
+            a
         };
         match a.kind {
             FileKind::Dir => Object::Dir,
@@ -147,36 +150,6 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint)
 }
 alias!(openat => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
 alias!(openat64 => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
-/// Fortified `open` (without a mode).
-///
-/// # Safety
-/// As `open(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
-}
-/// # Safety
-/// As `open(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }
-}
-/// # Safety
-/// As `openat(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { open_impl(dirfd, path, flags, 0) }
-}
-/// # Safety
-/// As `openat(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { open_impl(dirfd, path, flags, 0) }
-}
 /// # Safety
 /// As `creat(2)`.
 #[unsafe(no_mangle)]
@@ -374,20 +347,6 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         None => unsafe { real::read(fd, buf, n) },
     }
 }
-/// Fortified `read`.
-///
-/// # Safety
-/// As `read(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __read_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    _len: size_t,
-) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { read(fd, buf, n) }
-}
 /// # Safety
 /// As `write(2)`.
 #[unsafe(no_mangle)]
@@ -411,32 +370,6 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_
     }
 }
 alias!(pread64 => pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t);
-/// # Safety
-/// As `pread(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pread_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    off: off_t,
-    _l: size_t,
-) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { pread(fd, buf, n, off) }
-}
-/// # Safety
-/// As `pread(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pread64_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    off: off_t,
-    _l: size_t,
-) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { pread(fd, buf, n, off) }
-}
 /// # Safety
 /// As `pwrite(2)`.
 #[unsafe(no_mangle)]

@@ -13,7 +13,10 @@
 //! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
 //! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit),
 //! [`exec`] (the working directory across exec), [`inherit`] (descriptors across fork and
-//! exec), [`library_fds`] (the program's calls that name the library's own descriptors).
+//! exec), [`library_fds`] (the program's calls that name the library's own descriptors),
+//! [`fortify`] (glibc's `_chk` entry points), and the glibc functions that reach files
+//! through glibc's internal calls: [`realpath`], [`scandir`], [`globbing`], [`walk`] (ftw,
+//! nftw) and [`internal_calls`] (remove, utime, mkdtemp and the rest).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -66,7 +69,10 @@ pub mod dirs;
 pub mod exec;
 pub mod exit;
 pub mod files;
+pub mod fortify;
+pub mod globbing;
 pub mod inherit;
+pub mod internal_calls;
 pub mod library_fds;
 pub mod loaded;
 pub mod locks;
@@ -74,6 +80,8 @@ pub mod meta;
 pub mod mpi_types;
 pub mod mpiio;
 pub mod real;
+pub mod realpath;
+pub mod scandir;
 pub mod state;
 pub mod stats;
 mod std_streams;
@@ -81,6 +89,7 @@ pub mod stdio;
 pub mod tempfiles;
 pub mod txn;
 pub mod txn_job;
+pub mod walk;
 pub mod xattrs;
 
 use libc::{c_char, c_int};
@@ -103,21 +112,28 @@ pub fn fail(e: &FsError) -> c_int {
 /// would give the same program on a local file system (ENOENT, EBADF for a write lock on a
 /// read-only descriptor, which ROMIO's atomic mode asks for and ignores, ...) stay quiet.
 pub fn report(e: &FsError) {
-    let routine = matches!(
-        e.errno,
-        Errno::NoEnt
-            | Errno::Exist
-            | Errno::NotDir
-            | Errno::IsDir
-            | Errno::NotEmpty
-            | Errno::Again
-            | Errno::NoData
-            | Errno::Nxio
-            | Errno::NoTty
-            | Errno::XDev
-            | Errno::Inval
-            | Errno::BadF
-    );
+    report_unless(e, &[]);
+}
+
+/// [`report`], with `also_routine` quiet too: the answers a probe expects (an `ls -l` asking
+/// for ACLs gets `ENOTSUP`, as from a local file system that keeps none).
+pub fn report_unless(e: &FsError, also_routine: &[Errno]) {
+    let routine = also_routine.contains(&e.errno)
+        || matches!(
+            e.errno,
+            Errno::NoEnt
+                | Errno::Exist
+                | Errno::NotDir
+                | Errno::IsDir
+                | Errno::NotEmpty
+                | Errno::Again
+                | Errno::NoData
+                | Errno::Nxio
+                | Errno::NoTty
+                | Errno::XDev
+                | Errno::Inval
+                | Errno::BadF
+        );
     static VERBOSE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let verbose = *VERBOSE.get_or_init(|| {
         let _b = Busy::enter();
@@ -132,13 +148,40 @@ pub fn report(e: &FsError) {
 /// Runs a Tessera operation with the thread marked busy; maps errors to -1 and errno. A panic
 /// is caught here, before it could unwind into the C caller, and becomes `EIO` with a message.
 pub fn run<T: From<i8>>(f: impl FnOnce() -> FsResult<T>) -> T {
+    run_quiet_on(&[], f)
+}
+
+/// [`run`] for a call whose `quiet` errors are answers its callers expect, not failures to
+/// explain on stderr (see [`report_unless`]).
+pub fn run_quiet_on<T: From<i8>>(quiet: &[Errno], f: impl FnOnce() -> FsResult<T>) -> T {
     let _b = Busy::enter();
     match caught(f) {
         Ok(v) => v,
         Err(e) => {
-            fail(&e);
+            report_unless(&e, quiet);
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = e.code() };
             T::from(-1)
         }
+    }
+}
+
+/// `flags` for a stat-like call on `path`, where a path that ends in `/` (or `/.`) names a
+/// directory, so a symbolic link at its end is followed whatever `AT_SYMLINK_NOFOLLOW` says
+/// (`ls -ld link/` shows the directory, as the kernel does).
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+pub unsafe fn follow_if_dir_named(path: *const c_char, flags: c_int) -> c_int {
+    if path.is_null() {
+        return flags;
+    }
+    // SAFETY: NUL-terminated by the caller's contract.
+    let b = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if b.ends_with(b"/") || b.ends_with(b"/.") {
+        flags & !libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        flags
     }
 }
 

@@ -196,7 +196,8 @@ pub unsafe extern "C" fn fstatat64(
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            let a = stat_at(&p, flags)?;
+            // SAFETY: NUL-terminated (tessera_path saw it).
+            let a = stat_at(&p, unsafe { crate::follow_if_dir_named(path, flags) })?;
             // SAFETY: `buf` is the caller's struct stat (fstatat's contract).
             unsafe { fill_stat(&a, buf) }
         }),
@@ -310,7 +311,8 @@ pub unsafe extern "C" fn statx(
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
-            let a = stat_at(&p, flags)?;
+            // SAFETY: NUL-terminated (tessera_path saw it).
+            let a = stat_at(&p, unsafe { crate::follow_if_dir_named(path, flags) })?;
             // SAFETY: `buf` is the caller's struct statx (statx's contract).
             unsafe { fill_statx(&a, buf) }
         }),

@@ -146,6 +146,28 @@ real_fns! {
     fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
     fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
     fn mkostemps64(template: *mut c_char, suffixlen: c_int, flags: c_int) -> c_int;
+    fn __chk_fail() -> ();
+    fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
+    fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t;
+    fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t;
+    fn __readlinkat_chk(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t, buflen: size_t) -> ssize_t;
+    fn __open_2(path: *const c_char, flags: c_int) -> c_int;
+    fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+    fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char;
+    fn scandir64(dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: crate::scandir::Filter, compar: crate::scandir::Compar) -> c_int;
+    fn scandirat64(dirfd: c_int, dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: crate::scandir::Filter, compar: crate::scandir::Compar) -> c_int;
+    fn glob64(pattern: *const c_char, flags: c_int, errfunc: crate::globbing::ErrFunc, pglob: *mut crate::globbing::Glob) -> c_int;
+    fn nftw64(dir: *const c_char, f: crate::walk::NftwFn, nopenfd: c_int, flags: c_int) -> c_int;
+    fn ftw64(dir: *const c_char, f: crate::walk::FtwFn, nopenfd: c_int) -> c_int;
+    fn mkdtemp(template: *mut c_char) -> *mut c_char;
+    fn get_current_dir_name() -> *mut c_char;
+    fn lockf64(fd: c_int, cmd: c_int, len: off_t) -> c_int;
+    fn pathconf(path: *const c_char, name: c_int) -> libc::c_long;
+    fn fpathconf(fd: c_int, name: c_int) -> libc::c_long;
+    fn syncfs(fd: c_int) -> c_int;
+    fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags: libc::c_uint) -> c_int;
+    fn splice(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: size_t, flags: libc::c_uint) -> ssize_t;
+    fn freopen64(path: *const c_char, mode: *const c_char, stream: *mut libc::FILE) -> *mut libc::FILE;
 }
 
 real_fns! {

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 static SAVED: Mutex<[Option<usize>; 3]> = Mutex::new([None; 3]);
 
 /// The address of libc's (or the program's copy of) `stdin` / `stdout` / `stderr` variable.
-fn variable(fd: c_int) -> *mut *mut libc::FILE {
+pub(crate) fn variable(fd: c_int) -> *mut *mut libc::FILE {
     let name: &[u8] = match fd {
         0 => b"stdin\0",
         1 => b"stdout\0",

@@ -180,3 +180,76 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
         unsafe { real::fclose(f) }
     })
 }
+
+/// `freopen` onto a Tessera path (glibc's opens through its internal `open`). A standard
+/// stream (`freopen(path, "w", stdout)`) keeps its descriptor: the Tessera file is placed on
+/// it with `dup2`, and the variable (`stdout`) then names a stream of ours on it, which is
+/// returned. Any other stream is closed and a new one opened on the path and returned, so
+/// callers must use the result (as `fp = freopen(path, mode, fp)` does). Paths elsewhere go to
+/// glibc's `freopen`.
+///
+/// # Safety
+/// As `freopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn freopen64(
+    path: *const c_char,
+    mode: *const c_char,
+    stream: *mut libc::FILE,
+) -> *mut libc::FILE {
+    crate::guarded(|| {
+        // SAFETY: NUL-terminated or NULL by the caller's contract.
+        if unsafe { tessera_path(libc::AT_FDCWD, path) }.is_none() || stream.is_null() {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: glibc's own call, the path rewritten where it named a real place
+            // through Tessera.
+            return unsafe { real::freopen64(crate::at(&k, path), mode, stream) };
+        }
+        // SAFETY: a stream of the caller's (freopen's contract).
+        let fd = unsafe { fileno(stream) };
+        let var = if (0..=2).contains(&fd) {
+            crate::std_streams::variable(fd)
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: the variable's address from the dynamic linker, read as a stream pointer.
+        if var.is_null() || unsafe { *var } != stream {
+            // SAFETY: the caller's stream, closed once; then a stream on the Tessera path.
+            unsafe {
+                fclose(stream);
+                return fopen(path, mode);
+            }
+        }
+        let m = if mode.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null, and NUL-terminated by freopen's contract.
+            unsafe { CStr::from_ptr(mode) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let flags = match fopen_flags(&m) {
+            Ok(f) => f,
+            Err(e) => {
+                fail(&e);
+                return std::ptr::null_mut();
+            }
+        };
+        // SAFETY: the caller's stream; what it buffered goes where it was going.
+        unsafe { libc::fflush(stream) };
+        // SAFETY: the interposer's open, dup2 and close on the descriptors named.
+        unsafe {
+            let new = crate::files::open_impl(libc::AT_FDCWD, path, flags, 0o666);
+            if new < 0 {
+                return std::ptr::null_mut();
+            }
+            let placed = crate::files::dup2(new, fd);
+            close(new);
+            if placed < 0 {
+                return std::ptr::null_mut();
+            }
+            *var
+        }
+    })
+}
+alias!(freopen => freopen64(path: *const c_char, mode: *const c_char, stream: *mut libc::FILE) -> *mut libc::FILE);

@@ -17,48 +17,67 @@ const ATTEMPTS: usize = 238_328;
 /// `template` is a writable NUL-terminated string (mkostemps's contract).
 unsafe fn mkostemps_impl(template: *mut c_char, suffixlen: c_int, flags: c_int) -> c_int {
     // SAFETY: NUL-terminated by the caller's contract.
-    match unsafe { tessera_path(libc::AT_FDCWD, template) } {
+    if unsafe { tessera_path(libc::AT_FDCWD, template) }.is_none() {
         // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::mkostemps64(template, suffixlen, flags) },
-        Some(p) => run(|| {
-            // SAFETY: NUL-terminated and writable by the caller's contract; its length is
-            // the bytes before the NUL.
-            let bytes = unsafe {
-                let n = libc::strlen(template);
-                std::slice::from_raw_parts_mut(template.cast::<u8>(), n)
-            };
-            let p = p?;
-            let xs = x_range(bytes.len(), suffixlen)
-                .filter(|r| bytes[r.clone()].iter().all(|b| *b == b'X'))
-                .ok_or_else(|| {
-                    FsError::new(
-                        Errno::Inval,
-                        format!("template {p}: six X before a {suffixlen}-byte suffix expected"),
-                    )
-                })?;
-            // The normalised path ends as the template does (the same file name).
-            let tail = bytes.len() - xs.start;
-            let prefix = &p[..p.len().saturating_sub(tail)];
-            let suffix = String::from_utf8_lossy(&bytes[xs.end..]).into_owned();
-            let open_flags =
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE);
-            for _ in 0..ATTEMPTS {
-                let name = random_name();
-                match open_path(&format!("{prefix}{name}{suffix}"), open_flags, 0o600) {
-                    Ok(fd) => {
-                        bytes[xs.clone()].copy_from_slice(name.as_bytes());
-                        return Ok(fd);
-                    }
-                    Err(e) if e.errno == Errno::Exist => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(FsError::new(
-                Errno::Exist,
-                format!("template {p}: every name tried exists"),
-            ))
-        }),
+        return unsafe { real::mkostemps64(template, suffixlen, flags) };
     }
+    let open_flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE);
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { with_random_names(template, suffixlen, |p| open_path(p, open_flags, 0o600)) }
+}
+
+/// Makes something (`make`: a file, a directory) at the Tessera template's path with the six
+/// `X`s before its `suffixlen`-byte suffix replaced by random letters and digits, trying again
+/// on `EEXIST`; on success the template holds the name made. `make`'s result, or -1 with
+/// errno set.
+///
+/// # Safety
+/// `template` is a writable NUL-terminated string naming a Tessera path.
+pub unsafe fn with_random_names(
+    template: *mut c_char,
+    suffixlen: c_int,
+    mut make: impl FnMut(&str) -> tessera_client::FsResult<c_int>,
+) -> c_int {
+    // SAFETY: NUL-terminated by the caller's contract.
+    let Some(p) = (unsafe { tessera_path(libc::AT_FDCWD, template) }) else {
+        return -1;
+    };
+    run(|| {
+        // SAFETY: NUL-terminated and writable by the caller's contract; its length is the
+        // bytes before the NUL.
+        let bytes = unsafe {
+            let n = libc::strlen(template);
+            std::slice::from_raw_parts_mut(template.cast::<u8>(), n)
+        };
+        let p = p?;
+        let xs = x_range(bytes.len(), suffixlen)
+            .filter(|r| bytes[r.clone()].iter().all(|b| *b == b'X'))
+            .ok_or_else(|| {
+                FsError::new(
+                    Errno::Inval,
+                    format!("template {p}: six X before a {suffixlen}-byte suffix expected"),
+                )
+            })?;
+        // The normalised path ends as the template does (the same file name).
+        let tail = bytes.len() - xs.start;
+        let prefix = &p[..p.len().saturating_sub(tail)];
+        let suffix = String::from_utf8_lossy(&bytes[xs.end..]).into_owned();
+        for _ in 0..ATTEMPTS {
+            let name = random_name();
+            match make(&format!("{prefix}{name}{suffix}")) {
+                Ok(made) => {
+                    bytes[xs.clone()].copy_from_slice(name.as_bytes());
+                    return Ok(made);
+                }
+                Err(e) if e.errno == Errno::Exist => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(FsError::new(
+            Errno::Exist,
+            format!("template {p}: every name tried exists"),
+        ))
+    })
 }
 
 /// Where the six `X`s are in a template of `len` bytes with a suffix of `suffixlen`.

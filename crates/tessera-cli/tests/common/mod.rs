@@ -650,16 +650,21 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Compiles `tests/c/NAME.c` with `compiler` (cc, mpicc, h5pcc) into a scratch directory.
 pub fn build_c(compiler: &str, name: &str) -> PathBuf {
-    build_program(compiler, name, "c")
+    build_program(compiler, name, "c", &[])
+}
+
+/// [`build_c`] with further compiler flags (`-D_FORTIFY_SOURCE=2`).
+pub fn build_c_with(compiler: &str, name: &str, flags: &[&str]) -> PathBuf {
+    build_program(compiler, name, "c", flags)
 }
 
 /// Compiles `tests/c/NAME.f90` with `compiler` (mpifort, mpifort.mpich).
 pub fn build_fortran(compiler: &str, name: &str) -> PathBuf {
-    build_program(compiler, name, "f90")
+    build_program(compiler, name, "f90", &[])
 }
 
 /// Compiles `tests/c/NAME.EXT` with `compiler` into a scratch directory.
-fn build_program(compiler: &str, name: &str, ext: &str) -> PathBuf {
+fn build_program(compiler: &str, name: &str, ext: &str, flags: &[&str]) -> PathBuf {
     let src =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.{ext}"));
     // One directory per compiler: the same program is built for Open MPI and for MPICH.
@@ -668,7 +673,9 @@ fn build_program(compiler: &str, name: &str, ext: &str) -> PathBuf {
     // In the scratch directory: some compiler drivers (h5pcc) leave object files in the cwd.
     let out = Command::new(compiler)
         .current_dir(&dir)
-        .args(["-O2", "-Wall", "-o"])
+        .args(["-O2", "-Wall"])
+        .args(flags)
+        .arg("-o")
         .arg(&exe)
         .arg(&src)
         .output()
