@@ -1188,3 +1188,36 @@ fn a_daemon_raises_its_descriptor_limit_to_the_hard_one() {
     );
     assert_eq!(soft, hard, "the daemon kept a soft limit of {soft}");
 }
+
+/// Python's `subprocess` changes into `cwd=` in a child of `vfork`, before the program starts:
+/// under the interposer that child is a forked one, served like any process, so a child runs
+/// in a Tessera directory, and `python3 -m venv` (which runs pip that way) makes a venv there.
+#[test]
+fn python_subprocess_and_venv_work_in_a_tessera_directory() {
+    let inst = Inst::start(2);
+    ok(&inst, 0, "mkdir", &["-p", "/tessera/work"]);
+    let script = "import subprocess\n\
+        r = subprocess.run(['sh', '-c', 'pwd; echo made > out'], cwd='/tessera/work', capture_output=True, text=True)\n\
+        print(r.returncode, r.stdout.strip(), r.stderr.strip())\n\
+        print(open('/tessera/work/out').read().strip())";
+    let out = ok(&inst, 1, "python3", &["-c", script]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0 /tessera/work \nmade\n"
+    );
+    // A process that never used Tessera keeps glibc's vfork; its child's chdir is handed on.
+    let fresh = "import subprocess\n\
+        print(subprocess.run(['sh', '-c', 'pwd; ls'], cwd='/tessera/work', capture_output=True, text=True).stdout)";
+    let out = ok(&inst, 0, "python3", &["-c", fresh]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "/tessera/work\nout\n\n"
+    );
+    ok(&inst, 0, "python3", &["-m", "venv", "/tessera/venv"]);
+    let listed = ok(&inst, 1, "ls", &["/tessera/venv/bin"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("pip") && listed.contains("activate"),
+        "{listed}"
+    );
+}

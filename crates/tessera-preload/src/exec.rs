@@ -69,7 +69,7 @@ pub fn left() {
 }
 
 /// Moves the kernel's working directory into a fresh private directory and removes it.
-fn void_kernel_cwd() {
+pub(crate) fn void_kernel_cwd() {
     let base = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
     for dir in [base.as_str(), "/tmp", "/dev/shm"] {
         let Ok(template) = CString::new(format!("{dir}/tessera-cwd-XXXXXX")) else {
@@ -123,7 +123,9 @@ unsafe fn with_cwd(envp: *const *const c_char) -> Vec<CString> {
         // SAFETY: the array continues until its NULL (checked above).
         p = unsafe { p.add(1) };
     }
-    if let Some(cwd) = state::cwd()
+    // A child of vfork that chose a directory has its own; else the process's.
+    let cwd = crate::vfork::child_cwd().unwrap_or_else(state::cwd);
+    if let Some(cwd) = cwd
         && let Ok(v) = CString::new(format!("{CWD_VAR}={cwd}"))
     {
         out.push(v);
@@ -207,6 +209,20 @@ pub unsafe extern "C" fn execve(
     let env = unsafe { with_cwd(envp) };
     // SAFETY: NUL-terminated or NULL (execve's contract).
     if let Some(p) = unsafe { crate::tessera_path(libc::AT_FDCWD, path) } {
+        // A link in Tessera that leads out of it (a venv's `bin/python3`): the kernel runs
+        // where it leads, with the caller's argv[0].
+        let outside = {
+            let _b = Busy::enter();
+            let p = p.clone();
+            match crate::caught(|| crate::realpath::resolve(&p?)) {
+                Ok(crate::realpath::Resolved::Kernel(k)) => CString::new(k).ok(),
+                _ => None,
+            }
+        };
+        if let Some(k) = outside {
+            // SAFETY: libc's own call on a real path; the new environment outlives it.
+            return unsafe { real::execve(k.as_ptr(), argv, pointers(&env).as_ptr()) };
+        }
         let fd = crate::run(|| p.and_then(|p| staged(&p)));
         if fd < 0 {
             return -1;

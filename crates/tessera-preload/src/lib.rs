@@ -89,6 +89,7 @@ pub mod stdio;
 pub mod tempfiles;
 pub mod txn;
 pub mod txn_job;
+pub mod vfork;
 pub mod walk;
 pub mod xattrs;
 
@@ -245,7 +246,7 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult
         return Some(Err(FsError::new(
             Errno::NotSup,
             format!(
-                "{p}: a child of vfork (python's subprocess) cannot reach Tessera before its program starts; give the program the path (`cd DIR && cmd`) instead of cwd="
+                "{p}: a child sharing its parent's memory (clone with CLONE_VM, as posix_spawn makes) cannot reach Tessera before its program starts; give the program the path (`cd DIR && cmd`)"
             ),
         )));
     }
@@ -256,7 +257,10 @@ pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn tessera_path_of(dirfd: c_int, path: *const c_char) -> Option<FsResult<String>> {
+pub(crate) unsafe fn tessera_path_of(
+    dirfd: c_int,
+    path: *const c_char,
+) -> Option<FsResult<String>> {
     if path.is_null() {
         return None;
     }

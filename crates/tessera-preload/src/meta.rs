@@ -1197,6 +1197,10 @@ unsafe fn leave_to(path: *const c_char) -> c_int {
 /// As `chdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    if state::in_vfork_child() {
+        // SAFETY: forwarded under this function's own contract.
+        return crate::guarded(|| unsafe { crate::vfork::chdir_in_child(path) });
+    }
     // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {

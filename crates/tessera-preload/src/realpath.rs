@@ -16,13 +16,13 @@ use tessera_client::posix::{join_user, lexical_normalize, under_prefix};
 use tessera_client::{Errno, FileKind, FsError, FsResult};
 
 /// Where the walk of a path ends: a Tessera path, or a path for the kernel to finish.
-enum Resolved {
+pub(crate) enum Resolved {
     Tessera(String),
     Kernel(String),
 }
 
 /// Resolves the links along the Tessera path `p` (absolute, normalised).
-fn resolve(p: &str) -> FsResult<Resolved> {
+pub(crate) fn resolve(p: &str) -> FsResult<Resolved> {
     let c = client()?;
     let mut hops = 0;
     let mut todo = p.to_string();

@@ -417,6 +417,14 @@ pub fn connected_client() -> Option<Client> {
     }
 }
 
+/// Whether the process has reached Tessera (made its connection) at some point.
+static USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process has used Tessera: a lock-free test, for paths as hot as `vfork`.
+pub fn used_tessera() -> bool {
+    USED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The process's connection, made at the first Tessera call (and again if it failed).
 pub fn client() -> FsResult<Client> {
     let mut g = CLIENT.lock().unwrap_or_else(|p| p.into_inner());
@@ -425,5 +433,6 @@ pub fn client() -> FsResult<Client> {
     }
     let c = Client::from_env()?;
     *g = Some(c.clone());
+    USED.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(c)
 }
