@@ -731,6 +731,34 @@ fn git_works_in_tessera() {
     assert_eq!(stdout(&log).lines().count(), 2);
 }
 
+/// `git clone` of a local repository into Tessera (git copies its packs and sets their times
+/// with glibc's `utime`) makes a whole repository, which another daemon's git checks.
+#[test]
+fn git_clones_a_local_repository_into_tessera() {
+    let inst = Inst::start(2);
+    let src = common::scratch("clone-src");
+    let script = "git init -q . && git config user.email ci@example.org && git config user.name CI \
+         && for i in 1 2 3; do echo $i > f$i; git add .; git commit -qm c$i; done && git gc -q";
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let src = src.to_str().unwrap();
+    ok(&inst, 0, "git", &["clone", "-q", src, "/tessera/clone"]);
+    let log = ok(
+        &inst,
+        1,
+        "git",
+        &["-C", "/tessera/clone", "log", "--format=%s"],
+    );
+    assert_eq!(stdout(&log), "c3\nc2\nc1\n");
+    ok(&inst, 1, "git", &["-C", "/tessera/clone", "fsck", "--strict"]);
+    let f2 = ok(&inst, 0, "cat", &["/tessera/clone/f2"]);
+    assert_eq!(stdout(&f2), "2\n");
+}
+
 /// sqlite: the rollback journal modes work; WAL (a shared writable map of its index) is refused
 /// with the reason on stderr, never half-working.
 #[test]
