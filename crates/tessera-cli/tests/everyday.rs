@@ -754,7 +754,12 @@ fn git_clones_a_local_repository_into_tessera() {
         &["-C", "/tessera/clone", "log", "--format=%s"],
     );
     assert_eq!(stdout(&log), "c3\nc2\nc1\n");
-    ok(&inst, 1, "git", &["-C", "/tessera/clone", "fsck", "--strict"]);
+    ok(
+        &inst,
+        1,
+        "git",
+        &["-C", "/tessera/clone", "fsck", "--strict"],
+    );
     let f2 = ok(&inst, 0, "cat", &["/tessera/clone/f2"]);
     assert_eq!(stdout(&f2), "2\n");
 }

@@ -146,9 +146,15 @@ fn pointers(env: &[CString]) -> Vec<*const c_char> {
 /// descriptor. Refused like the kernel refuses: `EACCES` unless it is a file with an execute
 /// bit.
 fn staged(p: &str) -> FsResult<c_int> {
+    staged_as(p, true)
+}
+
+/// The file at `p` (in Tessera) copied into a memory file the kernel can map or execute; with
+/// `program`, refused (`EACCES`) unless it has an execute bit.
+fn staged_as(p: &str, program: bool) -> FsResult<c_int> {
     let c = state::client()?;
     let attr = c.stat_follow(p)?;
-    if attr.kind != FileKind::File || attr.mode & 0o111 == 0 {
+    if attr.kind != FileKind::File || (program && attr.mode & 0o111 == 0) {
         return Err(FsError::new(
             Errno::Access,
             format!(
@@ -271,10 +277,119 @@ pub unsafe extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    if let Some(d) = state::desc(fd) {
+        // A Tessera descriptor: the program at its path, staged as `execve` does.
+        let path = CString::new(state::lock_desc(&d).path.clone());
+        return match path {
+            // SAFETY: forwarded under this function's own contract, with the path.
+            Ok(p) => unsafe { execve(p.as_ptr(), argv, envp) },
+            Err(_) => crate::fail(&FsError::new(Errno::Inval, "a path holds a NUL byte")),
+        };
+    }
     // SAFETY: `envp` is the caller's environment array (fexecve's contract).
     let env = unsafe { with_cwd(envp) };
     // SAFETY: libc's own call; the new environment outlives it.
     unsafe { real::fexecve(fd, argv, pointers(&env).as_ptr()) }
+}
+
+/// `execveat(2)`: a Tessera descriptor (`AT_EMPTY_PATH`) or a path in Tessera runs as
+/// `fexecve` or `execve` run it; anything else goes to the kernel.
+///
+/// # Safety
+/// As `execveat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: non-NULL, and NUL-terminated by the call's contract.
+    let empty = !path.is_null() && unsafe { *path } == 0;
+    if empty && flags & libc::AT_EMPTY_PATH != 0 && state::desc(dirfd).is_some() {
+        // SAFETY: forwarded under this function's own contract.
+        return unsafe { fexecve(dirfd, argv, envp) };
+    }
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { crate::tessera_path(dirfd, path) } {
+        Some(Ok(p)) => match CString::new(p) {
+            // SAFETY: forwarded under this function's own contract, with the whole path.
+            Ok(p) => unsafe { execve(p.as_ptr(), argv, envp) },
+            Err(_) => crate::fail(&FsError::new(Errno::Inval, "a path holds a NUL byte")),
+        },
+        Some(Err(e)) => crate::fail(&e),
+        None => {
+            // SAFETY: `envp` is the caller's environment array (execveat's contract).
+            let env = unsafe { with_cwd(envp) };
+            // SAFETY: libc's own call; the new environment outlives it.
+            unsafe { real::execveat(dirfd, path, argv, pointers(&env).as_ptr(), flags) }
+        }
+    }
+}
+
+/// `dlopen(3)` of a library stored in Tessera: its bytes are staged into a memory file and
+/// the dynamic linker loads that (`/proc/self/fd/N`); other names go to the dynamic linker
+/// unchanged. A library loaded so is known to the linker by the memory file's name, so a
+/// second `dlopen` of the same Tessera path loads it again.
+///
+/// # Safety
+/// As `dlopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlopen(path: *const c_char, flags: c_int) -> *mut libc::c_void {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { load_library(path, |p| real::dlopen(p, flags)) }
+}
+
+/// `dlmopen(3)`, as [`dlopen`] for a library stored in Tessera.
+///
+/// # Safety
+/// As `dlmopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlmopen(
+    lmid: libc::c_long,
+    path: *const c_char,
+    flags: c_int,
+) -> *mut libc::c_void {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { load_library(path, |p| real::dlmopen(lmid, p, flags)) }
+}
+
+/// Hands `load` the library's name: a Tessera path staged into a memory file, any other
+/// name as it is.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated; `load` is the dynamic linker's call.
+unsafe fn load_library(
+    path: *const c_char,
+    load: impl Fn(*const c_char) -> *mut libc::c_void,
+) -> *mut libc::c_void {
+    // Only a name with a slash is a path (others are searched for by the linker).
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    let is_path = !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/');
+    let tessera = if is_path {
+        // SAFETY: as above.
+        unsafe { crate::tessera_path(libc::AT_FDCWD, path) }
+    } else {
+        None
+    };
+    let Some(p) = tessera else {
+        return load(path);
+    };
+    crate::guarded(|| {
+        let fd = crate::run(|| p.and_then(|p| staged_as(&p, false)));
+        if fd < 0 {
+            return std::ptr::null_mut();
+        }
+        let Ok(name) = CString::new(format!("/proc/self/fd/{fd}")) else {
+            return std::ptr::null_mut();
+        };
+        let handle = load(name.as_ptr());
+        // The mapping outlives the descriptor.
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        handle
+    })
 }
 
 /// # Safety

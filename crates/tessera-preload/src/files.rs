@@ -148,6 +148,8 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint)
     // SAFETY: forwarded under this function's own contract.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
+alias!(__open => open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
+alias!(__open64 => open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
 alias!(openat => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
 alias!(openat64 => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
 /// # Safety
@@ -1044,4 +1046,18 @@ alias!(mmap64 => mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int,
 /// The description of a Tessera descriptor or EBADF (for calls that need one).
 pub fn require(fd: c_int) -> FsResult<DescRef> {
     desc(fd).ok_or_else(|| ebadf(fd))
+}
+
+/// `readahead(2)` on a Tessera descriptor: accepted, with nothing to do (reads come from the
+/// logs, with no page cache to fill ahead).
+///
+/// # Safety
+/// As `readahead(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t {
+    if desc(fd).is_some() {
+        return 0;
+    }
+    // SAFETY: libc's own call, with the caller's arguments.
+    unsafe { real::readahead(fd, off, count) }
 }

@@ -384,3 +384,56 @@ pub unsafe extern "C" fn splice(
         put
     }
 }
+
+/// # Safety
+/// As `mktemp(3)`: `template` is writable and NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mktemp(template: *mut c_char) -> *mut c_char {
+    crate::guarded(|| {
+        // SAFETY: NUL-terminated by the caller's contract.
+        if unsafe { tessera_path(libc::AT_FDCWD, template) }.is_none() {
+            // SAFETY: glibc's own call, with the caller's argument.
+            return unsafe { real::mktemp(template) };
+        }
+        // A name nothing has yet (glibc's looks with lstat).
+        // SAFETY: a writable NUL-terminated template naming a Tessera path.
+        let r = unsafe {
+            crate::tempfiles::with_random_names(template, 0, |path| {
+                match state::client()?.stat(path) {
+                    Ok(_) => Err(tessera_client::FsError::new(
+                        tessera_client::Errno::Exist,
+                        format!("{path} exists"),
+                    )),
+                    Err(e) if e.errno == tessera_client::Errno::NoEnt => Ok(0),
+                    Err(e) => Err(e),
+                }
+            })
+        };
+        if r < 0 && !template.is_null() {
+            // glibc's answer to a failure: an empty string.
+            // SAFETY: writable and at least one byte (NUL-terminated).
+            unsafe { *template = 0 };
+        }
+        template
+    })
+}
+
+/// # Safety
+/// As `ftok(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftok(path: *const c_char, id: c_int) -> libc::key_t {
+    // SAFETY: NUL-terminated or NULL by the caller's contract.
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        // glibc's key, from the file's inode and device as Tessera's stat gives them.
+        Some(p) => run(|| {
+            let a = state::client()?.stat_follow(&p?)?;
+            let dev = crate::meta::TESSERA_DEV;
+            Ok(
+                ((a.ino & 0xffff) | ((dev & 0xff) << 16) | ((id as u64 & 0xff) << 24))
+                    as libc::key_t,
+            )
+        }),
+        // SAFETY: glibc's own call, with the caller's arguments.
+        None => unsafe { real::ftok(path, id) },
+    }
+}

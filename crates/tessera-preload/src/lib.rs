@@ -16,7 +16,7 @@
 //! exec), [`library_fds`] (the program's calls that name the library's own descriptors),
 //! [`fortify`] (glibc's `_chk` entry points), and the glibc functions that reach files
 //! through glibc's internal calls: [`realpath`], [`scandir`], [`globbing`], [`walk`] (ftw,
-//! nftw) and [`internal_calls`] (remove, utime, mkdtemp and the rest).
+//! nftw), [`fts`] and [`internal_calls`] (remove, utime, mkdtemp and the rest).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a
@@ -70,6 +70,7 @@ pub mod exec;
 pub mod exit;
 pub mod files;
 pub mod fortify;
+pub mod fts;
 pub mod globbing;
 pub mod inherit;
 pub mod internal_calls;
@@ -81,6 +82,7 @@ pub mod mpi_types;
 pub mod mpiio;
 pub mod real;
 pub mod realpath;
+pub mod refused;
 pub mod scandir;
 pub mod state;
 pub mod stats;

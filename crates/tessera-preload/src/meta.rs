@@ -626,7 +626,8 @@ pub unsafe extern "C" fn mknodat(
 ) -> c_int {
     // SAFETY: forwarded under this function's own contract.
     match unsafe { tessera_path(dirfd, path) } {
-        Some(p) => run(|| {
+        // A refusal programs expect of some file systems: quiet unless TESSERA_VERBOSE.
+        Some(p) => crate::run_quiet_on(&[Errno::Perm], || {
             let p = p?;
             let kind = mode & libc::S_IFMT;
             if kind != 0 && kind != libc::S_IFREG {
@@ -1279,4 +1280,43 @@ pub fn is_dir_fd(fd: c_int) -> Option<String> {
 /// The error for a NULL result pointer, as the kernel answers it.
 fn efault(what: &str) -> FsError {
     FsError::new(Errno::Fault, format!("{what} is NULL"))
+}
+
+alias!(__fstat64 => fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int);
+
+/// The glibc < 2.33 name of `mknod`, with its version argument.
+///
+/// # Safety
+/// As `mknod(2)`; `dev` points to a `dev_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknod(
+    _ver: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *const libc::dev_t,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract (`dev` readable).
+    unsafe { __xmknodat(_ver, libc::AT_FDCWD, path, mode, dev) }
+}
+
+/// The glibc < 2.33 name of `mknodat`, with its version argument.
+///
+/// # Safety
+/// As `mknodat(2)`; `dev` points to a `dev_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknodat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *const libc::dev_t,
+) -> c_int {
+    let dev = if dev.is_null() {
+        0
+    } else {
+        // SAFETY: non-NULL, so a dev_t (the call's contract).
+        unsafe { *dev }
+    };
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { mknodat(dirfd, path, mode, dev) }
 }

@@ -168,6 +168,33 @@ real_fns! {
     fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags: libc::c_uint) -> c_int;
     fn splice(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: size_t, flags: libc::c_uint) -> ssize_t;
     fn freopen64(path: *const c_char, mode: *const c_char, stream: *mut libc::FILE) -> *mut libc::FILE;
+    fn readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t;
+    fn fts64_open(argv: *const *const c_char, options: c_int, compar: crate::fts::Compar) -> *mut crate::fts::Fts;
+    fn fts64_read(fts: *mut crate::fts::Fts) -> *mut crate::fts::FtsEnt;
+    fn fts64_children(fts: *mut crate::fts::Fts, options: c_int) -> *mut crate::fts::FtsEnt;
+    fn fts64_set(fts: *mut crate::fts::Fts, e: *mut crate::fts::FtsEnt, instr: c_int) -> c_int;
+    fn fts64_close(fts: *mut crate::fts::Fts) -> c_int;
+    fn mktemp(template: *mut c_char) -> *mut c_char;
+    fn ftok(path: *const c_char, id: c_int) -> libc::key_t;
+    fn execveat(dirfd: c_int, path: *const c_char, argv: *const *const c_char, envp: *const *const c_char, flags: c_int) -> c_int;
+    fn dlopen(path: *const c_char, flags: c_int) -> *mut c_void;
+    fn dlmopen(lmid: libc::c_long, path: *const c_char, flags: c_int) -> *mut c_void;
+    fn open_tree(dirfd: c_int, path: *const c_char, flags: libc::c_uint) -> c_int;
+    fn chroot(path: *const c_char) -> c_int;
+    fn mount(src: *const c_char, target: *const c_char, fstype: *const c_char, flags: libc::c_ulong, data: *const c_void) -> c_int;
+    fn umount(target: *const c_char) -> c_int;
+    fn umount2(target: *const c_char, flags: c_int) -> c_int;
+    fn swapon(path: *const c_char, flags: c_int) -> c_int;
+    fn swapoff(path: *const c_char) -> c_int;
+    fn acct(path: *const c_char) -> c_int;
+    fn pivot_root(new_root: *const c_char, put_old: *const c_char) -> c_int;
+    fn quotactl(cmd: c_int, special: *const c_char, id: c_int, addr: *mut c_char) -> c_int;
+    fn inotify_add_watch(fd: c_int, path: *const c_char, mask: u32) -> c_int;
+    fn fanotify_mark(fd: c_int, flags: libc::c_uint, mask: u64, dirfd: c_int, path: *const c_char) -> c_int;
+    fn name_to_handle_at(dirfd: c_int, path: *const c_char, handle: *mut c_void, mount_id: *mut c_int, flags: c_int) -> c_int;
+    fn posix_spawn_file_actions_addopen(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int, path: *const c_char, oflag: c_int, mode: mode_t) -> c_int;
+    fn posix_spawn_file_actions_addchdir_np(actions: *mut libc::posix_spawn_file_actions_t, path: *const c_char) -> c_int;
+    fn posix_spawn_file_actions_addfchdir_np(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int;
 }
 
 real_fns! {

@@ -12,11 +12,16 @@
  *   walks ftw DIR                  ftw
  *   walks pfind DIR                what pfind does: realpath, then opendir/readdir, d_type,
  *                                  lstat of each entry
+ *   walks fts OPTIONS ROOT...      fts_open/fts_read/fts_close, entries sorted by name
+ *                                  (OPTIONS: letters P=PHYSICAL L=LOGICAL C=COMFOLLOW
+ *                                  N=NOSTAT S=SEEDOT X=XDEV), "skip*" directories skipped
+ *                                  with fts_set, fts_children of the first root
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fts.h>
 #include <ftw.h>
 #include <glob.h>
 #include <limits.h>
@@ -104,6 +109,51 @@ static void pfind(const char *dir) {
         free(names[i]);
     }
     free(names);
+}
+
+static int by_name(const FTSENT **a, const FTSENT **b) {
+    return strcmp((*a)->fts_name, (*b)->fts_name);
+}
+
+static int fts_walk(const char *opts, char **roots) {
+    int options = 0;
+    if (strchr(opts, 'P')) options |= FTS_PHYSICAL;
+    if (strchr(opts, 'L')) options |= FTS_LOGICAL;
+    if (strchr(opts, 'C')) options |= FTS_COMFOLLOW;
+    if (strchr(opts, 'N')) options |= FTS_NOSTAT;
+    if (strchr(opts, 'S')) options |= FTS_SEEDOT;
+    if (strchr(opts, 'X')) options |= FTS_XDEV;
+    FTS *fts = fts_open(roots, options | FTS_NOCHDIR, by_name);
+    if (!fts) {
+        printf("fts_open: %s\n", strerror(errno));
+        return 0;
+    }
+    const char *info[] = {"?", "D", "DC", "DEFAULT", "DNR", "DOT", "DP", "ERR", "F", "INIT", "NS", "NSOK", "SL", "SLNONE", "W"};
+    /* The roots' entries, before the first read. */
+    for (FTSENT *c = fts_children(fts, 0); c; c = c->fts_link)
+        printf("root child %s\n", info[c->fts_info]);
+    FTSENT *e;
+    int first = 1;
+    while ((e = fts_read(fts))) {
+        long size = e->fts_info == FTS_F ? (long)e->fts_statp->st_size : -1;
+        printf("%s %d %s name=%s size=%ld errno=%s parent-level=%d", info[e->fts_info], e->fts_level,
+               shown(e->fts_path), e->fts_name, size, e->fts_errno ? strerror(e->fts_errno) : "0",
+               e->fts_parent ? e->fts_parent->fts_level : -9);
+        /* glibc's entries share one path buffer: the ancestor is named by its level. */
+        if (e->fts_info == FTS_DC) printf(" cycle-level=%d", e->fts_cycle->fts_level);
+        printf("\n");
+        if (e->fts_info == FTS_D && first) {
+            first = 0;
+            int n = 0;
+            for (FTSENT *c = fts_children(fts, 0); c; c = c->fts_link) n++;
+            printf("children of the first directory: %d\n", n);
+        }
+        if (e->fts_info == FTS_D && strncmp(e->fts_name, "skip", 4) == 0) fts_set(fts, e, FTS_SKIP);
+        if (e->fts_info == FTS_SL && strcmp(e->fts_name, "la") == 0) fts_set(fts, e, FTS_FOLLOW);
+    }
+    printf("fts_read end: %s\n", errno ? strerror(errno) : "0");
+    printf("fts_close: %d\n", fts_close(fts));
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -194,6 +244,7 @@ int main(int argc, char **argv) {
         free(start);
         return 0;
     }
+    if (!strcmp(mode, "fts")) return fts_walk(argv[2], argv + 3);
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }

@@ -1,0 +1,304 @@
+//! Calls that cannot act on a Tessera path or descriptor: mounting, swapping, accounting,
+//! changing the root, watching for changes (inotify, fanotify), file handles, and the file
+//! actions of `posix_spawn` (glibc runs them in a child that shares its parent's memory, where
+//! the interposer cannot serve them). Given a Tessera path, the kernel would answer `ENOENT`
+//! for a file that exists; each of these answers `ENOTSUP` (`EPERM` for the privileged ones,
+//! as the kernel would for a file system that cannot take part) with the reason, shown on
+//! stderr only under `TESSERA_VERBOSE`. Anything else goes to libc unchanged.
+
+use crate::state::desc;
+use crate::{real, run_quiet_on, tessera_path};
+use libc::{c_char, c_int, c_uint, c_ulong, c_void, mode_t, posix_spawn_file_actions_t};
+use tessera_client::{Errno, FsError};
+
+/// Answers a Tessera path given to `call` with `errno` and the reason; `-1`.
+fn refuse(call: &str, path: Result<String, FsError>, errno: Errno, why: &str) -> c_int {
+    run_quiet_on(&[errno], || {
+        let p = path?;
+        Err::<c_int, _>(FsError::new(errno, format!("{call} {p}: {why}")))
+    })
+}
+
+/// Whether `path` (relative to the working directory) is Tessera's, and which it is.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+unsafe fn ours(path: *const c_char) -> Option<Result<String, FsError>> {
+    // SAFETY: this function's own contract.
+    unsafe { tessera_path(libc::AT_FDCWD, path) }
+}
+
+const NOT_A_DEVICE: &str =
+    "Tessera is no block device or mount point; the kernel cannot mount, swap or account there";
+
+/// # Safety
+/// As `chroot(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chroot(path: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => refuse(
+            "chroot",
+            p,
+            Errno::NotSup,
+            "the kernel cannot make a Tessera directory the root (it does not see it); use a real directory",
+        ),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::chroot(path) },
+    }
+}
+
+/// # Safety
+/// As `mount(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mount(
+    src: *const c_char,
+    target: *const c_char,
+    fstype: *const c_char,
+    flags: c_ulong,
+    data: *const c_void,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    if let Some(p) = unsafe { ours(target) }.or_else(|| unsafe { ours(src) }) {
+        return refuse("mount", p, Errno::Perm, NOT_A_DEVICE);
+    }
+    // SAFETY: libc's own call, with the caller's arguments.
+    unsafe { real::mount(src, target, fstype, flags, data) }
+}
+
+/// # Safety
+/// As `umount(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(target) } {
+        Some(p) => refuse("umount", p, Errno::Perm, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::umount(target) },
+    }
+}
+
+/// # Safety
+/// As `umount2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(target) } {
+        Some(p) => refuse("umount2", p, Errno::Perm, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::umount2(target, flags) },
+    }
+}
+
+/// # Safety
+/// As `swapon(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn swapon(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => refuse("swapon", p, Errno::Perm, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::swapon(path, flags) },
+    }
+}
+
+/// # Safety
+/// As `swapoff(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn swapoff(path: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => refuse("swapoff", p, Errno::Perm, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::swapoff(path) },
+    }
+}
+
+/// # Safety
+/// As `acct(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn acct(path: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => refuse("acct", p, Errno::Perm, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::acct(path) },
+    }
+}
+
+/// # Safety
+/// As `pivot_root(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pivot_root(new_root: *const c_char, put_old: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    if let Some(p) = unsafe { ours(new_root) }.or_else(|| unsafe { ours(put_old) }) {
+        return refuse("pivot_root", p, Errno::Perm, NOT_A_DEVICE);
+    }
+    // SAFETY: libc's own call, with the caller's arguments.
+    unsafe { real::pivot_root(new_root, put_old) }
+}
+
+/// # Safety
+/// As `quotactl(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn quotactl(
+    cmd: c_int,
+    special: *const c_char,
+    id: c_int,
+    addr: *mut c_char,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(special) } {
+        Some(p) => refuse(
+            "quotactl",
+            p,
+            Errno::NotSup,
+            "Tessera keeps no quotas; the burst buffer's capacity is its limit",
+        ),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::quotactl(cmd, special, id, addr) },
+    }
+}
+
+const NO_WATCH: &str =
+    "the kernel sees no changes in Tessera, so it cannot report them; poll with stat instead";
+
+/// # Safety
+/// As `inotify_add_watch(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn inotify_add_watch(fd: c_int, path: *const c_char, mask: u32) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => refuse("inotify_add_watch", p, Errno::NotSup, NO_WATCH),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::inotify_add_watch(fd, path, mask) },
+    }
+}
+
+/// # Safety
+/// As `fanotify_mark(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fanotify_mark(
+    fd: c_int,
+    flags: c_uint,
+    mask: u64,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => refuse("fanotify_mark", p, Errno::NotSup, NO_WATCH),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::fanotify_mark(fd, flags, mask, dirfd, path) },
+    }
+}
+
+/// # Safety
+/// As `name_to_handle_at(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn name_to_handle_at(
+    dirfd: c_int,
+    path: *const c_char,
+    handle: *mut c_void,
+    mount_id: *mut c_int,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => refuse(
+            "name_to_handle_at",
+            p,
+            Errno::NotSup,
+            "Tessera gives out no file handles (as a file system that cannot be exported)",
+        ),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::name_to_handle_at(dirfd, path, handle, mount_id, flags) },
+    }
+}
+
+const SPAWN_ACTIONS: &str = "posix_spawn runs its file actions in a child that shares its parent's memory, where Tessera cannot be reached; open the file first and add a dup2 action, or change directory with `cd DIR && cmd`";
+
+/// The error numbers `posix_spawn_file_actions_*` return (they return it, not -1).
+fn returned(r: c_int) -> c_int {
+    if r < 0 {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() }
+    } else {
+        r
+    }
+}
+
+/// # Safety
+/// As `posix_spawn_file_actions_addopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn_file_actions_addopen(
+    actions: *mut posix_spawn_file_actions_t,
+    fd: c_int,
+    path: *const c_char,
+    oflag: c_int,
+    mode: mode_t,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => returned(refuse(
+            "posix_spawn_file_actions_addopen",
+            p,
+            Errno::NotSup,
+            SPAWN_ACTIONS,
+        )),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::posix_spawn_file_actions_addopen(actions, fd, path, oflag, mode) },
+    }
+}
+
+/// # Safety
+/// As `posix_spawn_file_actions_addchdir_np(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn_file_actions_addchdir_np(
+    actions: *mut posix_spawn_file_actions_t,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { ours(path) } {
+        Some(p) => returned(refuse(
+            "posix_spawn_file_actions_addchdir_np",
+            p,
+            Errno::NotSup,
+            SPAWN_ACTIONS,
+        )),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::posix_spawn_file_actions_addchdir_np(actions, path) },
+    }
+}
+
+/// # Safety
+/// As `posix_spawn_file_actions_addfchdir_np(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn_file_actions_addfchdir_np(
+    actions: *mut posix_spawn_file_actions_t,
+    fd: c_int,
+) -> c_int {
+    if let Some(d) = desc(fd) {
+        let p = crate::state::lock_desc(&d).path.clone();
+        return returned(refuse(
+            "posix_spawn_file_actions_addfchdir_np",
+            Ok(p),
+            Errno::NotSup,
+            SPAWN_ACTIONS,
+        ));
+    }
+    // SAFETY: libc's own call, with the caller's arguments.
+    unsafe { real::posix_spawn_file_actions_addfchdir_np(actions, fd) }
+}
+
+/// # Safety
+/// As `open_tree(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open_tree(dirfd: c_int, path: *const c_char, flags: c_uint) -> c_int {
+    // SAFETY: NUL-terminated or NULL by the call's contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => refuse("open_tree", p, Errno::NotSup, NOT_A_DEVICE),
+        // SAFETY: libc's own call, with the caller's arguments.
+        None => unsafe { real::open_tree(dirfd, path, flags) },
+    }
+}
