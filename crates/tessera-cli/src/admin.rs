@@ -31,16 +31,25 @@ impl Admin {
         Ok(Admin { rt, peers })
     }
 
-    fn ask<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
-        self.rt.block_on(async {
-            match tokio::time::timeout(ANSWER_WITHIN, self.peers.call(node, req)).await {
-                Ok(r) => r,
-                Err(_) => Err(FsError::new(
-                    Errno::HostDown,
-                    format!("node {node} did not answer within {ANSWER_WITHIN:?}"),
-                )),
-            }
-        })
+    /// Asks `node` and waits for its answer.
+    pub fn ask<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
+        self.rt.block_on(self.ask_async(node, req))
+    }
+
+    /// Asks `node`; for several questions at once under [`Admin::block_on`].
+    pub async fn ask_async<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
+        match tokio::time::timeout(ANSWER_WITHIN, self.peers.call(node, req)).await {
+            Ok(r) => r,
+            Err(_) => Err(FsError::new(
+                Errno::HostDown,
+                format!("node {node} did not answer within {ANSWER_WITHIN:?}"),
+            )),
+        }
+    }
+
+    /// Runs `f` (questions to several nodes at once) to its end.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
     }
 
     /// Has `node` count the names of its files against their link counts (see

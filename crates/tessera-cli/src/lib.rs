@@ -14,6 +14,7 @@ pub mod admin;
 pub mod demo;
 pub mod doctor;
 pub mod emulated;
+pub mod find;
 pub mod inspect;
 pub mod instance;
 pub mod launch;

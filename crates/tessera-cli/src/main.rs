@@ -106,6 +106,26 @@ enum Cmd {
     /// every node; reports each file it changed. Daemons do this by themselves once, on the
     /// first start on state from before intents.
     CheckNames,
+    /// Find files as GNU find does, with every daemon searching its own shard at once:
+    /// `tessera find PATH [-name GLOB] [-size [+-]N[cwbkMG]] [-newer FILE] [-type f|d|l]`.
+    /// Matches are printed as they are found, in no particular order.
+    Find {
+        /// Print only IO500's last line, `MATCHED found/total` (IO500's `external-script`
+        /// is the tessera binary, its `external-extra-args` are `find --io500`).
+        #[arg(long)]
+        io500: bool,
+        /// One JSON object per match (path, type, and size and mtime_ns when a predicate
+        /// asked for them), and one with the counts at the end.
+        #[arg(long, conflicts_with = "io500")]
+        json: bool,
+        /// Entries each daemon looks at per answer (more: fewer round trips, longer pauses
+        /// of its namespace for other requests).
+        #[arg(long, default_value_t = 8192)]
+        page_entries: u32,
+        /// The path to search, then the predicates.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        expr: Vec<String>,
+    },
     /// Stop every daemon of the instance.
     Stop,
     /// Show the daemons of the instance.
@@ -376,6 +396,23 @@ fn run(cli: Cli) -> Result<()> {
                 println!("node {n}: {} files checked", report.files);
             }
             println!("{raised} counts raised; remove the names you did not mean to keep");
+        }
+        Cmd::Find {
+            io500,
+            json,
+            page_entries,
+            expr,
+        } => {
+            layout.check_trusted()?;
+            let started = std::time::Instant::now();
+            let query = tessera_cli::find::parse(&expr)?;
+            let output = match (io500, json) {
+                (true, _) => tessera_cli::find::Output::Io500,
+                (_, true) => tessera_cli::find::Output::Json,
+                _ => tessera_cli::find::Output::Paths,
+            };
+            let counts = tessera_cli::find::run(&layout, &query, output, page_entries)?;
+            tessera_cli::find::print_summary(output, &counts, started);
         }
         Cmd::Stop => {
             let n = instance::stop_all(&layout)?;

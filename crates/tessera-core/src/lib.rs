@@ -10,6 +10,7 @@ pub mod consistency;
 pub mod datatype;
 pub mod error;
 pub mod file_view;
+pub mod find;
 pub mod index;
 pub mod inherited_fds;
 pub mod locality;

@@ -133,6 +133,8 @@ impl Node {
             PeerRequest::NamesOfNode(r) => self.peer_answer(r).await,
             PeerRequest::CheckNames(r) => self.peer_answer(r).await,
             PeerRequest::TxnMovedIn(r) => self.peer_answer(r).await,
+            PeerRequest::FindEntries(r) => self.peer_answer(r).await,
+            PeerRequest::InodeAttrs(r) => self.peer_answer(r).await,
         }
     }
 

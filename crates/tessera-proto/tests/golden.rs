@@ -1051,6 +1051,30 @@ fn peer_samples(s: &mut Samples) {
         },
         true,
     );
+    s.peer(
+        FindEntries {
+            root: "/a".into(),
+            filter: tessera_core::find::Filter {
+                name: Some("*01*".into()),
+                kind: Some(FileKind::File),
+                size: Some(tessera_core::find::SizeTest {
+                    compare: tessera_core::find::Compare::Exactly,
+                    count: 3901,
+                    unit: 1,
+                }),
+                newer_than_ns: Some(1_700_000_000_000_000_000),
+            },
+            after: Some(("/a".into(), "b".into())),
+            limit: 4096,
+        },
+        FoundPage {
+            found: vec![("/a/c01".into(), dentry())],
+            looked_at: 10,
+            files_looked_at: 9,
+            next: None,
+        },
+    );
+    s.peer(InodeAttrs { inos: vec![7, 8] }, vec![Some(attr()), None]);
 }
 
 fn samples() -> Samples {

@@ -25,12 +25,14 @@
 //!   moving them to a reader's node (FusionFS's migrate-on-open);
 //! * [`client_logs`]: logs the daemon writes and reads for a process that works through it
 //!   alone (a descriptor limit too low for its own);
+//! * [`find`]: `tessera find`'s predicates tested on this node's shard;
 //! * [`admin`]: liveness, status, shutdown.
 
 pub mod admin;
 pub mod catalogue;
 pub mod catalogue_shard;
 pub mod client_logs;
+pub mod find;
 pub mod flush;
 pub mod leases;
 pub mod links;

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod catalogue;
 pub mod client_logs;
+pub mod find;
 pub mod flush;
 pub mod locality;
 pub mod locks;
@@ -32,6 +33,7 @@ use tessera_core::{FsError, FsResult};
 pub use admin::*;
 pub use catalogue::*;
 pub use client_logs::*;
+pub use find::*;
 pub use flush::*;
 pub use locality::*;
 pub use locks::*;
@@ -260,6 +262,9 @@ protocol! {
         NamesOfNode = "names_of_node" -> NamesPage,
         CheckNames = "check_names" -> NamesChecked,
         TxnMovedIn = "txn_moved_in" -> bool,
+        FindEntries = "find_entries" -> FoundPage,
+        /// One entry per inode, in order.
+        InodeAttrs = "inode_attrs" -> Vec<Option<crate::Attr>>,
     }
 }
 
@@ -354,7 +359,9 @@ impl PeerRequest {
             | PeerRequest::ForgetNameSteps(_)
             | PeerRequest::NamesOfNode(_)
             | PeerRequest::CheckNames(_)
-            | PeerRequest::TxnMovedIn(_) => true,
+            | PeerRequest::TxnMovedIn(_)
+            | PeerRequest::FindEntries(_)
+            | PeerRequest::InodeAttrs(_) => true,
             // Reads; removals guarded by the inode they expect; sets to a value; the same
             // owner's lock taken again (POSIX locks of one owner merge).
             PeerRequest::Ping(_)
