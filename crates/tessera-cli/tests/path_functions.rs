@@ -359,6 +359,18 @@ fn ls_probes_quietly_and_paths_through_directory_links_work() {
         ],
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\nnew\n0\n");
+    // du and ls -R walk with gnulib's fts, over openat and fstatat.
+    let out = common::ok_under(&inst, 0, "du", &["-a", "/tessera/d"]);
+    let du = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        du.contains("/tessera/d/f\n") && du.contains("/tessera/d/sub\n"),
+        "{du}"
+    );
+    let out = common::ok_under(&inst, 1, "ls", &["-R", "/tessera"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "/tessera:\nd\nld\n\n/tessera/d:\nf\nsub\n\n/tessera/d/sub:\n"
+    );
     let out = common::ok_under(
         &inst,
         1,

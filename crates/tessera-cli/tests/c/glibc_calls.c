@@ -90,6 +90,12 @@ int main(int argc, char **argv) {
     tv[0].tv_usec = 2000000;
     result("utimes with a bad tv_usec", utimes(at(d, "t"), tv));
 
+    /* lchmod: a file's mode changes; a link has none (glibc's answer on Linux). */
+    result("lchmod of a file", lchmod(at(d, "t"), 0600));
+    struct stat lst;
+    printf("mode after lchmod: %o\n", stat(at(d, "t"), &lst) == 0 ? lst.st_mode & 0777 : 0);
+    result("lchmod of a link", lchmod(at(d, "lt"), 0600));
+
     /* mkdtemp: a private directory with a fresh name. */
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/tmpXXXXXX", d);
