@@ -141,7 +141,9 @@ fn mtime_of(admin: &Admin, mount: &str, nodes: u32, file: &str) -> FsResult<i64>
             .ok_or_else(|| FsError::new(Errno::NoEnt, format!("-newer {file}: no such file")))?;
         return Ok(attr.mtime_ns);
     }
-    let meta = std::fs::metadata(file).map_err(|e| FsError::io(format!("-newer {file}"), &e))?;
+    // GNU find's default (-P) takes a link's own time.
+    let meta =
+        std::fs::symlink_metadata(file).map_err(|e| FsError::io(format!("-newer {file}"), &e))?;
     use std::os::unix::fs::MetadataExt;
     Ok(meta.mtime() * 1_000_000_000 + meta.mtime_nsec())
 }
@@ -215,7 +217,14 @@ pub fn run(layout: &InstanceLayout, q: &Query, output: Output, page: u32) -> FsR
     if root_entry.kind != FileKind::Dir {
         counts.files_looked_at += 1;
     }
-    let name = path::split(&root).map_or("/", |(_, n)| n);
+    // The root's name as `-name` sees it: Tessera's root is the mount's last component.
+    let mount_name = cfg
+        .mount
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("/");
+    let name = path::split(&root).map_or(mount_name, |(_, n)| n);
     if matcher.entry_matches(name, root_entry.kind) && matcher.attr_matches(&root_attr) {
         counts.matched += 1;
         printer.hits(&[Hit {

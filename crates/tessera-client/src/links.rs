@@ -84,6 +84,8 @@ impl Client {
             Err(e) if matches!(e.errno, Errno::NoEnt | Errno::NotDir) => {
                 match self.through_links(path) {
                     Ok(Some(p)) => op(&p),
+                    // Links that never end are the answer, not the miss they caused.
+                    Err(l) if l.errno == Errno::Loop => Err(l),
                     _ => Err(e),
                 }
             }

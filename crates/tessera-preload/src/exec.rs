@@ -151,7 +151,7 @@ fn staged(p: &str) -> FsResult<c_int> {
 
 /// The file at `p` (in Tessera) copied into a memory file the kernel can map or execute; with
 /// `program`, refused (`EACCES`) unless it has an execute bit.
-fn staged_as(p: &str, program: bool) -> FsResult<c_int> {
+pub(crate) fn staged_as(p: &str, program: bool) -> FsResult<c_int> {
     let c = state::client()?;
     let attr = c.stat_follow(p)?;
     if attr.kind != FileKind::File || (program && attr.mode & 0o111 == 0) {
@@ -326,70 +326,6 @@ pub unsafe extern "C" fn execveat(
             unsafe { real::execveat(dirfd, path, argv, pointers(&env).as_ptr(), flags) }
         }
     }
-}
-
-/// `dlopen(3)` of a library stored in Tessera: its bytes are staged into a memory file and
-/// the dynamic linker loads that (`/proc/self/fd/N`); other names go to the dynamic linker
-/// unchanged. A library loaded so is known to the linker by the memory file's name, so a
-/// second `dlopen` of the same Tessera path loads it again.
-///
-/// # Safety
-/// As `dlopen(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlopen(path: *const c_char, flags: c_int) -> *mut libc::c_void {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { load_library(path, |p| real::dlopen(p, flags)) }
-}
-
-/// `dlmopen(3)`, as [`dlopen`] for a library stored in Tessera.
-///
-/// # Safety
-/// As `dlmopen(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlmopen(
-    lmid: libc::c_long,
-    path: *const c_char,
-    flags: c_int,
-) -> *mut libc::c_void {
-    // SAFETY: forwarded under this function's own contract.
-    unsafe { load_library(path, |p| real::dlmopen(lmid, p, flags)) }
-}
-
-/// Hands `load` the library's name: a Tessera path staged into a memory file, any other
-/// name as it is.
-///
-/// # Safety
-/// `path` is NULL or NUL-terminated; `load` is the dynamic linker's call.
-unsafe fn load_library(
-    path: *const c_char,
-    load: impl Fn(*const c_char) -> *mut libc::c_void,
-) -> *mut libc::c_void {
-    // Only a name with a slash is a path (others are searched for by the linker).
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    let is_path = !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/');
-    let tessera = if is_path {
-        // SAFETY: as above.
-        unsafe { crate::tessera_path(libc::AT_FDCWD, path) }
-    } else {
-        None
-    };
-    let Some(p) = tessera else {
-        return load(path);
-    };
-    crate::guarded(|| {
-        let fd = crate::run(|| p.and_then(|p| staged_as(&p, false)));
-        if fd < 0 {
-            return std::ptr::null_mut();
-        }
-        let Ok(name) = CString::new(format!("/proc/self/fd/{fd}")) else {
-            return std::ptr::null_mut();
-        };
-        let handle = load(name.as_ptr());
-        // The mapping outlives the descriptor.
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(fd) };
-        handle
-    })
 }
 
 /// # Safety

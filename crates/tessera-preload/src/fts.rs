@@ -38,7 +38,7 @@ pub struct FtsEnt {
     pub fts_namelen: c_ushort,
     pub fts_ino: u64,
     pub fts_dev: u64,
-    pub fts_nlink: u64,
+    pub fts_nlink: libc::nlink_t,
     pub fts_level: i16,
     pub fts_info: c_ushort,
     pub fts_flags: c_ushort,
@@ -107,6 +107,10 @@ struct Walk {
     frames: Vec<Frame>,
     /// Entries of a directory `fts_children` read, for the descent that follows.
     read_ahead: Option<(*mut FtsEnt, Vec<*mut FtsEnt>)>,
+    /// The read-ahead entries handed to the step under way (see [`Walk::read`]).
+    ahead_entries: Option<Vec<*mut FtsEnt>>,
+    /// The device of the root the walk is in (`FTS_XDEV`).
+    root_dev: u64,
     /// Entries to free at the next step (a directory's, once its `FTS_DP` was reported).
     finished: Vec<*mut FtsEnt>,
 }
@@ -293,8 +297,11 @@ impl Walk {
             if e.is_null() {
                 break;
             }
-            let nostat =
-                self.set(FTS_NOSTAT) && !dot && dtype != libc::DT_DIR && dtype != libc::DT_UNKNOWN;
+            let nostat = self.set(FTS_NOSTAT)
+                && !self.set(FTS_LOGICAL)
+                && !dot
+                && dtype != libc::DT_DIR
+                && dtype != libc::DT_UNKNOWN;
             // SAFETY: `e` was just allocated.
             unsafe {
                 if nostat {
@@ -356,6 +363,22 @@ impl Walk {
     /// The next entry of the walk, after `cur` (the one reported last, NULL at the start).
     fn read(&mut self, cur: *mut FtsEnt) -> *mut FtsEnt {
         self.free_finished();
+        // Entries `fts_children` read serve only the descent into the directory they are of,
+        // which can only be this step; whatever it does not use goes (freed at the next).
+        match self.read_ahead.take() {
+            Some((d, entries)) if d == cur => self.ahead_entries = Some(entries),
+            Some((_, stale)) => self.finished.extend(stale),
+            None => {}
+        }
+        let next = self.step(cur);
+        if let Some(unused) = self.ahead_entries.take() {
+            self.finished.extend(unused);
+        }
+        next
+    }
+
+    /// The next entry after `cur`.
+    fn step(&mut self, cur: *mut FtsEnt) -> *mut FtsEnt {
         if cur.is_null() {
             return self.next_root();
         }
@@ -379,26 +402,15 @@ impl Walk {
             return cur;
         }
         if info == FTS_D {
-            let skip = instr == FTS_SKIP || {
-                let root_dev = self.roots.first().map_or(0, |r| {
-                    // SAFETY: a root entry of the walk.
-                    unsafe { (**r).fts_dev }
-                });
-                // SAFETY: as above.
-                self.set(FTS_XDEV) && unsafe { (*cur).fts_dev } != root_dev
-            };
+            // SAFETY: as above.
+            let skip = instr == FTS_SKIP
+                || (self.set(FTS_XDEV) && unsafe { (*cur).fts_dev } != self.root_dev);
             let entries = if skip {
                 None
+            } else if let Some(read) = self.ahead_entries.take() {
+                Some(read)
             } else {
-                match self.read_ahead.take() {
-                    Some((d, entries)) if d == cur => Some(entries),
-                    other => {
-                        if let Some((_, stale)) = other {
-                            self.finished.extend(stale);
-                        }
-                        self.entries_of(cur)
-                    }
-                }
+                self.entries_of(cur)
             };
             match entries {
                 Some(entries) if !entries.is_empty() => {
@@ -427,15 +439,41 @@ impl Walk {
         self.next_after(cur)
     }
 
+    /// `e` as the walk is to report it, after the caller's instruction for it: `None` for
+    /// `FTS_SKIP` (passed over), a link followed for `FTS_FOLLOW`.
+    fn instructed(&self, e: *mut FtsEnt) -> Option<*mut FtsEnt> {
+        // SAFETY: an entry of the walk.
+        unsafe {
+            let instr = (*e).fts_instr;
+            (*e).fts_instr = FTS_NOINSTR;
+            match instr {
+                FTS_SKIP => None,
+                FTS_FOLLOW if matches!((*e).fts_info, FTS_SL | FTS_SLNONE) => {
+                    (*e).fts_info = self.stat(e, true);
+                    if (*e).fts_info == FTS_D {
+                        (*e).fts_flags |= FTS_SYMFOLLOW;
+                    }
+                    Some(e)
+                }
+                _ => Some(e),
+            }
+        }
+    }
+
     /// The entry after `cur` when `cur` is not descended into: its next sibling, else its
     /// directory again (`FTS_DP`), else the next root.
     fn next_after(&mut self, _cur: *mut FtsEnt) -> *mut FtsEnt {
-        let Some(frame) = self.frames.last_mut() else {
-            return self.next_root();
-        };
-        if let Some(&e) = frame.entries.get(frame.next) {
+        loop {
+            let Some(frame) = self.frames.last_mut() else {
+                return self.next_root();
+            };
+            let Some(&e) = frame.entries.get(frame.next) else {
+                break;
+            };
             frame.next += 1;
-            return e;
+            if let Some(e) = self.instructed(e) {
+                return e;
+            }
         }
         let frame = self.frames.pop().expect("checked above");
         // The directory's entries go once the walk has moved past its `FTS_DP`.
@@ -446,16 +484,17 @@ impl Walk {
     }
 
     fn next_root(&mut self) -> *mut FtsEnt {
-        match self.roots.get(self.next_root) {
-            Some(&r) => {
-                self.next_root += 1;
-                r
-            }
-            None => {
-                set_errno(0);
-                std::ptr::null_mut()
+        while let Some(&r) = self.roots.get(self.next_root) {
+            self.next_root += 1;
+            if let Some(r) = self.instructed(r) {
+                // `FTS_XDEV` keeps a walk on the device of the root it is in.
+                // SAFETY: a root entry of the walk.
+                self.root_dev = unsafe { (*r).fts_dev };
+                return r;
             }
         }
+        set_errno(0);
+        std::ptr::null_mut()
     }
 }
 
@@ -509,6 +548,8 @@ pub unsafe extern "C" fn fts64_open(
             next_root: 0,
             frames: Vec::new(),
             read_ahead: None,
+            ahead_entries: None,
+            root_dev: 0,
             finished: Vec::new(),
         };
         let mut p = argv;

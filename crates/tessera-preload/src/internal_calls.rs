@@ -334,7 +334,10 @@ pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags:
 }
 
 /// `splice` between a pipe and a Tessera descriptor copies through a buffer (the kernel cannot
-/// move pages of a file it does not hold); other pairs go to the kernel.
+/// move pages of a file it does not hold); other pairs go to the kernel. From Tessera, only
+/// what the pipe took is consumed; into Tessera, what was taken from the pipe is written
+/// whole (a write that fails after a part leaves the rest lost, as the bytes are no longer in
+/// the pipe: the call answers how much was written).
 ///
 /// # Safety
 /// As `splice(2)`.
@@ -357,31 +360,66 @@ pub unsafe extern "C" fn splice(
         return fail_with(libc::EINVAL) as libc::ssize_t;
     }
     let mut buf = vec![0u8; len.min(1 << 20)];
-    // SAFETY: reads into `buf` through the interposer (Tessera end) or the kernel (pipe),
-    // at the caller's offset when given; writes what was read the same way.
+    // A Tessera input is read at its position and moved on by what the pipe took, so a short
+    // write loses nothing; bytes taken from a pipe are written whole or reported lost.
+    // SAFETY: reads into `buf` and writes from it, through the interposer (the Tessera end) or
+    // the kernel (the pipe), at the caller's offsets when given.
     unsafe {
-        let got = if off_in.is_null() {
-            crate::files::read(fd_in, buf.as_mut_ptr().cast(), buf.len())
+        let from = if tin {
+            let at = if off_in.is_null() {
+                crate::files::lseek(fd_in, 0, libc::SEEK_CUR)
+            } else {
+                *off_in
+            };
+            if at < 0 {
+                return -1;
+            }
+            Some(at)
         } else {
-            crate::files::pread(fd_in, buf.as_mut_ptr().cast(), buf.len(), *off_in)
+            None
+        };
+        let got = match from {
+            Some(at) => crate::files::pread(fd_in, buf.as_mut_ptr().cast(), buf.len(), at),
+            None => crate::files::read(fd_in, buf.as_mut_ptr().cast(), buf.len()),
         };
         if got <= 0 {
             return got;
         }
-        let put = if off_out.is_null() {
-            crate::files::write(fd_out, buf.as_ptr().cast(), got as usize)
-        } else {
-            crate::files::pwrite(fd_out, buf.as_ptr().cast(), got as usize, *off_out)
-        };
-        if put > 0 {
-            if !off_in.is_null() {
-                *off_in += put as i64;
+        let mut put = 0usize;
+        while put < got as usize {
+            let w = if off_out.is_null() {
+                crate::files::write(fd_out, buf[put..].as_ptr().cast(), got as usize - put)
+            } else {
+                crate::files::pwrite(
+                    fd_out,
+                    buf[put..].as_ptr().cast(),
+                    got as usize - put,
+                    *off_out + put as i64,
+                )
+            };
+            if w <= 0 {
+                if put == 0 {
+                    return w;
+                }
+                break;
             }
-            if !off_out.is_null() {
-                *off_out += put as i64;
+            put += w as usize;
+            if tin {
+                // A pipe may take part of it; what it did not take stays in the file.
+                break;
             }
         }
-        put
+        if let Some(at) = from {
+            if off_in.is_null() {
+                crate::files::lseek(fd_in, at + put as i64, libc::SEEK_SET);
+            } else {
+                *off_in = at + put as i64;
+            }
+        }
+        if !off_out.is_null() {
+            *off_out += put as i64;
+        }
+        put as libc::ssize_t
     }
 }
 

@@ -66,6 +66,7 @@ macro_rules! next {
 pub mod aio;
 mod atomic_scope;
 pub mod dirs;
+pub mod dl;
 pub mod exec;
 pub mod exit;
 pub mod files;

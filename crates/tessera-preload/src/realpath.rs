@@ -3,8 +3,9 @@
 //! answer for `/tessera/...`, where nothing exists. Here a Tessera path is walked component by
 //! component: each prefix is looked up (`lstat`), a symbolic link is replaced by its target
 //! (relative targets against the link's directory, at most 40 in all, then `ELOOP`), a missing
-//! component is `ENOENT` and a file before the end `ENOTDIR`. A link that leads out of Tessera
-//! hands the rest of the walk to glibc. Paths elsewhere go to glibc's own `realpath`.
+//! component is `ENOENT` and a file before the end `ENOTDIR`. An absolute target inside the
+//! PFS directory names the Tessera file there (as lookups take it); a link that leads out of
+//! Tessera hands the rest of the walk to glibc. Paths elsewhere go to glibc's own `realpath`.
 //!
 //! `..` is taken lexically before the walk, as every Tessera path is (`docs/interposer.md`).
 
@@ -60,9 +61,19 @@ pub(crate) fn resolve(p: &str) -> FsResult<Resolved> {
                     } else {
                         format!("{joined}/{tail}")
                     };
-                    let next = lexical_normalize(&next);
+                    let mut next = lexical_normalize(&next);
                     if !under_prefix(&next, root) {
-                        return Ok(Resolved::Kernel(next));
+                        // A target in the PFS directory names the Tessera file there, as
+                        // lookups take it; anything else is the kernel's.
+                        let pfs = c.config().pfs_dir.display().to_string();
+                        let inside = next
+                            .strip_prefix(pfs.trim_end_matches('/'))
+                            .filter(|r| r.is_empty() || r.starts_with('/'))
+                            .map(|r| format!("{}{r}", root.trim_end_matches('/')));
+                        match inside {
+                            Some(t) => next = t,
+                            None => return Ok(Resolved::Kernel(next)),
+                        }
                     }
                     todo = next;
                     continue 'walk;

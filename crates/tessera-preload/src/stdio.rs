@@ -184,9 +184,10 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
 /// `freopen` onto a Tessera path (glibc's opens through its internal `open`). A standard
 /// stream (`freopen(path, "w", stdout)`) keeps its descriptor: the Tessera file is placed on
 /// it with `dup2`, and the variable (`stdout`) then names a stream of ours on it, which is
-/// returned. Any other stream is closed and a new one opened on the path and returned, so
-/// callers must use the result (as `fp = freopen(path, mode, fp)` does). Paths elsewhere go to
-/// glibc's `freopen`.
+/// returned. Any other stream cannot become a Tessera stream in place (glibc would go on
+/// writing it through calls the interposer never sees, and the caller may keep using the
+/// pointer it has), so that is refused with `ENOTSUP`, the stream left as it was: open the
+/// file with `fopen`. Paths elsewhere go to glibc's `freopen`.
 ///
 /// # Safety
 /// As `freopen(3)`.
@@ -214,11 +215,15 @@ pub unsafe extern "C" fn freopen64(
         };
         // SAFETY: the variable's address from the dynamic linker, read as a stream pointer.
         if var.is_null() || unsafe { *var } != stream {
-            // SAFETY: the caller's stream, closed once; then a stream on the Tessera path.
-            unsafe {
-                fclose(stream);
-                return fopen(path, mode);
-            }
+            // SAFETY: NUL-terminated (tessera_path saw it).
+            let shown = unsafe { crate::show(path) };
+            fail(&FsError::new(
+                Errno::NotSup,
+                format!(
+                    "freopen onto {shown}: only stdin, stdout and stderr can be reopened onto a Tessera file in place; open it with fopen"
+                ),
+            ));
+            return std::ptr::null_mut();
         }
         let m = if mode.is_null() {
             String::new()

@@ -18,7 +18,9 @@
 
 use crate::state;
 use libc::{c_char, c_int, pid_t};
-use std::sync::{Mutex, OnceLock};
+use std::cell::RefCell;
+use std::sync::OnceLock;
+use tessera_client::posix::{join_user, lexical_normalize, under_prefix};
 
 /// What `TESSERA_VFORK` asks: `fork` (every `vfork` a fork), `vfork` (none), else `auto`.
 #[derive(Clone, Copy, PartialEq)]
@@ -51,11 +53,11 @@ extern "C" fn vfork_target() -> usize {
         Choice::Vfork => false,
         Choice::Auto => state::used_tessera(),
     };
+    // A record left by an earlier child is stale (and its pid may come again).
+    CHILD_CWD.with_borrow_mut(|c| *c = None);
     if fork {
         crate::real::lookup(&FORK, b"fork\0")
     } else {
-        // A record left by an earlier child is stale (and its pid may come again).
-        *CHILD_CWD.lock().unwrap_or_else(|p| p.into_inner()) = None;
         crate::real::lookup(&VFORK, b"vfork\0")
     }
 }
@@ -105,56 +107,58 @@ pub unsafe extern "C" fn vfork() -> pid_t {
     )
 }
 
-/// The working directory a `vfork` child chose, for the program it starts: the child's pid,
-/// and its choice (`None`: a kernel directory). Written by the child while its parent waits in
-/// `vfork`; a record of another pid is stale.
-static CHILD_CWD: Mutex<Option<(pid_t, Option<String>)>> = Mutex::new(None);
+thread_local! {
+    /// The working directory a `vfork` child chose, for the program it starts: the child's
+    /// pid, and its choice (`None`: a kernel directory). Written by the child, which runs on
+    /// its parent's thread (so two threads' children never share it), and cleared before
+    /// each `vfork` or fork; a record of another pid is stale.
+    static CHILD_CWD: RefCell<Option<(pid_t, Option<String>)>> = const { RefCell::new(None) };
+}
 
 /// The working directory to hand the program this `vfork` child starts, if it chose one:
 /// `Some(None)` when it chose a kernel directory.
 pub fn child_cwd() -> Option<Option<String>> {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    let g = CHILD_CWD.lock().unwrap_or_else(|p| p.into_inner());
-    match g.as_ref() {
+    CHILD_CWD.with_borrow(|c| match c {
         Some((pid, cwd)) if *pid == me => Some(cwd.clone()),
         _ => None,
-    }
+    })
 }
 
 /// `chdir` in a child of `vfork`: into Tessera, noted for the program it starts; elsewhere, the
-/// kernel's (a relative path taken against the working directory the child has).
+/// kernel's. A relative path is taken against the directory the child chose last, else the
+/// working directory it was born with.
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated.
 pub unsafe fn chdir_in_child(path: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
-    let tessera = unsafe { crate::tessera_path_of(libc::AT_FDCWD, path) };
+    if path.is_null() {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = libc::EFAULT };
+        return -1;
+    }
+    // SAFETY: NUL-terminated (this function's contract).
+    let text = unsafe { std::ffi::CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
+    let base = child_cwd().unwrap_or_else(state::cwd);
+    let absolute = match base {
+        Some(b) if !text.starts_with('/') => Some(lexical_normalize(&join_user(&b, &text))),
+        _ if text.starts_with('/') => Some(lexical_normalize(&text)),
+        _ => None,
+    };
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    let chosen = match tessera {
-        Some(Ok(p)) => {
+    let chosen = match absolute {
+        Some(a) if under_prefix(&a, state::prefix()) => {
             let _b = state::Busy::enter();
             crate::exec::void_kernel_cwd();
-            Some(p)
+            Some(a)
         }
-        Some(Err(e)) => return crate::fail(&e),
-        None => {
-            let base = child_cwd().unwrap_or_else(state::cwd);
-            // SAFETY: NUL-terminated or NULL by the caller's contract.
-            let rel = (!path.is_null())
-                .then(|| unsafe { std::ffi::CStr::from_ptr(path) }.to_str().ok())
-                .flatten();
-            let absolute = match (base, rel) {
-                (Some(b), Some(r)) if !r.starts_with('/') => {
-                    std::ffi::CString::new(tessera_client::posix::lexical_normalize(
-                        &tessera_client::posix::join_user(&b, r),
-                    ))
-                    .ok()
-                }
-                _ => None,
-            };
-            let target = absolute.as_ref().map_or(path, |c| c.as_ptr());
+        other => {
+            let target = other.and_then(|a| std::ffi::CString::new(a).ok());
+            let target = target.as_ref().map_or(path, |c| c.as_ptr());
             // SAFETY: the kernel's chdir, of the child's own working directory.
             if unsafe { crate::real::chdir(target) } != 0 {
                 return -1;
@@ -162,6 +166,6 @@ pub unsafe fn chdir_in_child(path: *const c_char) -> c_int {
             None
         }
     };
-    *CHILD_CWD.lock().unwrap_or_else(|p| p.into_inner()) = Some((me, chosen));
+    CHILD_CWD.with_borrow_mut(|c| *c = Some((me, chosen)));
     0
 }

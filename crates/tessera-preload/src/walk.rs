@@ -71,8 +71,23 @@ impl Walk {
         self.flags & f != 0
     }
 
+    /// The current path as the callback gets it.
     fn c_path(&self) -> CString {
         CString::new(self.path.clone()).expect("built from C strings")
+    }
+
+    /// The current path for the walk's own calls: under `FTW_CHDIR` a relative one is taken
+    /// against where the walk began, since the working directory moves.
+    fn call_path(&self) -> CString {
+        match (&self.start_cwd, self.path.first()) {
+            (Some(cwd), Some(b)) if *b != b'/' => {
+                let mut p = cwd.as_bytes().to_vec();
+                p.push(b'/');
+                p.extend_from_slice(&self.path);
+                CString::new(p).expect("built from C strings")
+            }
+            _ => self.c_path(),
+        }
     }
 
     /// Calls back for the current path.
@@ -103,7 +118,7 @@ impl Walk {
 
     /// Stats the current path as the walk's flags say; `None` with errno set on failure.
     fn stat(&self, follow: bool) -> Option<libc::stat64> {
-        let p = self.c_path();
+        let p = self.call_path();
         // SAFETY: plain data, filled by the call.
         let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
         // SAFETY: the interposer's own stat calls, with a NUL-terminated path and a buffer.
@@ -178,7 +193,7 @@ impl Walk {
 
     /// Visits the directory at the current path: itself, then its entries.
     fn directory(&mut self, st: &libc::stat64, base: usize, level: usize) -> c_int {
-        let p = self.c_path();
+        let p = self.call_path();
         // SAFETY: the interposer's opendir with a NUL-terminated path.
         let d = unsafe { crate::dirs::opendir(p.as_ptr()) };
         if d.is_null() {
@@ -225,15 +240,23 @@ impl Walk {
             }
             let child_base = self.path.len();
             self.path.extend_from_slice(&name);
+            // A directory among them returns the working directory here when it is done.
             r = self.entry(child_base, level + 1);
-            if chdir && !self.enter(&here) {
-                r = -1;
-            }
             if r != 0 {
                 break;
             }
         }
         self.path = here;
+        // Siblings skipped: the directory itself is still reported after its entries.
+        if self.flag(FTW_ACTIONRETVAL) && r == FTW_SKIP_SIBLINGS {
+            r = 0;
+        }
+        // After its entries, from inside it (as glibc's walk), then back to its parent. What
+        // this callback answers goes up as it is: `FTW_SKIP_SIBLINGS` skips the directory's
+        // own siblings.
+        if r == 0 && self.flag(FTW_DEPTH) {
+            r = self.call(st, FTW_DP, base, level);
+        }
         if chdir {
             let parent = match self.path.iter().rposition(|&b| b == b'/') {
                 Some(0) => b"/".to_vec(),
@@ -244,18 +267,7 @@ impl Walk {
                 return -1;
             }
         }
-        // Siblings skipped: the directory itself is still reported after its entries.
-        if self.flag(FTW_ACTIONRETVAL) && r == FTW_SKIP_SIBLINGS {
-            r = 0;
-        }
-        if r == 0 && self.flag(FTW_DEPTH) {
-            r = self.call(st, FTW_DP, base, level);
-        }
-        if self.flag(FTW_ACTIONRETVAL) && r == FTW_SKIP_SIBLINGS {
-            0
-        } else {
-            r
-        }
+        r
     }
 }
 

@@ -123,13 +123,10 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     show_file("freopen stdout wrote", at(d, "out"));
     FILE *f = fopen(at(d, "first"), "w");
-    f = freopen(at(d, "second"), "w", f);
-    printf("freopen a stream: %s\n", f ? "ok" : strerror(errno));
-    if (f) {
-        fputs("second", f);
-        fclose(f);
-    }
-    show_file("freopen a stream wrote", at(d, "second"));
+    FILE *g = freopen(at(d, "second"), "w", f);
+    printf("freopen a stream: %s\n", g ? "ok" : errno == ENOTSUP ? "refused" : strerror(errno));
+    fputs("second", g ? g : f);
+    fclose(g ? g : f);
 
     /* The working directory by name. */
     if (chdir(d) != 0) return 3;
