@@ -59,26 +59,8 @@ pub unsafe extern "C" fn __pread_chk(
     unsafe { real::__pread_chk(fd, buf, n, off, buflen) }
 }
 
-/// # Safety
-/// As `pread(2)`, with `buflen` the size of `buf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pread64_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    off: off_t,
-    buflen: size_t,
-) -> ssize_t {
-    if n > buflen {
-        overflow();
-    }
-    if desc(fd).is_some() {
-        // SAFETY: `buf` holds at least `n` bytes (checked above, and the call's contract).
-        return unsafe { crate::files::pread(fd, buf, n, off) };
-    }
-    // SAFETY: glibc's own fortified call, with the caller's arguments.
-    unsafe { real::__pread64_chk(fd, buf, n, off, buflen) }
-}
+// `off_t` is 64 bits on 64-bit Linux: glibc's two names are the same function.
+alias!(__pread64_chk => __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t);
 
 /// # Safety
 /// As `readlink(2)`, with `buflen` the size of `buf`.

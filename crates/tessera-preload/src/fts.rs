@@ -122,6 +122,23 @@ unsafe impl Send for Walk {}
 /// The interposer's walks, by the address of the `FTS` handed out.
 static WALKS: Mutex<Option<HashMap<usize, Walk>>> = Mutex::new(None);
 
+/// The interposer's walk behind `fts`, taken out of the table while it runs: the walk calls
+/// the interposer (and the comparator, the caller's code) without the table's lock held.
+/// `None`: a walk of glibc's.
+fn take_walk(fts: *mut Fts) -> Option<Walk> {
+    let mut g = WALKS.lock().unwrap_or_else(|p| p.into_inner());
+    g.as_mut().and_then(|m| m.remove(&(fts as usize)))
+}
+
+/// Puts a walk (back) into the table under its `FTS`.
+fn put_walk(fts: *mut Fts, walk: Walk) {
+    WALKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(fts as usize, walk);
+}
+
 fn errno() -> c_int {
     // SAFETY: errno is thread-local.
     unsafe { *libc::__errno_location() }
@@ -624,11 +641,7 @@ pub unsafe extern "C" fn fts64_open(
             (*fts).fts_options = options;
             (*fts).fts_compar = compar;
         }
-        WALKS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .insert(fts as usize, walk);
+        put_walk(fts, walk);
         fts
     })
 }
@@ -643,12 +656,7 @@ pub unsafe extern "C" fn fts64_read(fts: *mut Fts) -> *mut FtsEnt {
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         }
-        // Taken out of the table while it runs: the walk calls the interposer (and the
-        // comparator, the caller's code) without the table's lock held.
-        let taken = {
-            let mut g = WALKS.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_mut().and_then(|m| m.remove(&(fts as usize)))
-        };
+        let taken = take_walk(fts);
         let Some(mut walk) = taken else {
             // SAFETY: glibc's own call on its own walk.
             return unsafe { real::fts64_read(fts) };
@@ -658,11 +666,7 @@ pub unsafe extern "C" fn fts64_read(fts: *mut Fts) -> *mut FtsEnt {
         let next = walk.read(cur);
         // SAFETY: as above.
         unsafe { (*fts).fts_cur = next };
-        WALKS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .insert(fts as usize, walk);
+        put_walk(fts, walk);
         next
     })
 }
@@ -673,10 +677,7 @@ alias!(fts_read => fts64_read(fts: *mut Fts) -> *mut FtsEnt);
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fts64_children(fts: *mut Fts, options: c_int) -> *mut FtsEnt {
     crate::guarded(|| {
-        let taken = {
-            let mut g = WALKS.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_mut().and_then(|m| m.remove(&(fts as usize)))
-        };
+        let taken = take_walk(fts);
         let Some(mut walk) = taken else {
             // SAFETY: glibc's own call on its own walk.
             return unsafe { real::fts64_children(fts, options) };
@@ -710,11 +711,7 @@ pub unsafe extern "C" fn fts64_children(fts: *mut Fts, options: c_int) -> *mut F
                 None => std::ptr::null_mut(),
             }
         };
-        WALKS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .insert(fts as usize, walk);
+        put_walk(fts, walk);
         out
     })
 }
@@ -747,10 +744,7 @@ alias!(fts_set => fts64_set(fts: *mut Fts, e: *mut FtsEnt, instr: c_int) -> c_in
 /// As `fts_close(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fts64_close(fts: *mut Fts) -> c_int {
-    let taken = {
-        let mut g = WALKS.lock().unwrap_or_else(|p| p.into_inner());
-        g.as_mut().and_then(|m| m.remove(&(fts as usize)))
-    };
+    let taken = take_walk(fts);
     let Some(mut walk) = taken else {
         // SAFETY: glibc's own call on its own walk.
         return unsafe { real::fts64_close(fts) };

@@ -149,7 +149,6 @@ real_fns! {
     fn __chk_fail() -> ();
     fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
     fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t;
-    fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, buflen: size_t) -> ssize_t;
     fn __readlinkat_chk(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t, buflen: size_t) -> ssize_t;
     fn __open_2(path: *const c_char, flags: c_int) -> c_int;
     fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;

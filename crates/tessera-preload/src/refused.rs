@@ -31,22 +31,36 @@ unsafe fn ours(path: *const c_char) -> Option<Result<String, FsError>> {
 const NOT_A_DEVICE: &str =
     "Tessera is no block device or mount point; the kernel cannot mount, swap or account there";
 
-/// # Safety
-/// As `chroot(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn chroot(path: *const c_char) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(path) } {
-        Some(p) => refuse(
-            "chroot",
-            p,
-            Errno::NotSup,
-            "the kernel cannot make a Tessera directory the root (it does not see it); use a real directory",
-        ),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::chroot(path) },
-    }
+/// Defines libc's `$name`, whose first argument is a path: a Tessera path is refused with
+/// `$errno` and `$why`, anything else goes to libc.
+macro_rules! refuse_path_first {
+    ($name:ident($path:ident $(, $arg:ident: $ty:ty)*), $errno:expr, $why:expr) => {
+        #[doc = concat!("`", stringify!($name), "`: refused on a Tessera path (see the module).")]
+        ///
+        /// # Safety
+        /// As libc's function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($path: *const c_char $(, $arg: $ty)*) -> c_int {
+            // SAFETY: NUL-terminated or NULL by the call's contract.
+            match unsafe { ours($path) } {
+                Some(p) => refuse(stringify!($name), p, $errno, $why),
+                // SAFETY: libc's own call, with the caller's arguments.
+                None => unsafe { real::$name($path $(, $arg)*) },
+            }
+        }
+    };
 }
+
+refuse_path_first!(
+    chroot(path),
+    Errno::NotSup,
+    "the kernel cannot make a Tessera directory the root (it does not see it); use a real directory"
+);
+refuse_path_first!(umount(target), Errno::Perm, NOT_A_DEVICE);
+refuse_path_first!(umount2(target, flags: c_int), Errno::Perm, NOT_A_DEVICE);
+refuse_path_first!(swapon(path, flags: c_int), Errno::Perm, NOT_A_DEVICE);
+refuse_path_first!(swapoff(path), Errno::Perm, NOT_A_DEVICE);
+refuse_path_first!(acct(path), Errno::Perm, NOT_A_DEVICE);
 
 /// # Safety
 /// As `mount(2)`.
@@ -64,66 +78,6 @@ pub unsafe extern "C" fn mount(
     }
     // SAFETY: libc's own call, with the caller's arguments.
     unsafe { real::mount(src, target, fstype, flags, data) }
-}
-
-/// # Safety
-/// As `umount(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn umount(target: *const c_char) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(target) } {
-        Some(p) => refuse("umount", p, Errno::Perm, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::umount(target) },
-    }
-}
-
-/// # Safety
-/// As `umount2(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn umount2(target: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(target) } {
-        Some(p) => refuse("umount2", p, Errno::Perm, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::umount2(target, flags) },
-    }
-}
-
-/// # Safety
-/// As `swapon(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn swapon(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(path) } {
-        Some(p) => refuse("swapon", p, Errno::Perm, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::swapon(path, flags) },
-    }
-}
-
-/// # Safety
-/// As `swapoff(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn swapoff(path: *const c_char) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(path) } {
-        Some(p) => refuse("swapoff", p, Errno::Perm, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::swapoff(path) },
-    }
-}
-
-/// # Safety
-/// As `acct(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn acct(path: *const c_char) -> c_int {
-    // SAFETY: NUL-terminated or NULL by the call's contract.
-    match unsafe { ours(path) } {
-        Some(p) => refuse("acct", p, Errno::Perm, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
-        None => unsafe { real::acct(path) },
-    }
 }
 
 /// # Safety

@@ -83,14 +83,8 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
         match unsafe { tessera_path(libc::AT_FDCWD, path) } {
             Some(p) => {
                 let _b = Busy::enter();
-                let m = if mode.is_null() {
-                    String::new()
-                } else {
-                    // SAFETY: non-null, and NUL-terminated by fopen's contract.
-                    unsafe { CStr::from_ptr(mode) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
+                // SAFETY: NULL or NUL-terminated by fopen's contract.
+                let m = unsafe { mode_text(mode) };
                 let fd =
                     p.and_then(|p| fopen_flags(&m).and_then(|flags| open_path(&p, flags, 0o666)));
                 match fd {
@@ -146,6 +140,20 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
         // SAFETY: libc's own call, with the caller's arguments under the same contract.
         unsafe { real::fdopen(fd, mode) }
     })
+}
+
+/// A stdio mode argument as text (empty for NULL).
+///
+/// # Safety
+/// `mode` is NULL or NUL-terminated.
+unsafe fn mode_text(mode: *const c_char) -> String {
+    if mode.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null, and NUL-terminated by this function's contract.
+    unsafe { CStr::from_ptr(mode) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn our_stream(f: *mut libc::FILE) -> Option<c_int> {
@@ -225,14 +233,8 @@ pub unsafe extern "C" fn freopen64(
             ));
             return std::ptr::null_mut();
         }
-        let m = if mode.is_null() {
-            String::new()
-        } else {
-            // SAFETY: non-null, and NUL-terminated by freopen's contract.
-            unsafe { CStr::from_ptr(mode) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        // SAFETY: NULL or NUL-terminated by freopen's contract.
+        let m = unsafe { mode_text(mode) };
         let flags = match fopen_flags(&m) {
             Ok(f) => f,
             Err(e) => {
