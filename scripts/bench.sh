@@ -22,7 +22,9 @@ done
 run dl-read --ranks 4 "$@"
 run scr --ranks 4 "$@"
 run ops --ranks 4 "$@"
-run meta --ranks 4 "$@"
+for shape in shared easy hard; do
+    run meta --shape "$shape" --ranks 4 "$@"
+done
 # Seed 004: MPI-IO atomic mode under every lock strategy (its own front end: MPI-IO programs
 # through the interposer; records in results/atomic/).
 say "tessera bench atomic --pattern block3d"

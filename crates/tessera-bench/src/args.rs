@@ -71,6 +71,31 @@ impl Pattern {
     }
 }
 
+/// The shape of the metadata workload (mdtest's and IO500's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// Every rank creates, stats, lists and removes empty files of its own in one shared
+    /// directory.
+    #[default]
+    Shared,
+    /// mdtest-easy: a directory per rank, empty files.
+    Easy,
+    /// mdtest-hard: one shared directory of 3901-byte files, written by one rank and stat'ed,
+    /// read and removed by the next.
+    Hard,
+}
+
+impl Shape {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Shared => "shared",
+            Shape::Easy => "easy",
+            Shape::Hard => "hard",
+        }
+    }
+}
+
 /// Parameters of the workloads (each workload reads the ones it needs).
 #[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct Params {
@@ -122,6 +147,10 @@ pub struct Params {
     /// meta: files per rank.
     #[arg(long, default_value_t = 1000)]
     pub files: u64,
+    /// meta: the shape of the directories and files.
+    #[arg(long, value_enum, default_value = "shared")]
+    #[serde(default)]
+    pub shape: Shape,
     /// scale: writers (each a client of its own; the ranks host them in turn).
     #[arg(long, default_value_t = 1000)]
     #[serde(default)]

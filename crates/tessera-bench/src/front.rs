@@ -53,6 +53,7 @@ fn param_args(p: &Params) -> Vec<String> {
         format!("--particles={}", p.particles),
         format!("--samples-ops={}", p.samples_ops),
         format!("--files={}", p.files),
+        format!("--shape={}", p.shape.name()),
         format!("--writers={}", p.writers),
         format!("--writes={}", p.writes),
     ];
@@ -86,6 +87,7 @@ fn record_name(w: Workload, p: &Params, when: u64) -> String {
             if p.random { "random" } else { "strided" },
             p.ranks
         ),
+        Workload::Meta => format!("{}-{}-{}r-{when}.json", w.name(), p.shape.name(), p.ranks),
         _ => format!("{}-{}r-{when}.json", w.name(), p.ranks),
     }
 }
@@ -199,6 +201,13 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
         println!("{name:<32} {lo:>12.1} {mid:>12.1} {hi:>12.1}");
         medians.insert(name, serde_json::json!(mid));
     }
+    for name in unsteady_baselines(&record.reps) {
+        let (lo, _, hi) = summary(&record.reps, &name).expect("name comes from the reps");
+        eprintln!(
+            "note: the local baseline {name} moved {:.1}x between repetitions ({lo:.1} to {hi:.1}): find out why before quoting it",
+            hi / lo
+        );
+    }
     println!("full data: {}", file.display());
     if opts.json {
         let out = serde_json::json!({
@@ -209,6 +218,22 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
         println!("{out}");
     }
     Ok(())
+}
+
+/// Largest max/min of a local baseline across repetitions that is quoted without a note.
+const STEADY_SPREAD: f64 = 1.25;
+
+/// The local baselines (`direct_` rates) whose spread across repetitions is too wide to quote:
+/// on a journal-less ext4, for one, creates right after many removes scan the inodes removed in
+/// the last 30 seconds and run 10x slower.
+fn unsteady_baselines(reps: &[Metrics]) -> Vec<String> {
+    metric_names(reps)
+        .into_iter()
+        .filter(|n| n.starts_with("direct_") && n.ends_with("_per_s"))
+        .filter(|n| {
+            summary(reps, n).is_some_and(|(lo, _, hi)| lo <= 0.0 || hi / lo > STEADY_SPREAD)
+        })
+        .collect()
 }
 
 /// Bytes the TCP stream sends: at least 1 GiB, so the rate is not a burst into buffers.
@@ -301,4 +326,33 @@ pub fn mpirun_args(cmd: &mut Command, ranks: u32) -> &mut Command {
         .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reps(values: &[(&str, f64)]) -> Vec<Metrics> {
+        values
+            .iter()
+            .map(|(n, v)| Metrics::from([(n.to_string(), *v)]))
+            .collect()
+    }
+
+    #[test]
+    fn a_baseline_that_moves_is_named() {
+        let moving = reps(&[
+            ("direct_create_per_s", 3900.0),
+            ("direct_create_per_s", 42600.0),
+        ]);
+        assert_eq!(unsteady_baselines(&moving), ["direct_create_per_s"]);
+        let steady = reps(&[
+            ("direct_create_per_s", 100.0),
+            ("direct_create_per_s", 120.0),
+        ]);
+        assert!(unsteady_baselines(&steady).is_empty());
+        // Tessera's own rates and CPU figures are not baselines.
+        let ours = reps(&[("create_per_s", 1.0), ("create_per_s", 10.0)]);
+        assert!(unsteady_baselines(&ours).is_empty());
+    }
 }

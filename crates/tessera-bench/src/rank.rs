@@ -70,6 +70,48 @@ impl Ctx {
         (last - first).max(1e-9)
     }
 
+    /// Like [`Ctx::timed`], and also what the phase cost in CPU: the ranks' own (their
+    /// processes, the client library's threads included, summed over ranks) and the daemons'
+    /// (read by rank 0 from /proc between the barriers that bound the phase).
+    pub fn timed_cpu(&self, work: impl FnOnce()) -> PhaseCost {
+        self.barrier();
+        let daemons_before = if self.rank == 0 {
+            self.daemon_cpu_secs()
+        } else {
+            0.0
+        };
+        let own_before = own_cpu_secs();
+        let t0 = mpi::time();
+        work();
+        let t1 = mpi::time();
+        let own = own_cpu_secs() - own_before;
+        self.barrier();
+        let daemons = if self.rank == 0 {
+            self.daemon_cpu_secs() - daemons_before
+        } else {
+            0.0
+        };
+        let (mut first, mut last) = (0.0f64, 0.0f64);
+        self.world
+            .all_reduce_into(&t0, &mut first, SystemOperation::min());
+        self.world
+            .all_reduce_into(&t1, &mut last, SystemOperation::max());
+        PhaseCost {
+            secs: (last - first).max(1e-9),
+            rank_cpu_secs: self.sum_f64(own),
+            daemon_cpu_secs: self.sum_f64(daemons),
+        }
+    }
+
+    /// CPU seconds the instance's daemons have used so far. Their pids are in the host table;
+    /// emulated hosts share this machine's process table. A daemon that is gone counts 0.
+    pub fn daemon_cpu_secs(&self) -> f64 {
+        let Ok(table) = self.layout.load_hosts() else {
+            return 0.0;
+        };
+        table.nodes.iter().map(|n| process_cpu_secs(n.pid)).sum()
+    }
+
     /// Gives every write phase the same start: dirty pages written back (so a phase does not
     /// pay for an earlier one's writeback) and, when running as root, clean page cache dropped
     /// (on the machine these numbers come from, writes into the page cache ran at 1 or at 5
@@ -79,6 +121,17 @@ impl Ctx {
             // SAFETY: sync(2) has no preconditions.
             unsafe { libc::sync() };
             let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+        }
+        self.barrier();
+    }
+
+    /// Gives every metadata phase the same start: dirty pages written back, the page cache
+    /// kept (dropping it would make a local create read its inode table back from the disk,
+    /// which mdtest's runs do not).
+    pub fn sync_disks_keep_cache(&self) {
+        if self.rank == 0 {
+            // SAFETY: sync(2) has no preconditions.
+            unsafe { libc::sync() };
         }
         self.barrier();
     }
@@ -121,6 +174,49 @@ impl Ctx {
     pub fn dpath(&self, name: &str) -> PathBuf {
         self.direct.join(name)
     }
+}
+
+/// The time and CPU a phase took, over all ranks.
+#[derive(Clone, Copy, Debug)]
+pub struct PhaseCost {
+    pub secs: f64,
+    pub rank_cpu_secs: f64,
+    pub daemon_cpu_secs: f64,
+}
+
+/// CPU seconds (user and system) this process has used.
+fn own_cpu_secs() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// CPU seconds (user and system) process `pid` has used, from /proc/<pid>/stat; 0 if it is
+/// gone.
+fn process_cpu_secs(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces), closed by the last ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line; `rest` starts at field 3.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / hz
 }
 
 /// MiB/s of `bytes` moved in `secs`.

@@ -6,7 +6,7 @@
 //! were measured side by side in the same repetition), plots of bandwidth against ranks in the
 //! style of the papers' figures, and the hand-written analysis.
 
-use crate::args::Workload;
+use crate::args::{Shape, Workload};
 use crate::results::{Metrics, RunRecord, metric_names, summary};
 use anyhow::{Context, Result};
 use plotters::prelude::*;
@@ -45,6 +45,9 @@ fn key(r: &RunRecord) -> (String, u32) {
             r.params.writes,
             if r.params.random { "random" } else { "strided" }
         ),
+        Workload::Meta if r.params.shape != Shape::Shared => {
+            format!("meta {}", r.params.shape.name())
+        }
         w => w.name().to_string(),
     };
     (w, r.params.ranks)
@@ -158,14 +161,25 @@ fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
         "query_rtt_p50_us",
         0.5,
     );
-    let meta = get("meta", 4);
-    ratio_target(
-        meta,
-        "meta 4 ranks: create_per_s / direct_create_per_s >= 1",
-        "create_per_s",
-        "direct_create_per_s",
-        1.0,
-    );
+    // Metadata beside the local file system of the same device, per shape.
+    for (shape, phase, at_least) in [
+        ("easy", "create", 1.0),
+        ("easy", "stat", 0.2),
+        ("easy", "remove", 0.2),
+        ("hard", "create", 0.5),
+        ("hard", "stat", 0.2),
+        ("hard", "read", 0.2),
+        ("hard", "remove", 0.3),
+        ("hard", "readdir", 0.3),
+    ] {
+        ratio_target(
+            get(&format!("meta {shape}"), 4),
+            &format!("meta {shape} 4 ranks: {phase}_per_s / direct_{phase}_per_s >= {at_least}"),
+            &format!("{phase}_per_s"),
+            &format!("direct_{phase}_per_s"),
+            at_least,
+        );
+    }
     let mut exact = |what: &str, v: Option<bool>, measured: String| {
         out.push(Target {
             what: what.into(),

@@ -162,6 +162,32 @@ fn every_workload_runs_verifies_and_reports() {
             "direct_create_per_s",
             "direct_stat_per_s",
             "direct_remove_per_s",
+            "readdir_per_s",
+            "create_daemon_cpu_us",
+            "direct_create_durable_per_s",
+        ],
+    );
+    let v = run(&results, &["meta", "--files", "20", "--shape", "easy"]);
+    has(
+        &v,
+        &[
+            "create_per_s",
+            "stat_per_s",
+            "readdir_per_s",
+            "remove_per_s",
+        ],
+    );
+    let v = run(&results, &["meta", "--files", "20", "--shape", "hard"]);
+    has(
+        &v,
+        &[
+            "create_per_s",
+            "read_per_s",
+            "direct_read_per_s",
+            "read_daemon_cpu_us",
+            "read_rank_cpu_us",
+            "readdir_per_s",
+            "remove_per_s",
         ],
     );
     for random in [false, true] {

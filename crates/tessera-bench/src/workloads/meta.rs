@@ -1,77 +1,287 @@
-//! mdtest-like metadata rates: every rank creates, stats and removes `files` files in one shared
-//! directory, through Tessera and on the plain local file system, in the same run.
+//! mdtest-like metadata rates in three shapes, through Tessera and on the plain local file
+//! system of the same device, in the same run:
+//!
+//! - `shared`: every rank creates, stats, lists and removes empty files of its own in one shared
+//!   directory;
+//! - `easy` (mdtest-easy): a directory per rank, empty files;
+//! - `hard` (mdtest-hard): one shared directory of 3901-byte files, each written by one rank and
+//!   stat'ed, read back and removed by the next.
+//!
+//! Each phase reports `<phase>_per_s` (Tessera) and `direct_<phase>_per_s`, and the CPU it
+//! cost per operation: the ranks' (`<phase>_rank_cpu_us`, their client library included) and,
+//! for Tessera, the daemons' (`<phase>_daemon_cpu_us`). A readdir lists the rank's own directory
+//! (easy) or the whole shared directory (the others); its rate counts entries.
 //!
 //! Durability differs and is part of the result: a Tessera create is acknowledged after the
 //! namespace shard committed it to its redb database (fsync, group commit); a direct create is
-//! acknowledged by the kernel with no fsync.
+//! acknowledged by the kernel with no fsync. `direct_create_durable_per_s` is the local create
+//! with an fsync of the directory after every batch of creates.
 
-use crate::rank::Ctx;
+use super::verify;
+use crate::args::Shape;
+use crate::rank::{Ctx, PhaseCost};
 use crate::results::Metrics;
+use std::io::{Read, Write};
+use tessera_cli::demo::fill_pattern;
 use tessera_client::{Model, OpenOptions};
+
+/// Bytes of each file of the hard shape (mdtest-hard's, as in IO500).
+const HARD_BYTES: usize = 3901;
+/// Creates between two fsyncs of the directory in the durable local baseline.
+const DURABLE_BATCH: u64 = 64;
+
+/// Where one side of the comparison keeps the workload's files.
+struct Tree {
+    /// Tessera (a path inside it) or the local file system.
+    tessera: bool,
+    base: String,
+    shape: Shape,
+}
+
+impl Tree {
+    fn dir_of(&self, owner: usize) -> String {
+        match self.shape {
+            Shape::Easy => format!("{}/r{owner}", self.base),
+            Shape::Shared | Shape::Hard => self.base.clone(),
+        }
+    }
+
+    fn file(&self, owner: usize, i: u64) -> String {
+        match self.shape {
+            Shape::Easy => format!("{}/f.{i}", self.dir_of(owner)),
+            Shape::Shared | Shape::Hard => format!("{}/f.{owner}.{i}", self.base),
+        }
+    }
+}
 
 pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let p = &cx.params;
     let r = cx.rank;
-    let total = (p.files * cx.size as u64) as f64;
-    let tdir = cx.tpath(&format!("meta-{rep}"));
-    let ddir = cx.dpath(&format!("meta-{rep}"));
+    let shape = p.shape;
+    let files = p.files;
+    let per_rank = files as f64;
+    let ranks = cx.size as f64;
+    let tessera = Tree {
+        tessera: true,
+        base: cx.tpath(&format!("meta-{rep}")),
+        shape,
+    };
+    let direct = Tree {
+        tessera: false,
+        base: cx.dpath(&format!("meta-{rep}")).display().to_string(),
+        shape,
+    };
     if r == 0 {
-        cx.ok(cx.client.mkdir(&tdir, 0o755));
-        cx.ok(std::fs::create_dir_all(&ddir));
+        cx.ok(cx.client.mkdir(&tessera.base, 0o755));
+        cx.ok(std::fs::create_dir_all(&direct.base));
     }
-    let tname = |i: u64| format!("{tdir}/f.{r}.{i}");
-    let dname = |i: u64| ddir.join(format!("f.{r}.{i}"));
+    cx.barrier();
+    if shape == Shape::Easy {
+        cx.ok(cx.client.mkdir(&tessera.dir_of(r), 0o755));
+        cx.ok(std::fs::create_dir(direct.dir_of(r)));
+    }
+    // The rank whose files this rank stats, reads and removes: the next one in the hard shape
+    // (nothing it touches is in its own client's memory), its own otherwise.
+    let other = match shape {
+        Shape::Hard => (r + 1) % cx.size,
+        Shape::Shared | Shape::Easy => r,
+    };
+    let listed_each = match shape {
+        Shape::Easy => files,
+        Shape::Shared | Shape::Hard => files * cx.size as u64,
+    };
+    let mut content = vec![0u8; HARD_BYTES];
+    fill_pattern(&mut content, 0);
+    let size = if shape == Shape::Hard { HARD_BYTES } else { 0 };
+
     let mut m = Metrics::new();
-    let mut ways = [true, false];
+    let mut record = |prefix: &str, phase: &str, ops: f64, cost: PhaseCost, tessera: bool| {
+        m.insert(format!("{prefix}{phase}_per_s"), ops / cost.secs);
+        m.insert(
+            format!("{prefix}{phase}_rank_cpu_us"),
+            cost.rank_cpu_secs * 1e6 / ops,
+        );
+        if tessera {
+            m.insert(
+                format!("{phase}_daemon_cpu_us"),
+                cost.daemon_cpu_secs * 1e6 / ops,
+            );
+        }
+    };
+    let mut ways = [&tessera, &direct];
     ways.rotate_left(rep % 2);
-    for tessera in ways {
-        let prefix = if tessera { "" } else { "direct_" };
-        cx.sync_disks();
-        let create = cx.timed(|| {
-            for i in 0..p.files {
-                if tessera {
-                    let f = cx.ok(cx.client.open(
-                        &tname(i),
-                        OpenOptions::new()
-                            .write(true)
-                            .create(true)
-                            .model(Model::Session),
-                    ));
-                    cx.ok(f.close());
-                } else {
-                    cx.ok(std::fs::File::create(dname(i)));
-                }
+    for tree in ways {
+        let prefix = if tree.tessera { "" } else { "direct_" };
+        cx.sync_disks_keep_cache();
+        let cost = cx.timed_cpu(|| {
+            for i in 0..files {
+                create(cx, tree, &tree.file(r, i), &content[..size]);
             }
         });
-        let stat = cx.timed(|| {
-            for i in 0..p.files {
-                if tessera {
-                    let a = cx.ok(cx.client.stat(&tname(i)));
-                    if a.size != 0 {
-                        cx.fail("a new file is not empty");
-                    }
-                } else {
-                    cx.ok(std::fs::metadata(dname(i)));
-                }
+        record(prefix, "create", per_rank * ranks, cost, tree.tessera);
+        let cost = cx.timed_cpu(|| {
+            for i in 0..files {
+                stat(cx, tree, &tree.file(other, i), size as u64);
             }
         });
-        let remove = cx.timed(|| {
-            for i in 0..p.files {
-                if tessera {
-                    cx.ok(cx.client.unlink(&tname(i)));
-                } else {
-                    cx.ok(std::fs::remove_file(dname(i)));
+        record(prefix, "stat", per_rank * ranks, cost, tree.tessera);
+        if shape == Shape::Hard {
+            let cost = cx.timed_cpu(|| {
+                let mut buf = vec![0u8; HARD_BYTES + 1];
+                for i in 0..files {
+                    read(cx, tree, &tree.file(other, i), &mut buf);
                 }
+            });
+            record(prefix, "read", per_rank * ranks, cost, tree.tessera);
+        }
+        let cost = cx.timed_cpu(|| list(cx, tree, &tree.dir_of(r), listed_each));
+        record(
+            prefix,
+            "readdir",
+            listed_each as f64 * ranks,
+            cost,
+            tree.tessera,
+        );
+        let cost = cx.timed_cpu(|| {
+            for i in 0..files {
+                remove(cx, tree, &tree.file(other, i));
             }
         });
-        m.insert(format!("{prefix}create_per_s"), total / create);
-        m.insert(format!("{prefix}stat_per_s"), total / stat);
-        m.insert(format!("{prefix}remove_per_s"), total / remove);
+        record(prefix, "remove", per_rank * ranks, cost, tree.tessera);
+    }
+
+    // The local baseline with the durability of a Tessera create: an fsync of the directory
+    // after every batch.
+    let durable = Tree {
+        base: format!("{}-durable", direct.base),
+        ..direct
+    };
+    if r == 0 {
+        cx.ok(std::fs::create_dir_all(&durable.base));
+    }
+    cx.barrier();
+    if shape == Shape::Easy {
+        cx.ok(std::fs::create_dir(durable.dir_of(r)));
+    }
+    let dir = cx.ok(std::fs::File::open(durable.dir_of(r)));
+    let cost = cx.timed_cpu(|| {
+        for i in 0..files {
+            create(cx, &durable, &durable.file(r, i), &content[..size]);
+            if (i + 1) % DURABLE_BATCH == 0 || i + 1 == files {
+                cx.ok(dir.sync_all());
+            }
+        }
+    });
+    m.insert(
+        "direct_create_durable_per_s".into(),
+        per_rank * ranks / cost.secs,
+    );
+    for i in 0..files {
+        cx.ok(std::fs::remove_file(durable.file(r, i)));
+    }
+
+    cx.barrier();
+    if shape == Shape::Easy {
+        cx.ok(cx.client.rmdir(&tessera.dir_of(r)));
+        cx.ok(std::fs::remove_dir(direct.dir_of(r)));
+        cx.ok(std::fs::remove_dir(durable.dir_of(r)));
     }
     cx.barrier();
     if r == 0 {
-        cx.ok(cx.client.rmdir(&tdir));
-        cx.ok(std::fs::remove_dir(&ddir));
+        cx.ok(cx.client.rmdir(&tessera.base));
+        cx.ok(std::fs::remove_dir(&direct.base));
+        cx.ok(std::fs::remove_dir(&durable.base));
     }
     m
+}
+
+fn create(cx: &Ctx, tree: &Tree, path: &str, content: &[u8]) {
+    if tree.tessera {
+        let mut f = cx.ok(cx.client.open(
+            path,
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .model(Model::Session),
+        ));
+        if !content.is_empty() {
+            cx.ok(f.write_at(content, 0));
+        }
+        cx.ok(f.close());
+    } else {
+        let mut f = cx.ok(std::fs::File::create(path));
+        if !content.is_empty() {
+            cx.ok(f.write_all(content));
+        }
+    }
+}
+
+fn stat(cx: &Ctx, tree: &Tree, path: &str, size: u64) {
+    let got = if tree.tessera {
+        cx.ok(cx.client.stat(path)).size
+    } else {
+        cx.ok(std::fs::metadata(path)).len()
+    };
+    if got != size {
+        cx.fail(format!("stat of {path}: size {got}, expected {size}"));
+    }
+}
+
+fn read(cx: &Ctx, tree: &Tree, path: &str, buf: &mut [u8]) {
+    let n = if tree.tessera {
+        let mut f = cx.ok(cx.client.open_read(path));
+        let mut n = 0;
+        loop {
+            let k = cx.ok(f.read(&mut buf[n..]));
+            if k == 0 || n + k == buf.len() {
+                n += k;
+                break;
+            }
+            n += k;
+        }
+        cx.ok(f.close());
+        n
+    } else {
+        let mut f = cx.ok(std::fs::File::open(path));
+        let mut n = 0;
+        loop {
+            let k = cx.ok(f.read(&mut buf[n..]));
+            if k == 0 || n + k == buf.len() {
+                n += k;
+                break;
+            }
+            n += k;
+        }
+        n
+    };
+    if n != HARD_BYTES {
+        cx.fail(format!("read of {path}: {n} bytes, expected {HARD_BYTES}"));
+    }
+    verify(cx, &buf[..n], 0, path);
+}
+
+fn list(cx: &Ctx, tree: &Tree, dir: &str, expected: u64) {
+    let n = if tree.tessera {
+        cx.ok(cx.client.readdir(dir)).len() as u64
+    } else {
+        let mut n = 0;
+        for e in cx.ok(std::fs::read_dir(dir)) {
+            cx.ok(e);
+            n += 1;
+        }
+        n
+    };
+    if n != expected {
+        cx.fail(format!(
+            "readdir of {dir}: {n} entries, expected {expected}"
+        ));
+    }
+}
+
+fn remove(cx: &Ctx, tree: &Tree, path: &str) {
+    if tree.tessera {
+        cx.ok(cx.client.unlink(path));
+    } else {
+        cx.ok(std::fs::remove_file(path));
+    }
 }
