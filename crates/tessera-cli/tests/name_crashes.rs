@@ -71,6 +71,12 @@ fn wait_intents_ended(inst: &Inst) {
     inst.wait_none_left("operations on names not ended", |s| s.name_intents);
 }
 
+/// Waits until every removed file's bytes were released on every node (in the background,
+/// after the removal answered).
+fn wait_dropped(inst: &Inst) {
+    inst.wait_none_left("removed files not released", |s| s.files_to_drop);
+}
+
 /// Every name at the root leads to a file whose count is exactly its names.
 fn counts_match_names(c: &Client) {
     let mut names: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
@@ -155,6 +161,7 @@ fn a_rename_over_another_file_completes_after_a_crash_at_any_step() {
         assert_eq!(c.stat(&to).unwrap().ino, ino, "{point}");
         assert_eq!(c.stat(&to).unwrap().nlink, 1, "{point}");
         assert_eq!(c.stat(&from).unwrap_err().errno, Errno::NoEnt, "{point}");
+        wait_dropped(&inst);
         assert!(!logs_of(&inst, 2, replaced).exists(), "{point}");
         counts_match_names(&c);
         // A retry converges: the rename happened.
@@ -180,6 +187,7 @@ fn a_replaced_file_goes_whole_after_a_crash_of_its_own_daemon() {
         let _ = crash_during(&inst, 2, point, 1, |c| c.rename(&from, &to));
         let c = inst.client(0);
         assert_eq!(read(&c, &to).unwrap(), b"new contents", "{point}");
+        wait_dropped(&inst);
         assert!(!logs_of(&inst, 2, replaced).exists(), "{point}");
         counts_match_names(&c);
     }
@@ -252,6 +260,7 @@ fn an_unlink_is_done_after_a_crash_at_any_step() {
         host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
         let c = inst.client(2);
         assert_eq!(c.stat(&a).unwrap_err().errno, Errno::NoEnt, "{point}");
+        wait_dropped(&inst);
         for n in 0..NODES {
             assert!(!logs_of(&inst, n, ino).exists(), "{point}: node {n}");
         }

@@ -81,6 +81,7 @@ pub struct Node {
     pub catalogue: crate::services::catalogue_shard::CatalogueShard,
     /// Operations on names in flight: driven here, or answered here.
     pub names: state::names::NameIntents,
+    pub drops: state::drops::FilesToDrop,
     /// Logs this daemon writes for clients that work through it alone.
     pub client_logs: crate::services::client_logs::ClientLogs,
 }

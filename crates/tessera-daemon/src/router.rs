@@ -89,6 +89,7 @@ impl Node {
             PeerRequest::OwnDetachFile(r) => self.peer_answer(r).await,
             PeerRequest::OwnTruncate(r) => self.peer_answer(r).await,
             PeerRequest::DropFile(r) => self.peer_answer(r).await,
+            PeerRequest::DropFiles(r) => self.peer_answer(r).await,
             PeerRequest::ReadLog(r) => Encoded::data(self.read_log(r).await.map(|b| vec![b])),
             PeerRequest::FlushFile(r) => self.peer_answer(r).await,
             PeerRequest::FlushPart(r) => self.peer_answer(r).await,

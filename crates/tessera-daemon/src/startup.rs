@@ -171,6 +171,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
             std::mem::take(&mut loaded.name_intents),
             std::mem::take(&mut loaded.name_steps),
         ),
+        drops: state::drops::FilesToDrop::load(std::mem::take(&mut loaded.files_to_drop)),
     });
     let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;
@@ -206,6 +207,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(node.clone().tell_leaves());
     tokio::spawn(node.clone().release_migrated());
     tokio::spawn(node.clone().keep_names());
+    tokio::spawn(node.clone().keep_dropping());
     if loaded.names_unchecked {
         tokio::spawn(node.clone().check_names_once());
     }

@@ -99,6 +99,9 @@ const NAME_INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("name_int
 /// (driving node, intent id, stage) -> the answer (an encoded `name_ops::Outcome`) of a step
 /// this shard carried out for another node's intent, until that intent ends (schema 7).
 const NAME_STEPS: TableDefinition<(u32, u64, u8), &[u8]> = TableDefinition::new("name_steps");
+/// The files of this inode shard whose last name was removed and whose bytes every node has
+/// still to release (schema 8).
+const FILES_TO_DROP: TableDefinition<u64, ()> = TableDefinition::new("files_to_drop");
 /// Set in `meta` when a database is upgraded from before schema 7: its names are checked
 /// against their files' link counts once (a crash in a rename could leave a name more).
 const NAMES_UNCHECKED_KEY: &str = "names_unchecked";
@@ -130,7 +133,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 /// 7: operations on names spanning shards (`name_intents`, `name_steps`); upgraded from 2 to
 ///    6 the same way, marking the names to be checked once against the link counts
 ///    (`meta["names_unchecked"]`).
-pub const STATE_SCHEMA_VERSION: u64 = 7;
+/// 8: removed files whose bytes are released in the background (`files_to_drop`); upgraded
+///    from 2 to 7 the same way.
+pub const STATE_SCHEMA_VERSION: u64 = 8;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -298,6 +303,10 @@ pub enum DbOp {
     },
     /// That intent ended: its answers are no longer asked for.
     DelNameStep(StepKey),
+    /// Files whose last name went: their bytes are to be released on every node.
+    PutFilesToDrop(Vec<u64>),
+    /// Every node released them.
+    DelFilesToDrop(Vec<u64>),
 }
 
 /// An inode as stored: its attributes without the link count, which the `links` table
@@ -516,6 +525,8 @@ pub struct Loaded {
     pub name_intents: Vec<Intent>,
     /// Answers of steps carried out for other nodes' intents.
     pub name_steps: Vec<(StepKey, Outcome)>,
+    /// Removed files whose bytes are still to be released on every node.
+    pub files_to_drop: Vec<u64>,
     /// Whether the names of this shard's files are to be checked against their counts (a
     /// database from before schema 7).
     pub names_unchecked: bool,
@@ -602,8 +613,8 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Versions 2 to 6 lack only tables created below.
-                    2..=6 | STATE_SCHEMA_VERSION => {
+                    // Versions 2 to 7 lack only tables created below.
+                    2..=7 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                         // An earlier build's renames could leave a name more than the count.
@@ -644,6 +655,8 @@ impl Store {
                 .map_err(|e| db_err("name intents", e))?;
             txn.open_table(NAME_STEPS)
                 .map_err(|e| db_err("name steps", e))?;
+            txn.open_table(FILES_TO_DROP)
+                .map_err(|e| db_err("files to drop", e))?;
             txn.open_table(PREPARED)
                 .map_err(|e| db_err("prepared", e))?;
             txn.open_table(HOME_TXNS)
@@ -886,6 +899,10 @@ fn load(db: &Database) -> FsResult<Loaded> {
         ));
         Ok(())
     })?;
+    each_row(&txn, FILES_TO_DROP, "files to drop", |k, _| {
+        out.files_to_drop.push(k.value());
+        Ok(())
+    })?;
     each_row(&txn, XATTRS, "extended attributes", |k, v| {
         let (ino, name) = k.value();
         out.xattrs.push((ino, name.to_string(), v.value().to_vec()));
@@ -1019,6 +1036,7 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
         let mut links = txn.open_table(LINKS).map_err(|x| e(x.into()))?;
         let mut name_intents = txn.open_table(NAME_INTENTS).map_err(|x| e(x.into()))?;
         let mut name_steps = txn.open_table(NAME_STEPS).map_err(|x| e(x.into()))?;
+        let mut files_to_drop = txn.open_table(FILES_TO_DROP).map_err(|x| e(x.into()))?;
         for op in ops {
             let r: Result<(), redb::StorageError> = match op {
                 DbOp::PutDentry {
@@ -1059,6 +1077,12 @@ pub(crate) fn apply<'a>(db: &Database, ops: impl Iterator<Item = &'a DbOp>) -> F
                 DbOp::DelNameStep(key) => name_steps
                     .remove((key.node, key.intent, key.stage))
                     .map(drop),
+                DbOp::PutFilesToDrop(inos) => inos
+                    .iter()
+                    .try_for_each(|ino| files_to_drop.insert(*ino, ()).map(drop)),
+                DbOp::DelFilesToDrop(inos) => inos
+                    .iter()
+                    .try_for_each(|ino| files_to_drop.remove(*ino).map(drop)),
                 DbOp::PutXattr { ino, name, value } => xattrs
                     .insert((*ino, name.as_str()), value.as_slice())
                     .map(drop),
@@ -1453,6 +1477,8 @@ mod tests {
             DbOp::DelNameIntent(_) => "DelNameIntent",
             DbOp::PutNameStep { .. } => "PutNameStep",
             DbOp::DelNameStep(_) => "DelNameStep",
+            DbOp::PutFilesToDrop(_) => "PutFilesToDrop",
+            DbOp::DelFilesToDrop(_) => "DelFilesToDrop",
             DbOp::PutPrepared(_) => "PutPrepared",
             DbOp::ForgetPending(_) => "ForgetPending",
             DbOp::PutHomeTxn { .. } => "PutHomeTxn",
@@ -1638,6 +1664,8 @@ mod tests {
                 intent: 9,
                 stage: 0,
             }),
+            DbOp::PutFilesToDrop(vec![5, 6]),
+            DbOp::DelFilesToDrop(vec![5]),
         ];
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut text = format!("header {}\n", hex(&tessera_core::wal::header()));
@@ -1646,7 +1674,7 @@ mod tests {
             assert!(seen.insert(variant(op)), "{} twice", variant(op));
             text += &format!("{} {}\n", variant(op), hex(&encode_record(&[op])));
         }
-        assert_eq!(seen.len(), 33, "one sample per operation kind");
+        assert_eq!(seen.len(), 35, "one sample per operation kind");
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-log.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {

@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 18;
+pub const PROTOCOL_VERSION: u32 = 19;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -114,4 +114,8 @@ pub struct NodeStatus {
     /// Operations on names of files held here that have not ended (a shard they need did
     /// not answer yet).
     pub name_intents: u64,
+    /// Removed files whose bytes this node (the shard of their inodes) has still to release on
+    /// every node; a removal answers before they are released.
+    #[serde(default)]
+    pub files_to_drop: u64,
 }

@@ -168,6 +168,7 @@ fn status() -> NodeStatus {
         txns_pending: 3,
         logs_to_release: 4,
         name_intents: 5,
+        files_to_drop: 6,
     }
 }
 
@@ -722,6 +723,7 @@ fn peer_samples(s: &mut Samples) {
     );
     s.peer(OwnTruncate { ino: 5, size: 100 }, ());
     s.peer(DropFile { ino: 5 }, ());
+    s.peer(DropFiles { inos: vec![5, 6] }, ());
     s.peer(
         ReadLog {
             ino: 5,

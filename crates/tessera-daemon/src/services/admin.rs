@@ -79,6 +79,7 @@ impl Node {
             lock_peak_holders: peak as u64,
             txns_at_home,
             name_intents: self.names.count() as u64,
+            files_to_drop: self.drops.count() as u64,
             txns_open,
             txns_pending: self.txns.pending().transactions().count() as u64,
             logs_to_release: self.released.lock().expect("released").count() as u64,

@@ -23,6 +23,7 @@
 //!   names counted against link counts;
 //! * [`locality`]: where the bytes of files live (seed 001), for schedulers; [`migrate`]:
 //!   moving them to a reader's node (FusionFS's migrate-on-open);
+//! * [`drops`]: removed files' bytes released on every node in the background, in batches;
 //! * [`client_logs`]: logs the daemon writes and reads for a process that works through it
 //!   alone (a descriptor limit too low for its own);
 //! * [`find`]: `tessera find`'s predicates tested on this node's shard;
@@ -32,6 +33,7 @@ pub mod admin;
 pub mod catalogue;
 pub mod catalogue_shard;
 pub mod client_logs;
+pub mod drops;
 pub mod find;
 pub mod flush;
 pub mod leases;

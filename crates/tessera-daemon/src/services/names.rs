@@ -32,7 +32,7 @@ use tessera_core::namespace::Namespace;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::txn_entries::busy;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{ChangeNames, DropFile, FileKind, ForgetNameSteps, NameStep};
+use tessera_proto::{ChangeNames, FileKind, ForgetNameSteps, NameStep};
 
 /// How often the background task looks at intents left to it.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
@@ -377,7 +377,13 @@ impl Node {
             names_failpoint(&intent, "begun");
             let mut outcome = Outcome::Done;
             let mut left = None;
+            // Released in the background once the stage's end is recorded with them.
+            let mut to_drop = Vec::new();
             for step in intent.steps() {
+                if let Step::DropEverywhere { ino } = step {
+                    to_drop.push(ino);
+                    continue;
+                }
                 let pfs = matches!(step, Step::PfsRename { .. } | Step::PfsRemove { .. });
                 match self.carry_out(&intent, step, &mut touched).await {
                     Ok(o) => outcome = o,
@@ -414,8 +420,9 @@ impl Node {
                 ));
             }
             names_failpoint(&intent, "answered");
-            let (advance, durable) = self.advance_names(intent, outcome)?;
+            let (advance, durable) = self.advance_names(intent, outcome, &to_drop)?;
             durable.durable().await?;
+            self.drops.add(&to_drop);
             if let Some(f) = advance.failed {
                 failure.get_or_insert_with(|| self.failure(f, &op));
             }
@@ -444,11 +451,13 @@ impl Node {
         result
     }
 
-    /// Records the intent's next stage (or its end) with the count change it makes.
+    /// Records the intent's next stage (or its end) with the count change it makes, and the
+    /// files whose bytes are to be released everywhere (`to_drop`).
     fn advance_names(
         &self,
         intent: Intent,
         outcome: Outcome,
+        to_drop: &[u64],
     ) -> FsResult<(tessera_core::name_ops::Advance, Pending)> {
         let mut ns = self.ns.lock().expect("ns");
         let (id, ino, op) = (intent.id, intent.file.ino, intent.op.clone());
@@ -470,6 +479,9 @@ impl Node {
         match &advance.next {
             Some(next) => ops.push(DbOp::PutNameIntent(next.clone())),
             None => ops.push(DbOp::DelNameIntent(id)),
+        }
+        if !to_drop.is_empty() {
+            ops.push(DbOp::PutFilesToDrop(to_drop.to_vec()));
         }
         self.names.set(id, advance.next.clone());
         Ok((advance, self.store.submit(ops)))
@@ -531,10 +543,8 @@ impl Node {
                     Ok(()) => {}
                 }
             }
-            Step::DropEverywhere { ino } => {
-                self.call_all(self.every_node(|| DropFile { ino }))
-                    .await
-                    .map_err(|e| FsError::new(Errno::HostDown, e.message))?;
+            Step::DropEverywhere { .. } => {
+                unreachable!("drive_names lists the file to drop with the stage's end")
             }
             _ => unreachable!("shard steps are sent above"),
         }

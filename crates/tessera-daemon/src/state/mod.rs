@@ -6,8 +6,10 @@
 //!   store operations through `From` impls in [`crate::store`]);
 //! * [`cache`]: leased copies of other nodes' stripes, and the leases granted on ours;
 //! * [`clients`]: which client ids are bound to live connections, and how far they published;
-//! * [`names`]: operations on names in flight (intents driven here, steps answered here).
+//! * [`names`]: operations on names in flight (intents driven here, steps answered here);
+//! * [`drops`]: removed files whose bytes are still to be released on every node.
 
 pub mod cache;
 pub mod clients;
+pub mod drops;
 pub mod names;

@@ -204,6 +204,7 @@ protocol! {
         OwnDetachFile = "own_detach_file" -> (),
         OwnTruncate = "own_truncate" -> (),
         DropFile = "drop_file" -> (),
+        DropFiles = "drop_files" -> (),
         /// The bytes follow the answer in the frame.
         ReadLog = "read_log" -> Data,
         FlushFile = "flush_file" -> Flushed,
@@ -381,6 +382,7 @@ impl PeerRequest {
             | PeerRequest::OwnDetachFile(_)
             | PeerRequest::OwnTruncate(_)
             | PeerRequest::DropFile(_)
+            | PeerRequest::DropFiles(_)
             | PeerRequest::ReadLog(_)
             | PeerRequest::FlushFile(_)
             | PeerRequest::FlushPart(_)

@@ -137,3 +137,11 @@ pub struct OwnTruncate {
 pub struct DropFile {
     pub ino: u64,
 }
+
+/// These files are gone (their last names were removed): drop their ownership and delete their
+/// logs on this node. Sent in the background, in batches, by the shard of their inodes, and
+/// again until every node answered (a repeat finds nothing left to drop).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DropFiles {
+    pub inos: Vec<u64>,
+}

@@ -1,0 +1,85 @@
+//! Releasing removed files' bytes in the background. An unlink of a file's last name answers
+//! once the file's inode shard recorded it in its list of files to drop (in the same write that
+//! ends the removal); this task then tells every node, in batches ([`DropFiles`]), to drop the
+//! files' ownership and delete their logs, and takes them off the list once every node
+//! answered. A restart finds the list and finishes it; a node that does not answer is asked
+//! again.
+//!
+//! Why this is safe: the file has no name left, so no new open reaches it, and its inode number
+//! is never given to another file; a create of the same name is another inode, whose bytes a
+//! release never touches. Its PFS copy went before the unlink answered (a step of the
+//! removal), so a copy flushed under the name afterwards is the new file's.
+//!
+//! Failpoint (`TESSERA_FAILPOINT`, for the tests): `drops-hold` keeps every file on the list.
+
+use crate::Node;
+use crate::failpoints::failpoint_set;
+use crate::rpc::ServePeer;
+use crate::services::ownership_shard::Stale;
+use crate::store::DbOp;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_core::FsResult;
+use tessera_proto::DropFiles;
+
+/// How long a batch that a node did not answer waits before it is sent again.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
+impl ServePeer<DropFiles> for Node {
+    async fn serve_peer(&self, r: DropFiles) -> FsResult<()> {
+        for ino in r.inos {
+            let touching = self.txns.pending().touching_file(ino);
+            self.complete_decided(touching).await?;
+            self.change_ownership(Stale::File(ino), |own| ((), own.drop_file(ino)))
+                .await?;
+            self.logs.drop_file(ino)?;
+        }
+        Ok(())
+    }
+}
+
+impl Node {
+    /// The background task: releases the listed files on every node, a batch at a time.
+    pub async fn keep_dropping(self: Arc<Self>) {
+        loop {
+            if self.stopping() {
+                return;
+            }
+            let batch = self.drops.batch();
+            if batch.is_empty() || failpoint_set("drops-hold") {
+                tokio::select! {
+                    _ = self.drops.wake.notified() => {}
+                    _ = tokio::time::sleep(RETRY_EVERY) => {}
+                }
+                continue;
+            }
+            let inos = batch.clone();
+            let released = self
+                .call_all(self.every_node(|| DropFiles { inos: inos.clone() }))
+                .await;
+            let done = match released {
+                Ok(_) => {
+                    self.store
+                        .submit(vec![DbOp::DelFilesToDrop(batch.clone())])
+                        .durable()
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match done {
+                Ok(()) => {
+                    tracing::debug!(files = batch.len(), "removed files released");
+                    self.drops.released(&batch);
+                }
+                Err(e) => {
+                    tracing::info!(
+                        "{} removed files are not released yet (asked again in {} ms): {e}",
+                        batch.len(),
+                        RETRY_EVERY.as_millis()
+                    );
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+            }
+        }
+    }
+}
