@@ -326,6 +326,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         "list locks"
     );
     let mut all = true;
+    let mut to_drop = 0;
     for n in 0..cfg.nodes {
         let Some(e) = table.get(n) else {
             all = false;
@@ -336,20 +337,23 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
             continue;
         };
         match admin.status(n) {
-            Ok(s) => println!(
-                "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {:>10}  {}",
-                n,
-                e.host,
-                e.addr,
-                "up",
-                s.pid,
-                s.uptime_ms / 1000,
-                human(s.bb_used),
-                s.clients,
-                s.ownership_entries,
-                s.list_locks_granted,
-                s.bb_dir
-            ),
+            Ok(s) => {
+                to_drop += s.files_to_drop;
+                println!(
+                    "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {:>10}  {}",
+                    n,
+                    e.host,
+                    e.addr,
+                    "up",
+                    s.pid,
+                    s.uptime_ms / 1000,
+                    human(s.bb_used),
+                    s.clients,
+                    s.ownership_entries,
+                    s.list_locks_granted,
+                    s.bb_dir
+                )
+            }
             Err(err) => {
                 all = false;
                 println!(
@@ -358,6 +362,10 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                 );
             }
         }
+    }
+    if to_drop > 0 {
+        // Removals answer before every node released the bytes.
+        println!("{to_drop} removed files are still being released; `bb used` falls as they go");
     }
     Ok(all)
 }

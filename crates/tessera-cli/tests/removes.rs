@@ -85,6 +85,12 @@ fn a_removal_answers_at_once_and_its_bytes_go_after_a_crash() {
     }
     assert_eq!(files_to_drop(&inst, shard), 1);
     assert!(logs_of(&inst, 0, ino).exists());
+    let status = common::tessera_in(&inst.layout, &["status"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("1 removed files are still being released"),
+        "{status}"
+    );
     // The list survives kill -9; the restarted daemon finishes it.
     let_go(&inst, shard);
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
