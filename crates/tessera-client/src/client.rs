@@ -6,6 +6,7 @@ use crate::file::{File, OpenOptions};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tessera_core::dir_page::{self, DirPage, EntryPlus};
 use tessera_core::index::IndexHeader;
 use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
 use tessera_logstore::{LogView, LogWriter};
@@ -425,11 +426,42 @@ impl Client {
         })
     }
 
+    /// The entries of a directory, in name order (asked for in pages).
     pub fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
+        Ok(self
+            .readdir_plus(path)?
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect())
+    }
+
+    /// The entries of a directory with their attributes where the daemons had them at hand
+    /// (readdir-plus; `None`: stat that entry), in name order, asked for in pages of
+    /// [`dir_page::DEFAULT_PAGE`] entries per shard.
+    pub fn readdir_plus(&self, path: &str) -> FsResult<Vec<EntryPlus>> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.readdir_page(path, after, dir_page::DEFAULT_PAGE)?;
+            all.extend(page.entries);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of a directory's listing: the entries after `after` (`None`: from the first),
+    /// at most `limit` from each shard, and the cursor of the next page.
+    pub fn readdir_page(&self, path: &str, after: Option<String>, limit: u32) -> FsResult<DirPage> {
         self.through_links_on_miss(path, |path| {
             let mut g = self.lock();
             let p = g.resolve(path)?;
-            g.call(Readdir { path: p })
+            g.call(Readdir {
+                path: p,
+                after: after.clone(),
+                limit,
+            })
         })
     }
 

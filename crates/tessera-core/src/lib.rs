@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod consistency;
 pub mod datatype;
+pub mod dir_page;
 pub mod error;
 pub mod file_view;
 pub mod find;

@@ -265,6 +265,30 @@ impl Namespace {
             .collect()
     }
 
+    /// The entries of `dir` after `after`, a page of at most `limit` (in name order).
+    pub fn children_page(
+        &self,
+        dir: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> crate::dir_page::ShardPage<DirEntry> {
+        use std::ops::Bound;
+        let from = match after {
+            Some(a) => Bound::Excluded((dir.to_string(), a.to_string())),
+            None => Bound::Included((dir.to_string(), String::new())),
+        };
+        let sorted = self
+            .entries
+            .range((from, Bound::Unbounded))
+            .take_while(|((parent, _), _)| parent == dir)
+            .map(|((_, name), d)| DirEntry {
+                name: name.clone(),
+                ino: d.ino,
+                kind: d.kind,
+            });
+        crate::dir_page::page_of(sorted, after, limit)
+    }
+
     pub fn has_children(&self, dir: &str) -> bool {
         self.entries
             .range((dir.to_string(), String::new())..)

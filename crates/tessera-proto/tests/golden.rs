@@ -288,7 +288,17 @@ fn client_samples(s: &mut Samples) {
     );
     s.client(Rmdir { path: path() }, ());
     s.client(Unlink { path: path() }, ());
-    s.client(Readdir { path: path() }, vec![dir_entry()]);
+    s.client(
+        Readdir {
+            path: path(),
+            after: Some("f".into()),
+            limit: 4096,
+        },
+        tessera_core::dir_page::DirPage {
+            entries: vec![(dir_entry(), Some(attr())), (dir_entry(), None)],
+            next: Some("g".into()),
+        },
+    );
     s.client(
         Rename {
             from: path(),
@@ -631,8 +641,13 @@ fn peer_samples(s: &mut Samples) {
         ListChildren {
             dir: "/run1".into(),
             view: view(),
+            after: None,
+            limit: 4096,
         },
-        vec![dir_entry()],
+        tessera_core::dir_page::ShardPage {
+            entries: vec![(dir_entry(), Some(attr()))],
+            bound: Some("f".into()),
+        },
     );
     s.peer(
         HasChildren {

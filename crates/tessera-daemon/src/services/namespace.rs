@@ -8,15 +8,16 @@
 use crate::Node;
 use crate::rpc::ServeClient;
 use std::collections::BTreeMap;
+use tessera_core::dir_page::{self, DirPage, EntryPlus};
 use tessera_core::name_ops::NameOp;
 use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     AppendAt, Attr, ChangeNames, Created, Dentry, DentryCreate, DentryGet, DentryRemove, DirEntry,
-    FileKind, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize,
-    ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir, SetAttr,
-    SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
+    FileKind, HasChildren, InodeAppend, InodeAttrs, InodeGet, InodeRemove, InodeSetAttr,
+    InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
+    SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -196,8 +197,9 @@ impl ServeClient<Unlink> for Node {
 }
 
 impl ServeClient<Readdir> for Node {
-    async fn serve_client(&self, client: u64, r: Readdir) -> FsResult<Vec<DirEntry>> {
+    async fn serve_client(&self, client: u64, r: Readdir) -> FsResult<DirPage> {
         let p = path::normalize(&r.path)?;
+        let limit = dir_page::check_request(r.after.as_deref(), r.limit)?;
         let (d, _) = self
             .lookup_for(client, &p)
             .await?
@@ -213,30 +215,72 @@ impl ServeClient<Readdir> for Node {
             .call_all(self.every_node(|| ListChildren {
                 dir: p.clone(),
                 view: view.clone(),
+                after: r.after.clone(),
+                limit,
             }))
             .await?;
-        let mut all: BTreeMap<String, DirEntry> = on_shards
-            .into_iter()
-            .flatten()
-            .map(|e| (e.name.clone(), e))
-            .collect();
-        // Entries that exist only on the PFS appear too (and are imported on the way).
+        let (page, next) = dir_page::merge(on_shards);
+        let mut all: BTreeMap<String, EntryPlus> =
+            page.into_iter().map(|e| (e.0.name.clone(), e)).collect();
+        // Entries that exist only on the PFS appear too, in the page their names fall in (and
+        // are imported on the way).
         for (name, _) in self.on_pfs(&p, |pfs, p| pfs.list(p)).await? {
-            if all.contains_key(&name) {
+            if all.contains_key(&name)
+                || !dir_page::in_page(&name, r.after.as_deref(), next.as_deref())
+            {
                 continue;
             }
-            if let Some((d, _)) = self.lookup_for(client, &path::join(&p, &name)).await? {
-                all.insert(
-                    name.clone(),
-                    DirEntry {
-                        name,
-                        ino: d.ino,
-                        kind: d.kind,
-                    },
-                );
+            if let Some((d, attr)) = self.lookup_for(client, &path::join(&p, &name)).await? {
+                let entry = DirEntry {
+                    name: name.clone(),
+                    ino: d.ino,
+                    kind: d.kind,
+                };
+                all.insert(name, (entry, Some(attr)));
             }
         }
-        Ok(all.into_values().collect())
+        // Attributes the shards of the names did not hold (inodes renamed in from another
+        // shard), from the inodes' shards, one request per shard.
+        let plain = view.viewer.is_none() && view.committed.is_empty();
+        if plain {
+            self.fill_attrs(&mut all).await;
+        }
+        Ok(DirPage {
+            entries: all.into_values().collect(),
+            next,
+        })
+    }
+}
+
+impl Node {
+    /// Fills in the attributes missing from a page, asking each inode's shard once for all of
+    /// its inodes. One that does not answer leaves them out (the client stats those entries).
+    async fn fill_attrs(&self, page: &mut BTreeMap<String, EntryPlus>) {
+        let mut by_shard: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (e, attr) in page.values() {
+            if attr.is_none() {
+                by_shard.entry(ino_shard(e.ino)).or_default().push(e.ino);
+            }
+        }
+        let asks = by_shard.into_iter().map(|(shard, inos)| async move {
+            let got = self.call(shard, InodeAttrs { inos: inos.clone() }).await;
+            (inos, got)
+        });
+        let mut found: BTreeMap<u64, Attr> = BTreeMap::new();
+        for (inos, got) in futures::future::join_all(asks).await {
+            if let Ok(attrs) = got {
+                for (ino, a) in inos.into_iter().zip(attrs) {
+                    if let Some(a) = a {
+                        found.insert(ino, a);
+                    }
+                }
+            }
+        }
+        for (e, attr) in page.values_mut() {
+            if attr.is_none() {
+                *attr = found.get(&e.ino).cloned();
+            }
+        }
     }
 }
 

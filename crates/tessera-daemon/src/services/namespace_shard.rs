@@ -10,13 +10,15 @@
 use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::{DbOp, Pending};
+use tessera_core::dir_page::{self, EntryPlus, ShardPage};
 use tessera_core::namespace::{Namespace, NamespaceChange, NewNode};
+use tessera_core::placement::ino_shard;
 use tessera_core::txn_entries::{Seen, Taken, busy};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, DirEntry, FileKind,
-    Found, HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize,
-    ListChildren, SizeChange,
+    Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, FileKind, Found,
+    HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
+    SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
@@ -201,8 +203,9 @@ impl ServePeer<DentryPut> for Node {
 }
 
 impl ServePeer<ListChildren> for Node {
-    async fn serve_peer(&self, r: ListChildren) -> FsResult<Vec<DirEntry>> {
+    async fn serve_peer(&self, r: ListChildren) -> FsResult<ShardPage<EntryPlus>> {
         let d = path::normalize(&r.dir)?;
+        let limit = dir_page::check_request(r.after.as_deref(), r.limit)?;
         let changing = self.txns.entries().changing_in(&d);
         let others = changing
             .into_iter()
@@ -211,11 +214,28 @@ impl ServePeer<ListChildren> for Node {
         self.complete_decided(others).await?;
         let ns = self.ns.lock().expect("ns");
         let entries = self.txns.entries();
-        let mut all = entries.children(&d, r.view.viewer, ns.children(&d));
+        let committed = ns.children_page(&d, r.after.as_deref(), limit);
+        let bound = committed.bound;
+        let mut all = entries.children(&d, r.view.viewer, committed.entries);
         for t in &r.view.committed {
             all = entries.children(&d, Some(*t), all);
         }
-        Ok(all)
+        // Names a transaction creates come in the page their names fall in.
+        all.retain(|e| dir_page::in_page(&e.name, r.after.as_deref(), bound.as_deref()));
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        // Attributes of the inodes held here, as a stat outside transactions sees them (a
+        // view inside one may see other sizes: its entries come without).
+        let plain = r.view.viewer.is_none() && r.view.committed.is_empty();
+        let entries = all
+            .into_iter()
+            .map(|e| {
+                let attr = (plain && ino_shard(e.ino) == self.id)
+                    .then(|| ns.attr(e.ino))
+                    .flatten();
+                (e, attr)
+            })
+            .collect();
+        Ok(ShardPage { entries, bound })
     }
 }
 

@@ -116,7 +116,7 @@ protocol! {
         Mkdir = "mkdir" -> crate::Attr,
         Rmdir = "rmdir" -> (),
         Unlink = "unlink" -> (),
-        Readdir = "readdir" -> Vec<crate::DirEntry>,
+        Readdir = "readdir" -> tessera_core::dir_page::DirPage,
         Rename = "rename" -> (),
         Truncate = "truncate" -> crate::Attr,
         SetAttr = "setattr" -> crate::Attr,
@@ -189,7 +189,7 @@ protocol! {
         DentryRemove = "dentry_remove" -> bool,
         /// The replaced entry.
         DentryPut = "dentry_put" -> Option<crate::Dentry>,
-        ListChildren = "list_children" -> Vec<crate::DirEntry>,
+        ListChildren = "list_children" -> tessera_core::dir_page::ShardPage<tessera_core::dir_page::EntryPlus>,
         HasChildren = "has_children" -> bool,
         InodeGet = "inode_get" -> crate::Attr,
         InodeSetSize = "inode_set_size" -> crate::Attr,

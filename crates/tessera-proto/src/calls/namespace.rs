@@ -46,8 +46,13 @@ pub struct Unlink {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A page of a directory's listing with the entries' attributes (readdir-plus): the names
+/// after `after` (`None`: from the first), at most `limit` from each shard
+/// (`tessera_core::dir_page`).
 pub struct Readdir {
     pub path: String,
+    pub after: Option<String>,
+    pub limit: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -207,6 +212,9 @@ pub struct ListChildren {
     pub dir: String,
     /// Whose pending entries are listed too.
     pub view: TxnView,
+    /// The page: names after `after`, at most `limit` of those the shard holds.
+    pub after: Option<String>,
+    pub limit: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
