@@ -50,19 +50,30 @@ fn pages_list_every_name_once_with_its_attributes() {
             let page = c.readdir_page("/tessera/d", after.clone(), limit).unwrap();
             pages += 1;
             // At most a limit from each shard, and the PFS's own names of the page.
-            assert!(page.entries.len() <= 3 * limit as usize + 3, "limit {limit}");
+            assert!(
+                page.entries.len() <= 3 * limit as usize + 3,
+                "limit {limit}"
+            );
             for (e, attr) in &page.entries {
-                let attr = attr.as_ref().unwrap_or_else(|| panic!("{}: no attributes", e.name));
+                let attr = attr
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{}: no attributes", e.name));
                 let stat = c.stat(&format!("/tessera/d/{}", e.name)).unwrap();
                 assert_eq!(attr.ino, e.ino, "{}", e.name);
-                assert_eq!((attr.size, attr.kind, attr.mode), (stat.size, stat.kind, stat.mode));
+                assert_eq!(
+                    (attr.size, attr.kind, attr.mode),
+                    (stat.size, stat.kind, stat.mode)
+                );
                 got.push(e.name.clone());
             }
             match page.next {
                 Some(n) => after = Some(n),
                 None => break,
             }
-            assert!(pages <= want.len() + 1, "limit {limit}: the listing does not end");
+            assert!(
+                pages <= want.len() + 1,
+                "limit {limit}: the listing does not end"
+            );
         }
         assert_eq!(got, want, "limit {limit}");
     }
