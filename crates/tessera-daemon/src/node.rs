@@ -82,6 +82,7 @@ pub struct Node {
     /// Operations on names in flight: driven here, or answered here.
     pub names: state::names::NameIntents,
     pub drops: state::drops::FilesToDrop,
+    pub seals: state::seals::DirSeals,
     /// Logs this daemon writes for clients that work through it alone.
     pub client_logs: crate::services::client_logs::ClientLogs,
 }

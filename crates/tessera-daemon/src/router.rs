@@ -76,6 +76,7 @@ impl Node {
             PeerRequest::DentryRemove(r) => self.peer_answer(r).await,
             PeerRequest::DentryPut(r) => self.peer_answer(r).await,
             PeerRequest::ListChildren(r) => self.peer_answer(r).await,
+            PeerRequest::SealDir(r) => self.peer_answer(r).await,
             PeerRequest::HasChildren(r) => self.peer_answer(r).await,
             PeerRequest::InodeGet(r) => self.peer_answer(r).await,
             PeerRequest::InodeSetSize(r) => self.peer_answer(r).await,

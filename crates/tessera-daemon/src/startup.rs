@@ -172,6 +172,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
             std::mem::take(&mut loaded.name_steps),
         ),
         drops: state::drops::FilesToDrop::load(std::mem::take(&mut loaded.files_to_drop)),
+        seals: Default::default(),
     });
     let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;

@@ -615,6 +615,7 @@ fn peer_samples(s: &mut Samples) {
             gid: 100,
             exclusive: true,
             txn: Some(txn()),
+            parent_ino: 1,
         },
         Created {
             dentry: dentry(),
@@ -652,6 +653,14 @@ fn peer_samples(s: &mut Samples) {
     s.peer(
         HasChildren {
             dir: "/run1".into(),
+        },
+        true,
+    );
+    s.peer(
+        SealDir {
+            dir: "/run1".into(),
+            ino: 5,
+            seal: true,
         },
         true,
     );

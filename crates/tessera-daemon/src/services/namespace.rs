@@ -17,7 +17,7 @@ use tessera_proto::{
     AppendAt, Attr, ChangeNames, Created, Dentry, DentryCreate, DentryGet, DentryRemove, DirEntry,
     FileKind, HasChildren, InodeAppend, InodeAttrs, InodeGet, InodeRemove, InodeSetAttr,
     InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
-    SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
+    SealDir, SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -148,16 +148,33 @@ impl ServeClient<Rmdir> for Node {
                 format!("{} is not a directory; use unlink", self.user_path(&p)),
             ));
         }
+        let Some(txn) = self.txns.member(client) else {
+            // Sealed against creates on every node first, so that none lands between the
+            // check for children and the removal (`state::seals`).
+            if !self.seal_dir(&p, d.ino).await? {
+                return Err(FsError::new(
+                    Errno::NotEmpty,
+                    format!("directory {} is not empty", self.user_path(&p)),
+                ));
+            }
+            // The directory's inode shard removes the name, then the inode and its PFS copy.
+            let removed = self
+                .change_names(d, NameOp::Remove { path: p.clone() })
+                .await;
+            match &removed {
+                // Recorded, and completing by itself: the seals stay.
+                Ok(()) => {}
+                Err(e) if e.errno == Errno::HostDown => {}
+                Err(_) => self.unseal_dir(&p, d.ino).await,
+            }
+            return removed;
+        };
         if self.has_children(&p).await? {
             return Err(FsError::new(
                 Errno::NotEmpty,
                 format!("directory {} is not empty", self.user_path(&p)),
             ));
         }
-        let Some(txn) = self.txns.member(client) else {
-            // The directory's inode shard removes the name, then the inode and its PFS copy.
-            return self.change_names(d, NameOp::Remove { path: p }).await;
-        };
         if !self.remove_entry_in(&p, d.ino, Some(txn)).await? {
             // A member's removal of a committed directory: it goes when the transaction
             // commits.
@@ -536,7 +553,8 @@ impl Node {
     }
 
     /// Fails unless `dir` exists and is a directory.
-    pub(crate) async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<()> {
+    /// The inode of directory `dir`, or why there is none.
+    pub(crate) async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<u64> {
         let view = TxnView {
             viewer: txn,
             committed: Vec::new(),
@@ -553,7 +571,7 @@ impl Node {
                 Errno::NotDir,
                 format!("{} is not a directory", self.user_path(dir)),
             )),
-            Some(_) => Ok(()),
+            Some((d, _)) => Ok(d.ino),
         }
     }
 
@@ -566,7 +584,7 @@ impl Node {
         txn: Option<u64>,
     ) -> FsResult<(Dentry, Attr)> {
         let (parent, _) = path::split(p).expect("not the root");
-        self.require_dir(parent, txn).await?;
+        let parent_ino = self.require_dir(parent, txn).await?;
         let req = DentryCreate {
             path: p.to_string(),
             kind,
@@ -575,6 +593,7 @@ impl Node {
             gid: self.gid,
             exclusive,
             txn,
+            parent_ino,
         };
         match self.call(path_shard(p, self.cfg.nodes), req).await? {
             Created {
@@ -603,6 +622,55 @@ impl Node {
             txn,
         };
         self.call(path_shard(p, self.cfg.nodes), remove).await
+    }
+
+    /// Seals directory `dir` (inode `ino`) against creates on every node that holds no child
+    /// of it; `false` (and no seal left) if a node or the PFS copy holds one.
+    async fn seal_dir(&self, dir: &str, ino: u64) -> FsResult<bool> {
+        let ask = self.every_node(|| SealDir {
+            dir: dir.to_string(),
+            ino,
+            seal: true,
+        });
+        let answers =
+            futures::future::join_all(ask.into_iter().map(|(n, r)| self.call(n, r))).await;
+        let mut empty = true;
+        let mut failed = None;
+        for a in answers {
+            match a {
+                Ok(sealed) => empty &= sealed,
+                Err(e) => failed = Some(e),
+            }
+        }
+        if failed.is_none() && empty {
+            empty = !self.on_pfs(dir, |pfs, p| Ok(pfs.has_entries(p))).await?;
+        }
+        if failed.is_some() || !empty {
+            self.unseal_dir(dir, ino).await;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(empty),
+        }
+    }
+
+    /// Lifts the seals of an rmdir that did not remove `dir` (a node that does not answer
+    /// keeps its seal until it lapses).
+    async fn unseal_dir(&self, dir: &str, ino: u64) {
+        let ask = self.every_node(|| SealDir {
+            dir: dir.to_string(),
+            ino,
+            seal: false,
+        });
+        for (n, a) in ask {
+            if let Err(e) = self.call(n, a).await {
+                tracing::warn!(
+                    "node {n} keeps refusing creates in {} for up to {} s: {e}",
+                    self.user_path(dir),
+                    crate::state::seals::SEAL_AFTER_REMOVAL.as_secs()
+                );
+            }
+        }
     }
 
     /// Whether any shard (or the PFS copy) holds an entry inside `dir`.

@@ -18,7 +18,7 @@ use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, FileKind, Found,
     HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
-    SizeChange,
+    SealDir, SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
@@ -66,6 +66,10 @@ impl ServePeer<DentryCreate> for Node {
             mtime_ns: now_ns(),
         };
         self.settle_entry(&p, r.txn).await?;
+        let parent = path::split(&p)
+            .map_or("/", |(parent, _)| parent)
+            .to_string();
+        self.refuse_sealed(&parent, r.parent_ino)?;
         let pending = self.txns.entries().get(&p);
         match pending {
             // Another transaction removes the committed file: to everyone else it is still
@@ -106,6 +110,9 @@ impl ServePeer<DentryCreate> for Node {
         }
         let exclusive = r.exclusive;
         self.change_namespace(|ns| {
+            // Under the namespace lock, where an rmdir's seal is checked and set: either the
+            // seal is here now, or its check will see this entry.
+            self.refuse_sealed(&parent, r.parent_ino)?;
             if let Some((txn, _)) = self.txns.entries().get(&p) {
                 return Err(busy(&self.user_path(&p), txn));
             }
@@ -236,6 +243,41 @@ impl ServePeer<ListChildren> for Node {
             })
             .collect();
         Ok(ShardPage { entries, bound })
+    }
+}
+
+impl ServePeer<SealDir> for Node {
+    async fn serve_peer(&self, r: SealDir) -> FsResult<bool> {
+        let d = path::normalize(&r.dir)?;
+        if !r.seal {
+            self.seals.unseal(&d, r.ino);
+            return Ok(true);
+        }
+        // Under the namespace lock, where creates insert their entries.
+        let ns = self.ns.lock().expect("ns");
+        let creating = self.txns.entries().creating_in(&d);
+        if creating || ns.has_children(&d) {
+            return Ok(false);
+        }
+        let until = std::time::Instant::now() + crate::state::seals::SEAL_AFTER_REMOVAL;
+        self.seals.seal(&d, r.ino, until);
+        Ok(true)
+    }
+}
+
+impl Node {
+    /// `ENOENT` if an rmdir sealed `parent` (inode `ino`) here.
+    fn refuse_sealed(&self, parent: &str, ino: u64) -> FsResult<()> {
+        if self.seals.sealed(parent, ino) {
+            return Err(FsError::new(
+                Errno::NoEnt,
+                format!(
+                    "directory {} was removed (or is being removed); create it again first (mkdir)",
+                    self.user_path(parent)
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

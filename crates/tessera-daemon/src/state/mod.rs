@@ -7,9 +7,11 @@
 //! * [`cache`]: leased copies of other nodes' stripes, and the leases granted on ours;
 //! * [`clients`]: which client ids are bound to live connections, and how far they published;
 //! * [`names`]: operations on names in flight (intents driven here, steps answered here);
-//! * [`drops`]: removed files whose bytes are still to be released on every node.
+//! * [`drops`]: removed files whose bytes are still to be released on every node;
+//! * [`seals`]: directories an rmdir sealed against creates.
 
 pub mod cache;
 pub mod clients;
 pub mod drops;
 pub mod names;
+pub mod seals;

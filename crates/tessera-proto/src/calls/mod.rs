@@ -191,6 +191,8 @@ protocol! {
         DentryPut = "dentry_put" -> Option<crate::Dentry>,
         ListChildren = "list_children" -> tessera_core::dir_page::ShardPage<tessera_core::dir_page::EntryPlus>,
         HasChildren = "has_children" -> bool,
+        /// With `seal`: whether the node held no child (and sealed the directory).
+        SealDir = "seal_dir" -> bool,
         InodeGet = "inode_get" -> crate::Attr,
         InodeSetSize = "inode_set_size" -> crate::Attr,
         InodeRemove = "inode_remove" -> (),
@@ -370,6 +372,7 @@ impl PeerRequest {
             | PeerRequest::DentryRemove(_)
             | PeerRequest::ListChildren(_)
             | PeerRequest::HasChildren(_)
+            | PeerRequest::SealDir(_)
             | PeerRequest::InodeGet(_)
             | PeerRequest::InodeSetSize(_)
             | PeerRequest::InodeRemove(_)

@@ -103,6 +103,9 @@ pub struct DentryCreate {
     pub gid: u32,
     pub exclusive: bool,
     pub txn: Option<u64>,
+    /// The inode of the parent directory the create's check found: refused if an rmdir
+    /// sealed it on this node.
+    pub parent_ino: u64,
 }
 
 /// Answer to [`DentryCreate`], with the attributes when the inode lives on the same node.
@@ -220,6 +223,16 @@ pub struct ListChildren {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HasChildren {
     pub dir: String,
+}
+
+/// An rmdir's check of one node: with `seal`, whether the node holds no child of `dir` (and
+/// then, in the same step, creates in it are refused there); without, the seal of an rmdir that
+/// failed is lifted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SealDir {
+    pub dir: String,
+    pub ino: u64,
+    pub seal: bool,
 }
 
 /// Reserve `len` bytes at the end of `ino` for an `O_APPEND` write; the answer is where they
