@@ -269,6 +269,42 @@ fn an_unlink_is_done_after_a_crash_at_any_step() {
 }
 
 #[test]
+fn a_removal_on_one_shard_is_done_after_a_crash_at_any_step() {
+    let inst = Inst::start(NODES);
+    // Name and inode on node 0: the name, the count and the inode go in one write, and the
+    // intent begins at its dropping stage.
+    for (i, point) in [
+        "names-remove-dropping-begun",
+        "names-remove-dropping-answered",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = inst.client(1);
+        let a = on_shard(0, &format!("here{i}-"));
+        let ino = file_on(&c, 0, &a, b"one name, one shard");
+        let mut w = inst
+            .client(2)
+            .open(&a, tessera_client::OpenOptions::new().write(true))
+            .unwrap();
+        w.write_at(b"ONE", 0).unwrap();
+        w.close().unwrap();
+        c.flush_path(&a).unwrap();
+        let pfs_copy = inst.pfs().join(&internal(&a)[1..]);
+        assert!(pfs_copy.exists());
+        host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
+        let c = inst.client(2);
+        assert_eq!(c.stat(&a).unwrap_err().errno, Errno::NoEnt, "{point}");
+        assert!(!pfs_copy.exists(), "{point}: the PFS copy stayed");
+        wait_dropped(&inst);
+        for n in 0..NODES {
+            assert!(!logs_of(&inst, n, ino).exists(), "{point}: node {n}");
+        }
+        counts_match_names(&c);
+    }
+}
+
+#[test]
 fn an_rmdir_is_done_after_a_crash_at_any_step() {
     let inst = Inst::start(NODES);
     for (i, point) in [

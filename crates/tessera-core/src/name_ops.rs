@@ -229,6 +229,20 @@ impl Intent {
         (intent, count)
     }
 
+    /// A removal of a file's last name where the name's shard is the inode's: the name and the
+    /// count go in the write that records this intent, which starts at `Dropping` (the PFS
+    /// copy, then the bytes everywhere). The same states as the general removal's, without its
+    /// first stage's writes and step.
+    pub fn removed_here(id: u64, file: Dentry, path: String) -> Intent {
+        Intent {
+            id,
+            file,
+            op: NameOp::Remove { path: path.clone() },
+            stage: Stage::Dropping { pfs: Some(path) },
+            retried: false,
+        }
+    }
+
     /// The intent as a driver takes it up again after its steps went unanswered (a crash,
     /// a shard that did not answer).
     pub fn resumed(self) -> Intent {

@@ -124,6 +124,12 @@ impl ServePeer<ChangeNames> for Node {
             } else {
                 None
             };
+            if let NameOp::Remove { path } = &op
+                && path_shard(path, self.cfg.nodes) == self.id
+                && let Some(intent) = self.remove_here(r.file, path).await?
+            {
+                return self.drive_names(intent).await;
+            }
             let (intent, durable) = {
                 // No check of names against counts counts meanwhile.
                 let _gate = self.names.gate.read().await;
@@ -295,6 +301,38 @@ impl Node {
         };
         durable.durable().await?;
         Ok(outcome)
+    }
+
+    /// The removal of a file's last name when its name is on this shard too (a file created
+    /// here and never renamed or linked): the name, the count and the inode go in one write
+    /// with the intent at its `Dropping` stage (`Intent::removed_here`). `None`: not such a
+    /// case (another name, a transaction's entry, a name that no longer leads to the file);
+    /// the general removal answers it.
+    async fn remove_here(
+        &self,
+        file: tessera_proto::Dentry,
+        path: &str,
+    ) -> FsResult<Option<Intent>> {
+        let p = self.settled(path).await?;
+        let _gate = self.names.gate.read().await;
+        let (intent, durable) = {
+            let mut ns = self.ns.lock().expect("ns");
+            let named = ns.get(&p).is_some_and(|d| d.ino == file.ino);
+            let last = ns.attr(file.ino).is_some_and(|a| a.nlink == 1);
+            if !named || !last || self.txns.entries().get(&p).is_some() {
+                return Ok(None);
+            }
+            let (_, changes) = ns.remove(&p, file.ino)?;
+            let mut ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+            let intent = Intent::removed_here(rand::random::<u64>(), file, p);
+            ops.extend(count_change(&mut ns, file.ino, Count::Down, &intent.op)?);
+            ops.push(DbOp::PutNameIntent(intent.clone()));
+            self.names.set(intent.id, Some(intent.clone()));
+            tracing::debug!(intent = intent.id, ino = file.ino, "removal on one shard");
+            (intent, self.store.submit(ops))
+        };
+        durable.durable().await?;
+        Ok(Some(intent))
     }
 
     /// Records a new intent on `file` (held here) with the count change it begins with; with
