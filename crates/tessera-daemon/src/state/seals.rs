@@ -56,10 +56,6 @@ impl DirSeals {
             .get(dir)
             .is_some_and(|(i, lapses)| *i == ino && *lapses > Instant::now())
     }
-
-    pub fn count(&self) -> usize {
-        self.seals.lock().expect("seals").len()
-    }
 }
 
 #[cfg(test)]
