@@ -130,6 +130,7 @@ impl Node {
             PeerRequest::ReleaseLogs(r) => self.peer_answer(r).await,
             PeerRequest::TxnEnrollNode(r) => self.peer_answer(r).await,
             PeerRequest::ChangeNames(r) => self.peer_answer(r).await,
+            PeerRequest::RemoveName(r) => self.peer_answer(r).await,
             PeerRequest::NameStep(r) => self.peer_answer(r).await,
             PeerRequest::ForgetNameSteps(r) => self.peer_answer(r).await,
             PeerRequest::NamesOfNode(r) => self.peer_answer(r).await,

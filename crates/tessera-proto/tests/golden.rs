@@ -1101,6 +1101,12 @@ fn peer_samples(s: &mut Samples) {
         },
     );
     s.peer(InodeAttrs { inos: vec![7, 8] }, vec![Some(attr()), None]);
+    s.peer(
+        RemoveName {
+            path: "/run1/f".into(),
+        },
+        Removal::Elsewhere(dentry()),
+    );
 }
 
 fn samples() -> Samples {

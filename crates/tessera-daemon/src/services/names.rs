@@ -32,7 +32,7 @@ use tessera_core::namespace::Namespace;
 use tessera_core::placement::{ino_shard, path_shard};
 use tessera_core::txn_entries::busy;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{ChangeNames, FileKind, ForgetNameSteps, NameStep};
+use tessera_proto::{ChangeNames, FileKind, ForgetNameSteps, NameStep, Removal, RemoveName};
 
 /// How often the background task looks at intents left to it.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
@@ -85,6 +85,39 @@ fn count_change(ns: &mut Namespace, ino: u64, count: Count, op: &NameOp) -> FsRe
         Count::Down => ns.unlink(ino, now_ns()).1,
     };
     Ok(changes.into_iter().map(DbOp::from).collect())
+}
+
+impl ServePeer<RemoveName> for Node {
+    async fn serve_peer(&self, r: RemoveName) -> FsResult<Removal> {
+        let p = self.settled(&r.path).await?;
+        let found = {
+            let ns = self.ns.lock().expect("ns");
+            // A transaction's entry: the lookup, which sees it as the client's view does.
+            if self.txns.entries().get(&p).is_some() {
+                return Ok(Removal::NotHere);
+            }
+            ns.get(&p)
+        };
+        let Some(file) = found else {
+            return Ok(Removal::NotHere);
+        };
+        if file.kind == FileKind::Dir {
+            return Err(FsError::new(
+                Errno::IsDir,
+                format!("{} is a directory; use rmdir", self.user_path(&p)),
+            ));
+        }
+        if ino_shard(file.ino) != self.id {
+            return Ok(Removal::Elsewhere(file));
+        }
+        // The inode is here: the request its daemon would send next, served here.
+        self.serve_peer(ChangeNames {
+            file,
+            op: NameOp::Remove { path: p },
+        })
+        .await?;
+        Ok(Removal::Done)
+    }
 }
 
 impl ServePeer<ChangeNames> for Node {

@@ -16,8 +16,9 @@ use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     AppendAt, Attr, ChangeNames, Created, Dentry, DentryCreate, DentryGet, DentryRemove, DirEntry,
     FileKind, HasChildren, InodeAppend, InodeAttrs, InodeGet, InodeRemove, InodeSetAttr,
-    InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Rename, Rmdir,
-    SealDir, SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate, TxnView, Unlink,
+    InodeSetSize, ListChildren, Mkdir, Open, Opened, OwnTruncate, ReadLink, Readdir, Removal,
+    RemoveName, Rename, Rmdir, SealDir, SetAttr, SizeChange, Stat, Symlink, Truncate, TxnTruncate,
+    TxnView, Unlink,
 };
 
 impl ServeClient<Open> for Node {
@@ -189,6 +190,19 @@ impl ServeClient<Rmdir> for Node {
 impl ServeClient<Unlink> for Node {
     async fn serve_client(&self, client: u64, r: Unlink) -> FsResult<()> {
         let p = path::normalize(&r.path)?;
+        if self.txns.member(client).is_none() {
+            // One request to the name's shard, which removes the name itself when the
+            // file's inode is there too (a file made there and never renamed or linked).
+            let ask = RemoveName { path: p.clone() };
+            match self.call(path_shard(&p, self.cfg.nodes), ask).await? {
+                Removal::Done => return Ok(()),
+                Removal::Elsewhere(d) => {
+                    return self.change_names(d, NameOp::Remove { path: p }).await;
+                }
+                // The PFS's alone, or a transaction's: looked up below.
+                Removal::NotHere => {}
+            }
+        }
         let (d, _) = self
             .lookup_for(client, &p)
             .await?

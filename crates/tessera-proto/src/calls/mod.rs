@@ -268,6 +268,7 @@ protocol! {
         FindEntries = "find_entries" -> FoundPage,
         /// One entry per inode, in order.
         InodeAttrs = "inode_attrs" -> Vec<Option<crate::Attr>>,
+        RemoveName = "remove_name" -> Removal,
     }
 }
 
@@ -355,7 +356,7 @@ impl PeerRequest {
             // A second copy finds the name taken (EEXIST).
             PeerRequest::DentryLink(_) => false,
             // A second copy would begin a second operation.
-            PeerRequest::ChangeNames(_) => false,
+            PeerRequest::ChangeNames(_) | PeerRequest::RemoveName(_) => false,
             // Answered from the first copy's record; reads; a check that raises counts to
             // the names it finds.
             PeerRequest::NameStep(_)

@@ -14,6 +14,24 @@ pub struct ChangeNames {
     pub op: NameOp,
 }
 
+/// A client's daemon asks the shard of `path` to remove that name of a file (an unlink outside
+/// transactions), in one request when the file's inode is there too.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoveName {
+    pub path: String,
+}
+
+/// Answer to [`RemoveName`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Removal {
+    /// Removed: the inode was on the same shard, which drove the removal.
+    Done,
+    /// The name leads to a file whose inode is on another shard: ask it ([`ChangeNames`]).
+    Elsewhere(Dentry),
+    /// No entry here (the name may be the PFS's alone, or a transaction's): look it up.
+    NotHere,
+}
+
 /// The inode's shard asks a path's shard (or, for `Step::Release`, the replaced file's inode
 /// shard) to carry out one step of an intent. A second request with the same key is answered
 /// with the first one's outcome, without carrying it out again.
