@@ -77,6 +77,30 @@ fn wait_dropped(inst: &Inst) {
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
 }
 
+/// A file whose one name is `name`, with its inode on node 0 and bytes on node 2 too.
+fn one_name_bytes_on_two_nodes(inst: &Inst, name: &str) -> u64 {
+    let ino = file_on(&inst.client(1), 0, name, b"one name");
+    let mut w = inst
+        .client(2)
+        .open(name, tessera_client::OpenOptions::new().write(true))
+        .unwrap();
+    w.write_at(b"ONE", 0).unwrap();
+    w.close().unwrap();
+    ino
+}
+
+/// After a removal of its last name crashed at `point`: the name is gone, and once the
+/// release ran, the file's bytes on every node.
+fn removed_everywhere(inst: &Inst, name: &str, ino: u64, point: &str) {
+    let c = inst.client(2);
+    assert_eq!(c.stat(name).unwrap_err().errno, Errno::NoEnt, "{point}");
+    wait_dropped(inst);
+    for n in 0..NODES {
+        assert!(!logs_of(inst, n, ino).exists(), "{point}: node {n}");
+    }
+    counts_match_names(&c);
+}
+
 /// Every name at the root leads to a file whose count is exactly its names.
 fn counts_match_names(c: &Client) {
     let mut names: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
@@ -246,25 +270,11 @@ fn an_unlink_is_done_after_a_crash_at_any_step() {
     .into_iter()
     .enumerate()
     {
-        let c = inst.client(1);
         let a = on_shard(1, &format!("last{i}-"));
-        let ino = file_on(&c, 0, &a, b"one name");
-        // Bytes on node 2 too.
-        let mut w = inst
-            .client(2)
-            .open(&a, tessera_client::OpenOptions::new().write(true))
-            .unwrap();
-        w.write_at(b"ONE", 0).unwrap();
-        w.close().unwrap();
+        let ino = one_name_bytes_on_two_nodes(&inst, &a);
         assert!(logs_of(&inst, 2, ino).exists());
         host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
-        let c = inst.client(2);
-        assert_eq!(c.stat(&a).unwrap_err().errno, Errno::NoEnt, "{point}");
-        wait_dropped(&inst);
-        for n in 0..NODES {
-            assert!(!logs_of(&inst, n, ino).exists(), "{point}: node {n}");
-        }
-        counts_match_names(&c);
+        removed_everywhere(&inst, &a, ino, point);
     }
 }
 
@@ -280,27 +290,14 @@ fn a_removal_on_one_shard_is_done_after_a_crash_at_any_step() {
     .into_iter()
     .enumerate()
     {
-        let c = inst.client(1);
         let a = on_shard(0, &format!("here{i}-"));
-        let ino = file_on(&c, 0, &a, b"one name, one shard");
-        let mut w = inst
-            .client(2)
-            .open(&a, tessera_client::OpenOptions::new().write(true))
-            .unwrap();
-        w.write_at(b"ONE", 0).unwrap();
-        w.close().unwrap();
-        c.flush_path(&a).unwrap();
+        let ino = one_name_bytes_on_two_nodes(&inst, &a);
+        inst.client(1).flush_path(&a).unwrap();
         let pfs_copy = inst.pfs().join(&internal(&a)[1..]);
         assert!(pfs_copy.exists());
         host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
-        let c = inst.client(2);
-        assert_eq!(c.stat(&a).unwrap_err().errno, Errno::NoEnt, "{point}");
         assert!(!pfs_copy.exists(), "{point}: the PFS copy stayed");
-        wait_dropped(&inst);
-        for n in 0..NODES {
-            assert!(!logs_of(&inst, n, ino).exists(), "{point}: node {n}");
-        }
-        counts_match_names(&c);
+        removed_everywhere(&inst, &a, ino, point);
     }
 }
 

@@ -261,34 +261,33 @@ fn stat(cx: &Ctx, tree: &Tree, path: &str, size: u64) {
 fn read(cx: &Ctx, tree: &Tree, path: &str, buf: &mut [u8]) {
     let n = if tree.tessera {
         let mut f = cx.ok(cx.client.open_read(path));
-        let mut n = 0;
-        loop {
-            let k = cx.ok(f.read(&mut buf[n..]));
-            if k == 0 || n + k == buf.len() {
-                n += k;
-                break;
-            }
-            n += k;
-        }
+        let n = fill(cx, buf, |b| f.read(b));
         cx.ok(f.close());
         n
     } else {
         let mut f = cx.ok(std::fs::File::open(path));
-        let mut n = 0;
-        loop {
-            let k = cx.ok(f.read(&mut buf[n..]));
-            if k == 0 || n + k == buf.len() {
-                n += k;
-                break;
-            }
-            n += k;
-        }
-        n
+        fill(cx, buf, |b| f.read(b))
     };
     if n != HARD_BYTES {
         cx.fail(format!("read of {path}: {n} bytes, expected {HARD_BYTES}"));
     }
     verify(cx, &buf[..n], 0, path);
+}
+
+/// Reads into `buf` until it is full or the file ends; the bytes read.
+fn fill<E: std::fmt::Display>(
+    cx: &Ctx,
+    buf: &mut [u8],
+    mut read: impl FnMut(&mut [u8]) -> Result<usize, E>,
+) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match cx.ok(read(&mut buf[n..])) {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
 }
 
 fn list(cx: &Ctx, tree: &Tree, dir: &str, expected: u64) {
