@@ -5,6 +5,7 @@
 //! library and the tools all build on these, and each module is tested on its own, mostly by
 //! property tests against naive models.
 
+pub mod attr_leases;
 pub mod catalogue;
 pub mod consistency;
 pub mod datatype;
