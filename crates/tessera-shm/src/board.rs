@@ -69,7 +69,10 @@ pub struct Board {
     base: NonNull<u8>,
     len: usize,
     slots: u32,
-    fd: OwnedFd,
+    /// The maker's descriptor, for clients to open; a reader keeps none (the mapping
+    /// outlives it), so a program that closes every descriptor, as a child does before
+    /// `exec`, closes nothing of ours.
+    fd: Option<OwnedFd>,
     writable: bool,
 }
 
@@ -103,7 +106,7 @@ impl Board {
             base,
             len,
             slots,
-            fd,
+            fd: Some(fd),
             writable: true,
         };
         board.header_bytes_mut(|h| {
@@ -114,7 +117,7 @@ impl Board {
         // After the header is written: from here on no new writable mapping can be made, and
         // the size is fixed, so the daemon's own mapping can never fault.
         rustix::fs::fcntl_add_seals(
-            &board.fd,
+            fd_of(&board.fd),
             SealFlags::SHRINK | SealFlags::GROW | SealFlags::FUTURE_WRITE | SealFlags::SEAL,
         )?;
         Ok(board)
@@ -146,18 +149,20 @@ impl Board {
         let slots = check_header(&head, size)?;
         let len = bytes_for(slots);
         let base = map(&fd, len, false)?;
+        drop(fd);
         Ok(Board {
             base,
             len,
             slots,
-            fd,
+            fd: None,
             writable: false,
         })
     }
 
-    /// The descriptor of the region (clients open it through `/proc`).
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// The maker's descriptor of the region (clients open it through `/proc`); `None` on a
+    /// reader.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(|f| f.as_fd())
     }
 
     pub fn slots(&self) -> u32 {
@@ -230,6 +235,10 @@ impl Drop for Board {
     }
 }
 
+fn fd_of(fd: &Option<OwnedFd>) -> BorrowedFd<'_> {
+    fd.as_ref().expect("the maker keeps its descriptor").as_fd()
+}
+
 /// The number of slots of a board whose header is `head` and region `size` bytes, or why it
 /// is not one.
 fn check_header(head: &[u8], size: u64) -> Result<u32, BoardError> {
@@ -270,7 +279,8 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     fn proc_path(b: &Board) -> std::path::PathBuf {
-        format!("/proc/{}/fd/{}", std::process::id(), b.fd().as_raw_fd()).into()
+        let fd = b.fd().expect("a maker's board").as_raw_fd();
+        format!("/proc/{}/fd/{}", std::process::id(), fd).into()
     }
 
     #[test]
@@ -286,6 +296,7 @@ mod tests {
         assert!(maker.bump_generation());
         assert_eq!(reader.generation(), 1);
         assert!(!reader.bump(7), "a reader cannot bump");
+        assert!(reader.fd().is_none(), "a reader keeps a descriptor");
         assert_eq!(maker.epoch(7), 2);
     }
 
