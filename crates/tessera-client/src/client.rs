@@ -1,6 +1,7 @@
 //! A process's handle on a Tessera instance: its connection, its identity (client id) on its
 //! node, and the per-file state shared by all of its open handles.
 
+use crate::attr_cache::AttrCache;
 use crate::conn::{Conn, is_disconnect};
 use crate::file::{File, OpenOptions};
 use std::collections::HashMap;
@@ -13,8 +14,8 @@ use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
     Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Link, Mkdir,
     NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
-    Stat, Status, Symlink, Truncate, TxnDecide, TxnEnroll, TxnJoin, TxnOpen, TxnReserve, Unlink,
-    Writing,
+    Stat, StatLeased, Status, Symlink, Truncate, TxnDecide, TxnEnroll, TxnJoin, TxnOpen,
+    TxnReserve, Unlink, Writing,
 };
 
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,11 @@ pub struct Stats {
     pub migrated_copied: u64,
     #[serde(default)]
     pub migrated: u64,
+    /// Stats answered from attributes cached under a lease, and those that asked.
+    #[serde(default)]
+    pub attr_hits: u64,
+    #[serde(default)]
+    pub attr_misses: u64,
 }
 
 /// Bytes a process read, by where they came from (see `read.rs` for the order of sources).
@@ -169,6 +175,8 @@ pub(crate) struct Inner {
     open_writers: std::collections::VecDeque<u64>,
     /// The host table as last read, and the time its file was changed then.
     pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
+    /// Attributes kept under this connection's daemon's leases.
+    attrs: AttrCache,
 }
 
 /// A connection to a Tessera instance. Cheap to clone; all clones share one connection.
@@ -224,12 +232,13 @@ impl Client {
                 ),
             ));
         }
-        let (conn, client_id, _) = Conn::connect(
+        let (conn, bound) = Conn::connect(
             &cfg.socket_path(node),
             &layout.dir,
             cfg.max_frame as usize,
             None,
         )?;
+        let client_id = bound.client;
         let reconnect_for = std::env::var("TESSERA_RECONNECT_SECS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -260,6 +269,7 @@ impl Client {
                 open_writers: Default::default(),
                 hosts: None,
                 through_daemon,
+                attrs: AttrCache::open(bound.board),
             })),
         })
     }
@@ -329,7 +339,21 @@ impl Client {
     pub(crate) fn stat_here(&self, path: &str) -> FsResult<Attr> {
         let mut g = self.lock();
         let p = g.resolve(path)?;
-        let mut a = g.call(Stat { path: p })?;
+        // A member of a transaction sees it through its view: never from the cache.
+        let cached = g.attrs.enabled() && g.txn.is_none() && !g.leave_untold;
+        let mut a = if !cached {
+            g.call(Stat { path: p })?
+        } else if let Some(a) = g.attrs.get(&p) {
+            g.stats.attr_hits += 1;
+            a
+        } else {
+            g.stats.attr_misses += 1;
+            let got = g.call(StatLeased { path: p.clone() })?;
+            if let Some(lease) = got.lease {
+                g.attrs.put(p, got.attr.clone(), lease);
+            }
+            got.attr
+        };
         // Our own unattached writes count towards the size we see; attached ones are in the
         // daemon's size already, and may have been cut since by another process's truncate.
         if let Some(fs) = g.files.get(&a.ino) {
@@ -457,11 +481,29 @@ impl Client {
         self.through_links_on_miss(path, |path| {
             let mut g = self.lock();
             let p = g.resolve(path)?;
-            g.call(Readdir {
-                path: p,
+            let page = g.call(Readdir {
+                path: p.clone(),
                 after: after.clone(),
                 limit,
-            })
+            })?;
+            // The attributes warm the cache: `ls -l` and find then stat without requests.
+            if let Some(leases) = &page.leases
+                && g.txn.is_none()
+                && !g.leave_untold
+            {
+                for ((e, attr), slot) in page.entries.iter().zip(&leases.slots) {
+                    if let (Some(a), Some((slot, epoch))) = (attr, slot) {
+                        let lease = tessera_proto::AttrLease {
+                            slot: *slot,
+                            epoch: *epoch,
+                            generation: leases.generation,
+                            expires_ns: leases.expires_ns,
+                        };
+                        g.attrs.put(path::join(&p, &e.name), a.clone(), lease);
+                    }
+                }
+            }
+            Ok(page)
         })
     }
 
@@ -637,6 +679,7 @@ impl Inner {
     /// Writes from now on go under `txn` (transaction, log id), or this process's own id.
     /// The writers of the logs written until now are kept a while (`retire`) or closed.
     fn switch_logs(&mut self, txn: Option<(u64, u64)>, retire: bool) {
+        self.attrs.clear();
         // New writes go to the new log id's logs; the old ones stay readable through
         // ownership like any other process's.
         for ino in std::mem::take(&mut self.written) {
@@ -677,6 +720,8 @@ impl Inner {
         self.open_writers.clear();
         self.foreign.clear();
         self.foreign_order.clear();
+        // The parent's copies stay the parent's; the child's next connection brings its own.
+        self.attrs = AttrCache::off();
         self.join_after_fork = self.txn.take().map(|(t, _)| t);
         self.leave_untold = false;
     }
@@ -710,7 +755,10 @@ impl Inner {
                 self.cfg.max_frame as usize,
                 resume,
             ) {
-                Ok((mut conn, id, _)) => {
+                Ok((mut conn, bound)) => {
+                    let id = bound.client;
+                    // Copies under the previous daemon's leases go with it.
+                    self.attrs = AttrCache::open(bound.board);
                     if let Some((txn, log)) = self.txn {
                         let again = TxnJoin {
                             txn: Some(txn),

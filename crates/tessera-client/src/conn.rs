@@ -7,7 +7,7 @@ use std::path::Path;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::library_fds::Held;
 use tessera_proto::frame;
-use tessera_proto::{ClientCall, Hello, PROTOCOL_VERSION, decode_answer};
+use tessera_proto::{Bound, ClientCall, Hello, PROTOCOL_VERSION, decode_answer};
 
 pub struct Conn {
     stream: Held<UnixStream>,
@@ -25,13 +25,14 @@ pub fn is_disconnect(e: &FsError) -> bool {
 }
 
 impl Conn {
-    /// Connects and says hello; returns the connection and the client id the daemon bound.
+    /// Connects and says hello; returns the connection and what the daemon bound (the
+    /// client id, its node, its invalidation board).
     pub fn connect(
         socket: &Path,
         instance: &Path,
         max_frame: usize,
         resume: Option<u64>,
-    ) -> FsResult<(Conn, u64, u32)> {
+    ) -> FsResult<(Conn, Bound)> {
         let stream = UnixStream::connect(socket).map_err(|e| {
             let why = match e.kind() {
                 ErrorKind::NotFound | ErrorKind::ConnectionRefused => {
@@ -91,7 +92,7 @@ impl Conn {
             resume,
         };
         let bound = conn.call(hello)?;
-        Ok((conn, bound.client, bound.node))
+        Ok((conn, bound))
     }
 
     /// Sends a request and waits for its reply. The data that follows a `Data` reply is then

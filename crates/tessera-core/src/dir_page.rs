@@ -36,6 +36,18 @@ pub struct DirPage {
     pub entries: Vec<EntryPlus>,
     /// The cursor of the next page; `None`: the listing is complete.
     pub next: Option<String>,
+    /// Leases on the entries' attributes, for the client's attribute cache.
+    pub leases: Option<PageLeases>,
+}
+
+/// Leases on the attributes of a page's entries: one per entry, in the page's order
+/// (`None`: not leased), each a slot of the daemon's invalidation board and the epoch it
+/// held, all ending at `expires_ns` (`CLOCK_MONOTONIC`) unless the board's generation moves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageLeases {
+    pub generation: u64,
+    pub expires_ns: u64,
+    pub slots: Vec<Option<(u32, u64)>>,
 }
 
 /// Something listed under a name.

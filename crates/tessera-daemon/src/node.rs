@@ -83,6 +83,8 @@ pub struct Node {
     pub names: state::names::NameIntents,
     pub drops: state::drops::FilesToDrop,
     pub seals: state::seals::DirSeals,
+    /// Attributes cached by clients under leases, as shard and as holder.
+    pub attrs: Arc<crate::services::attr_cache::AttrCache>,
     /// Logs this daemon writes for clients that work through it alone.
     pub client_logs: crate::services::client_logs::ClientLogs,
 }

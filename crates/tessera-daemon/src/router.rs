@@ -63,6 +63,7 @@ impl Node {
             Request::AttachIf(r) => self.client_answer(client, r).await,
             Request::TxnEnroll(r) => self.client_answer(client, r).await,
             Request::TxnReserve(r) => self.client_answer(client, r).await,
+            Request::StatLeased(r) => self.client_answer(client, r).await,
         }
     }
 
@@ -138,6 +139,8 @@ impl Node {
             PeerRequest::TxnMovedIn(r) => self.peer_answer(r).await,
             PeerRequest::FindEntries(r) => self.peer_answer(r).await,
             PeerRequest::InodeAttrs(r) => self.peer_answer(r).await,
+            PeerRequest::LeaseAttr(r) => self.peer_answer(r).await,
+            PeerRequest::ForgetAttrs(r) => self.peer_answer(r).await,
         }
     }
 

@@ -110,6 +110,8 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     // State from an earlier run means this daemon restarted: copies of its stripes may exist.
     let restarted = loaded.next_client > 1 || !loaded.owners.is_empty();
     let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
+    let attrs = crate::services::attr_cache::AttrCache::new(id, cfg.attr_lease_ms, restarted);
+    store.observe(attrs.observer());
     let node = Arc::new(Node {
         id,
         ns: Mutex::new(
@@ -173,6 +175,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         ),
         drops: state::drops::FilesToDrop::load(std::mem::take(&mut loaded.files_to_drop)),
         seals: Default::default(),
+        attrs: attrs.clone(),
     });
     let home_work = node.recover_homes(&loaded.home_txns);
     let state_ms = loading.elapsed().as_millis() as u64;
@@ -209,6 +212,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     tokio::spawn(node.clone().release_migrated());
     tokio::spawn(node.clone().keep_names());
     tokio::spawn(node.clone().keep_dropping());
+    tokio::spawn(node.clone().keep_telling());
     if loaded.names_unchecked {
         tokio::spawn(node.clone().check_names_once());
     }

@@ -542,27 +542,50 @@ pub struct Store {
     /// `None` once closed.
     tx: std::sync::Mutex<Option<mpsc::Sender<Batch>>>,
     committer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Sees every batch as it is queued (see [`Store::observe`]).
+    observer: std::sync::OnceLock<Observer>,
 }
 
-/// An acknowledgement that arrives once the operations are durable.
-pub struct Pending(Option<oneshot::Receiver<FsResult<()>>>);
+/// Called with each batch as it is queued, under the lock of the state it changes; returns
+/// what else must happen before the change may be acknowledged (the holders of cached copies
+/// told, `services::attr_cache`).
+pub type Observer = Box<dyn Fn(&[DbOp]) -> Option<oneshot::Receiver<()>> + Send + Sync>;
+
+/// An acknowledgement that arrives once the operations are durable (and whoever the
+/// observer named was told of them).
+pub struct Pending {
+    durable: Option<oneshot::Receiver<FsResult<()>>>,
+    told: Option<oneshot::Receiver<()>>,
+}
 
 impl Pending {
     /// Nothing to wait for.
     pub fn done() -> Pending {
-        Pending(None)
+        Pending {
+            durable: None,
+            told: None,
+        }
     }
 
     pub async fn durable(self) -> FsResult<()> {
-        match self.0 {
-            None => Ok(()),
-            Some(rx) => rx.await.unwrap_or_else(|_| {
+        if let Some(rx) = self.durable {
+            rx.await.unwrap_or_else(|_| {
                 Err(FsError::new(
                     Errno::Io,
                     "state store stopped before the commit completed",
                 ))
-            }),
+            })?;
         }
+        if let Some(told) = self.told {
+            // A dropped sender means the daemon is stopping: nothing is acknowledged then.
+            told.await.map_err(|_| {
+                FsError::new(
+                    Errno::Io,
+                    "the daemon stopped before the change was acknowledged",
+                )
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -688,6 +711,7 @@ impl Store {
             Store {
                 tx: std::sync::Mutex::new(Some(tx)),
                 committer: std::sync::Mutex::new(Some(committer)),
+                observer: std::sync::OnceLock::new(),
             },
             loaded,
         ))
@@ -710,9 +734,18 @@ impl Store {
     /// Queues `ops`; call while holding the lock of the state they change.
     pub fn submit(&self, ops: Vec<DbOp>) -> Pending {
         if ops.is_empty() {
-            return Pending(None);
+            return Pending::done();
         }
-        self.queue(ops)
+        let told = self.observer.get().and_then(|see| see(&ops));
+        Pending {
+            told,
+            ..self.queue(ops)
+        }
+    }
+
+    /// Installs the observer of every later batch (once; a second one is refused).
+    pub fn observe(&self, observer: Observer) -> bool {
+        self.observer.set(observer).is_ok()
     }
 
     /// What to wait for so that everything queued before is durable (for an answer that
@@ -733,7 +766,10 @@ impl Store {
                 .done
                 .send(Err(FsError::new(Errno::Io, "state store has stopped")));
         }
-        Pending(Some(rx))
+        Pending {
+            durable: Some(rx),
+            told: None,
+        }
     }
 }
 

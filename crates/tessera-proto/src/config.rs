@@ -87,6 +87,10 @@ pub struct InstanceConfig {
     /// was last heard. Shorter frees the bytes sooner; longer rides out longer stalls.
     #[serde(default = "default_lock_lease_ms")]
     pub lock_lease_ms: u64,
+    /// Milliseconds a client may answer stat from attributes it cached, unless the entry's
+    /// shard tells its daemon of a change first; 0 turns the cache off.
+    #[serde(default = "default_attr_lease_ms")]
+    pub attr_lease_ms: u64,
     /// Milliseconds an open transaction outlives the last of its processes: one none of whose
     /// processes can still vote aborts this long after the last one ended (seed 000).
     #[serde(default = "default_txn_timeout_ms")]
@@ -117,6 +121,10 @@ fn default_xattr_max_bytes() -> u64 {
 
 fn default_migrate_grace_ms() -> u64 {
     30_000
+}
+
+fn default_attr_lease_ms() -> u64 {
+    1_000
 }
 
 fn default_lock_lease_ms() -> u64 {
@@ -170,6 +178,7 @@ impl InstanceConfig {
             peer_timeout_ms: default_peer_timeout_ms(),
             peer_max_handshakes: default_max_handshakes(),
             lock_lease_ms: default_lock_lease_ms(),
+            attr_lease_ms: default_attr_lease_ms(),
             txn_timeout_ms: default_txn_timeout_ms(),
             migrate_grace_ms: default_migrate_grace_ms(),
             xattr_max_count: default_xattr_max_count(),
@@ -216,6 +225,12 @@ impl InstanceConfig {
             return bad(format!(
                 "instance.toml: lock_lease_ms = {} must be at least 100",
                 self.lock_lease_ms
+            ));
+        }
+        if self.attr_lease_ms > 60_000 {
+            return bad(format!(
+                "instance.toml: attr_lease_ms = {} is above the most, 60000 (a change may wait that long for a holder that died)",
+                self.attr_lease_ms
             ));
         }
         if self.peer_max_handshakes == 0 || self.peer_handshake_timeout_ms == 0 {

@@ -258,6 +258,7 @@ fn client_samples(s: &mut Samples) {
             client: 11,
             node: 2,
             nodes: 3,
+            board: Some(BoardAt { pid: 4243, fd: 9 }),
         },
     );
     s.client(
@@ -297,6 +298,11 @@ fn client_samples(s: &mut Samples) {
         tessera_core::dir_page::DirPage {
             entries: vec![(dir_entry(), Some(attr())), (dir_entry(), None)],
             next: Some("g".into()),
+            leases: Some(tessera_core::dir_page::PageLeases {
+                generation: 2,
+                expires_ns: 987_654_321,
+                slots: vec![Some((17, 3)), None],
+            }),
         },
     );
     s.client(
@@ -594,6 +600,20 @@ fn client_samples(s: &mut Samples) {
         },
         vec![4096, 100],
     );
+    s.client(
+        StatLeased {
+            path: "/run1/f".into(),
+        },
+        Leased {
+            attr: attr(),
+            lease: Some(AttrLease {
+                slot: 513,
+                epoch: 7,
+                generation: 1,
+                expires_ns: 123_456_789_000,
+            }),
+        },
+    );
 }
 
 fn peer_samples(s: &mut Samples) {
@@ -644,10 +664,14 @@ fn peer_samples(s: &mut Samples) {
             view: view(),
             after: None,
             limit: 4096,
+            lease_to: Some((1, 0xfeed)),
         },
-        tessera_core::dir_page::ShardPage {
-            entries: vec![(dir_entry(), Some(attr()))],
-            bound: Some("f".into()),
+        Listed {
+            page: tessera_core::dir_page::ShardPage {
+                entries: vec![(dir_entry(), Some(attr()))],
+                bound: Some("f".into()),
+            },
+            leased: vec![0],
         },
     );
     s.peer(
@@ -1106,6 +1130,25 @@ fn peer_samples(s: &mut Samples) {
             path: "/run1/f".into(),
         },
         Removal::Elsewhere(dentry()),
+    );
+    s.peer(
+        LeaseAttr {
+            path: "/run1/f".into(),
+            node: 1,
+            boot: 0xfeed,
+        },
+        LeasedFound {
+            found: Some((dentry(), Some(attr()))),
+            leased: true,
+        },
+    );
+    s.peer(
+        ForgetAttrs {
+            boot: 0xfeed,
+            keys: vec![1, u64::MAX],
+            version: 42,
+        },
+        (),
     );
 }
 

@@ -30,6 +30,7 @@
 //! * [`admin`]: liveness, status, shutdown.
 
 pub mod admin;
+pub mod attr_cache;
 pub mod catalogue;
 pub mod catalogue_shard;
 pub mod client_logs;

@@ -7,7 +7,7 @@
 
 use crate::Node;
 use crate::rpc::ServeClient;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use tessera_core::dir_page::{self, DirPage, EntryPlus};
 use tessera_core::name_ops::NameOp;
 use tessera_core::namespace::ROOT_INO;
@@ -242,14 +242,32 @@ impl ServeClient<Readdir> for Node {
             ));
         }
         let view = self.view_of(client);
+        let plain = view.viewer.is_none() && view.committed.is_empty();
+        // Leases on the attributes sent, for the client's cache (not inside a transaction,
+        // whose view the cache does not follow).
+        let before = self.attrs.before_asking().filter(|_| plain);
+        let lease_to = before.map(|_| (self.id, self.attrs.boot));
         let on_shards = self
             .call_all(self.every_node(|| ListChildren {
                 dir: p.clone(),
                 view: view.clone(),
                 after: r.after.clone(),
                 limit,
+                lease_to,
             }))
             .await?;
+        let mut leased: HashSet<String> = HashSet::new();
+        let on_shards = on_shards
+            .into_iter()
+            .map(|l| {
+                for i in l.leased {
+                    if let Some((e, _)) = l.page.entries.get(i as usize) {
+                        leased.insert(e.name.clone());
+                    }
+                }
+                l.page
+            })
+            .collect();
         let (page, next) = dir_page::merge(on_shards);
         let mut all: BTreeMap<String, EntryPlus> =
             page.into_iter().map(|e| (e.0.name.clone(), e)).collect();
@@ -272,13 +290,19 @@ impl ServeClient<Readdir> for Node {
         }
         // Attributes the shards of the names did not hold (inodes renamed in from another
         // shard), from the inodes' shards, one request per shard.
-        let plain = view.viewer.is_none() && view.committed.is_empty();
         if plain {
             self.fill_attrs(&mut all).await;
         }
+        let leases = before.and_then(|(forgets, asked_ns)| {
+            let paths = all
+                .keys()
+                .map(|name| leased.contains(name).then(|| path::join(&p, name)));
+            self.attrs.page_leases(paths, forgets, asked_ns)
+        });
         Ok(DirPage {
             entries: all.into_values().collect(),
             next,
+            leases,
         })
     }
 }

@@ -18,7 +18,7 @@ use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
     Attr, Created, Dentry, DentryCreate, DentryGet, DentryPut, DentryRemove, FileKind, Found,
     HasChildren, InodeAppend, InodeGet, InodeRemove, InodeSetAttr, InodeSetSize, ListChildren,
-    SealDir, SizeChange,
+    Listed, SealDir, SizeChange,
 };
 
 /// The wall clock, for the times stamped on inodes.
@@ -210,7 +210,7 @@ impl ServePeer<DentryPut> for Node {
 }
 
 impl ServePeer<ListChildren> for Node {
-    async fn serve_peer(&self, r: ListChildren) -> FsResult<ShardPage<EntryPlus>> {
+    async fn serve_peer(&self, r: ListChildren) -> FsResult<Listed> {
         let d = path::normalize(&r.dir)?;
         let limit = dir_page::check_request(r.after.as_deref(), r.limit)?;
         let changing = self.txns.entries().changing_in(&d);
@@ -220,6 +220,9 @@ impl ServePeer<ListChildren> for Node {
             .collect();
         self.complete_decided(others).await?;
         let ns = self.ns.lock().expect("ns");
+        // Changes of the namespace wait for this lock; a transaction's pending state does
+        // not, and moves the lease version if it changes meanwhile.
+        let version = self.attrs.lease_version();
         let entries = self.txns.entries();
         let committed = ns.children_page(&d, r.after.as_deref(), limit);
         let bound = committed.bound;
@@ -233,7 +236,7 @@ impl ServePeer<ListChildren> for Node {
         // Attributes of the inodes held here, as a stat outside transactions sees them (a
         // view inside one may see other sizes: its entries come without).
         let plain = r.view.viewer.is_none() && r.view.committed.is_empty();
-        let entries = all
+        let listed: Vec<EntryPlus> = all
             .into_iter()
             .map(|e| {
                 let attr = (plain && ino_shard(e.ino) == self.id)
@@ -242,7 +245,26 @@ impl ServePeer<ListChildren> for Node {
                 (e, attr)
             })
             .collect();
-        Ok(ShardPage { entries, bound })
+        let mut leased = Vec::new();
+        if let Some((node, boot)) = r.lease_to.filter(|_| plain) {
+            let pending = self.txns.pending();
+            let leasable = listed.iter().enumerate().filter(|(_, (e, attr))| {
+                attr.is_some()
+                    && entries.get(&path::join(&d, &e.name)).is_none()
+                    && pending.touching_file(e.ino).is_empty()
+            });
+            let leasable: Vec<(u32, String, u64)> = leasable
+                .map(|(i, (e, _))| (i as u32, path::join(&d, &e.name), e.ino))
+                .collect();
+            leased = self.attrs.grant_all(version, &leasable, node, boot);
+        }
+        Ok(Listed {
+            page: ShardPage {
+                entries: listed,
+                bound,
+            },
+            leased,
+        })
     }
 }
 

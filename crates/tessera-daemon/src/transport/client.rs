@@ -175,6 +175,7 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
         client,
         node: node.id,
         nodes: node.cfg.nodes,
+        board: node.attrs.board_at(),
     };
     framed
         .send(bytes::Bytes::from(Encoded::answer(Ok(bound)).msg))

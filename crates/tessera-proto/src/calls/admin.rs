@@ -17,6 +17,16 @@ pub struct Bound {
     pub client: u64,
     pub node: u32,
     pub nodes: u32,
+    /// The daemon's invalidation board, for caching attributes; `None` without one.
+    pub board: Option<BoardAt>,
+}
+
+/// Where a client opens its daemon's invalidation board: `/proc/<pid>/fd/<fd>`, read-only
+/// (see the tessera-shm crate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoardAt {
+    pub pid: u32,
+    pub fd: i32,
 }
 
 /// Is the peer there? Answered with its node number.

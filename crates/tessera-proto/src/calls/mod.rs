@@ -175,6 +175,8 @@ protocol! {
         LogReadAt = "log_read_at" -> Data,
         /// The bytes of each range the copy held; the bytes follow the answer in the frame.
         ReadPfs = "read_pfs" -> Vec<u64>,
+        /// A stat whose answer the client may keep while its lease holds.
+        StatLeased = "stat_leased" -> Leased,
     }
 }
 
@@ -189,7 +191,7 @@ protocol! {
         DentryRemove = "dentry_remove" -> bool,
         /// The replaced entry.
         DentryPut = "dentry_put" -> Option<crate::Dentry>,
-        ListChildren = "list_children" -> tessera_core::dir_page::ShardPage<tessera_core::dir_page::EntryPlus>,
+        ListChildren = "list_children" -> Listed,
         HasChildren = "has_children" -> bool,
         /// With `seal`: whether the node held no child (and sealed the directory).
         SealDir = "seal_dir" -> bool,
@@ -269,6 +271,9 @@ protocol! {
         /// One entry per inode, in order.
         InodeAttrs = "inode_attrs" -> Vec<Option<crate::Attr>>,
         RemoveName = "remove_name" -> Removal,
+        /// The entry with its attributes, leased to the asking node when the shard could.
+        LeaseAttr = "lease_attr" -> LeasedFound,
+        ForgetAttrs = "forget_attrs" -> (),
     }
 }
 
@@ -299,6 +304,7 @@ impl Request {
             // record (harmless, but not the same log).
             Request::LogAppend(_) | Request::LogMarkIt(_) => false,
             Request::LogSync(_) | Request::LogReadAt(_) | Request::ReadPfs(_) => true,
+            Request::StatLeased(_) => true,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
@@ -357,6 +363,8 @@ impl PeerRequest {
             PeerRequest::DentryLink(_) => false,
             // A second copy would begin a second operation.
             PeerRequest::ChangeNames(_) | PeerRequest::RemoveName(_) => false,
+            // A second lease replaces the first; a second invalidation moves slots again.
+            PeerRequest::LeaseAttr(_) | PeerRequest::ForgetAttrs(_) => true,
             // Answered from the first copy's record; reads; a check that raises counts to
             // the names it finds.
             PeerRequest::NameStep(_)

@@ -29,6 +29,59 @@ pub struct Stat {
     pub path: String,
 }
 
+/// A stat whose answer the client may keep: see [`Leased`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatLeased {
+    pub path: String,
+}
+
+/// Answer to [`StatLeased`]: the attributes, and how long the client may answer from them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Leased {
+    pub attr: Attr,
+    pub lease: Option<AttrLease>,
+}
+
+/// A client may answer from its copy of an entry's attributes while the clock
+/// (`CLOCK_MONOTONIC`, shared by the processes of a host) is before `expires_ns`, the board's
+/// generation is `generation` and slot `slot` of its daemon's invalidation board still holds
+/// `epoch`: the daemon moves the slot before it lets the entry's shard acknowledge a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttrLease {
+    pub slot: u32,
+    pub epoch: u64,
+    pub generation: u64,
+    pub expires_ns: u64,
+}
+
+/// Like [`DentryGet`] for a plain view, and with a lease on the entry's attributes granted
+/// to `node` (its run `boot`) when the shard holds the inode too and no transaction is
+/// changing the entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeaseAttr {
+    pub path: String,
+    pub node: u32,
+    pub boot: u64,
+}
+
+/// Answer to [`LeaseAttr`]: the entry as [`DentryGet`] finds it, and whether it is leased
+/// (for the shard's lease, counted from when it answered).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeasedFound {
+    pub found: Found,
+    pub leased: bool,
+}
+
+/// The shard changed the entries under `keys` (`attr_key` of their paths) at `version`:
+/// the holder run `boot` moves their slots before it answers. A daemon of another run
+/// refuses (`ESTALE`): the copies were handed out by its predecessor, and are waited out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForgetAttrs {
+    pub boot: u64,
+    pub keys: Vec<u64>,
+    pub version: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mkdir {
     pub path: String,
@@ -218,6 +271,16 @@ pub struct ListChildren {
     /// The page: names after `after`, at most `limit` of those the shard holds.
     pub after: Option<String>,
     pub limit: u32,
+    /// The node (and its run) that wants leases on the attributes sent (see [`LeaseAttr`]).
+    pub lease_to: Option<(u32, u64)>,
+}
+
+/// Answer to [`ListChildren`]: the shard's part of the page, and which of its entries'
+/// attributes are leased to the asker (positions in `page.entries`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Listed {
+    pub page: tessera_core::dir_page::ShardPage<tessera_core::dir_page::EntryPlus>,
+    pub leased: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
