@@ -25,6 +25,7 @@
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use crate::store::{DbOp, Observer};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,13 +33,16 @@ use tessera_core::attr_leases::{AttrLeases, Tell, attr_key};
 use tessera_core::placement::path_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    AttrLease, BoardAt, DentryGet, ForgetAttrs, LeaseAttr, Leased, LeasedFound, StatLeased, TxnView,
+    AttrLease, BoardAt, DentryGet, FileKind, ForgetAttrs, LeaseAttr, Leased, LeasedFound,
+    StatLeased, TxnView,
 };
 use tessera_shm::Board;
 use tokio::sync::{mpsc, oneshot};
 
 /// The most leases a shard keeps at once (about 100 bytes each).
 const MAX_LEASES: usize = 1 << 20;
+/// Parent directories a node keeps checked at most.
+const MAX_DIRS: usize = 1 << 16;
 /// Slots of the invalidation board (8 bytes each): paths that share one only cost each
 /// other a miss.
 const BOARD_SLOTS: u32 = 1 << 16;
@@ -63,6 +67,10 @@ pub struct AttrCache {
     board: Option<Board>,
     /// Invalidations received; moved before the slots they name.
     forgets: AtomicU64,
+    /// Directories this node checked as parents of creates, under its own leases: path key
+    /// -> (path, inode, lease end). Dropped by the same invalidations as clients' copies,
+    /// under this lock, so a check and an invalidation never cross unseen.
+    dirs: Mutex<HashMap<u64, (String, u64, Instant)>>,
     tells: mpsc::UnboundedSender<Telling>,
     telling: Mutex<Option<mpsc::UnboundedReceiver<Telling>>>,
     /// Stats answered with a lease, and without one.
@@ -97,6 +105,7 @@ impl AttrCache {
             )),
             board,
             forgets: AtomicU64::new(0),
+            dirs: Mutex::new(HashMap::new()),
             tells,
             telling: Mutex::new(Some(rx)),
             leased: AtomicU64::new(0),
@@ -163,12 +172,40 @@ impl AttrCache {
     /// Moves the slots of `keys` on this node's board (the count of invalidations first, so
     /// that a stat that saw a moved slot also sees the count move).
     fn forget_here(&self, keys: &[u64]) {
-        if let Some(board) = &self.board {
-            self.forgets.fetch_add(1, Ordering::SeqCst);
-            for k in keys {
+        let mut dirs = self.dirs.lock().expect("dirs");
+        self.forgets.fetch_add(1, Ordering::SeqCst);
+        for k in keys {
+            dirs.remove(k);
+            if let Some(board) = &self.board {
                 board.bump(board.slot_of(*k));
             }
         }
+    }
+
+    /// The inode of directory `dir` if this node checked it under a lease that still holds.
+    fn known_dir(&self, dir: &str) -> Option<u64> {
+        let dirs = self.dirs.lock().expect("dirs");
+        match dirs.get(&attr_key(dir)) {
+            Some((p, ino, expires)) if p == dir && *expires > Instant::now() => Some(*ino),
+            _ => None,
+        }
+    }
+
+    /// Keeps `dir` (inode `ino`), leased from before `asked` when the count of invalidations
+    /// was `forgets`, unless one arrived since (it may have been for this directory).
+    fn note_dir(&self, dir: &str, ino: u64, forgets: u64, asked: Instant) {
+        let mut dirs = self.dirs.lock().expect("dirs");
+        if self.forgets.load(Ordering::SeqCst) != forgets {
+            return;
+        }
+        if dirs.len() >= MAX_DIRS {
+            let now = Instant::now();
+            dirs.retain(|_, (_, _, e)| *e > now);
+            if dirs.len() >= MAX_DIRS {
+                return;
+            }
+        }
+        dirs.insert(attr_key(dir), (dir.to_string(), ino, asked + self.lease));
     }
 
     /// The shard's lease version now: a grant given later is refused if it moved.
@@ -330,6 +367,38 @@ impl Node {
         });
         futures::future::join_all(calls).await;
         let _ = t.done.send(());
+    }
+}
+
+impl Node {
+    /// The inode of directory `dir` (outside transactions), from this node's leased checks
+    /// when it has one: creates in one directory then do not all ask its shard. Still
+    /// correct without asking: a directory being removed is sealed on every node before its
+    /// children are counted, and each create's entry shard refuses a sealed parent
+    /// (`state::seals`); a removal or rename of the directory drops the check here before
+    /// it is acknowledged, like any leased copy.
+    pub(crate) async fn leased_dir(&self, dir: &str) -> FsResult<Option<(u64, FileKind)>> {
+        if self.attrs.lease.is_zero() {
+            return Ok(None);
+        }
+        if let Some(ino) = self.attrs.known_dir(dir) {
+            return Ok(Some((ino, FileKind::Dir)));
+        }
+        let forgets = self.attrs.forgets.load(Ordering::SeqCst);
+        let asked = Instant::now();
+        let ask = LeaseAttr {
+            path: dir.to_string(),
+            node: self.id,
+            boot: self.attrs.boot,
+        };
+        let got = self.call(path_shard(dir, self.cfg.nodes), ask).await?;
+        let Some((d, _)) = got.found else {
+            return Err(self.enoent(dir));
+        };
+        if got.leased && d.kind == FileKind::Dir {
+            self.attrs.note_dir(dir, d.ino, forgets, asked);
+        }
+        Ok(Some((d.ino, d.kind)))
     }
 }
 

@@ -593,6 +593,28 @@ impl Node {
     /// Fails unless `dir` exists and is a directory.
     /// The inode of directory `dir`, or why there is none.
     pub(crate) async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<u64> {
+        if txn.is_none() && dir != "/" {
+            match self.leased_dir(dir).await {
+                Ok(Some((ino, FileKind::Dir))) => return Ok(ino),
+                Ok(Some(_)) => {
+                    return Err(FsError::new(
+                        Errno::NotDir,
+                        format!("{} is not a directory", self.user_path(dir)),
+                    ));
+                }
+                Err(e) if e.errno == Errno::NoEnt => {
+                    return Err(FsError::new(
+                        Errno::NoEnt,
+                        format!(
+                            "directory {} does not exist; create it first (mkdir)",
+                            self.user_path(dir)
+                        ),
+                    ));
+                }
+                Err(e) => return Err(e),
+                Ok(None) => {}
+            }
+        }
         let view = TxnView {
             viewer: txn,
             committed: Vec::new(),
