@@ -99,6 +99,8 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let size = if shape == Shape::Hard { HARD_BYTES } else { 0 };
 
     let mut m = Metrics::new();
+    // Shares of the stats of Tessera's phases that the attribute cache answered.
+    let mut hit_rates: Vec<(&str, f64)> = Vec::new();
     let mut record = |prefix: &str, phase: &str, ops: f64, cost: PhaseCost, tessera: bool| {
         m.insert(format!("{prefix}{phase}_per_s"), ops / cost.secs);
         m.insert(
@@ -134,6 +136,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
             }
         };
         let n = passes(files);
+        let cached = cx.client.stats();
         let cost = cx.timed_cpu(|| {
             for _ in 0..n {
                 for i in 0..files {
@@ -148,6 +151,9 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
             cost,
             tree.tessera,
         );
+        if tree.tessera {
+            hit_rates.push(("stat_attr_hit_rate", hit_rate(cx, cached)));
+        }
         if shape == Shape::Hard {
             let cost = cx.timed_cpu(|| {
                 let mut buf = vec![0u8; HARD_BYTES + 1];
@@ -173,6 +179,18 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
         });
         let listed = (n * listed_each) as f64 * ranks;
         record(prefix, "readdir", listed, cost, tree.tessera);
+        // `ls -l`: a listing, then a stat of every entry (answered from the attributes the
+        // listing brought, where they are cached).
+        let cached = cx.client.stats();
+        let cost = cx.timed_cpu(|| {
+            for _ in 0..n {
+                list_long(cx, tree, &tree.dir_of(r), listed_each);
+            }
+        });
+        record(prefix, "lsl", listed, cost, tree.tessera);
+        if tree.tessera {
+            hit_rates.push(("lsl_attr_hit_rate", hit_rate(cx, cached)));
+        }
         let cost = cx.timed_cpu(|| {
             for i in 0..files {
                 remove(cx, tree, &tree.file(other, i));
@@ -181,6 +199,9 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
         record(prefix, "remove", per_rank * ranks, cost, tree.tessera);
     }
 
+    for (name, rate) in hit_rates {
+        m.insert(name.into(), rate);
+    }
     // The local baseline with the durability of a Tessera create: an fsync of the directory
     // after every batch.
     let durable = Tree {
@@ -305,6 +326,39 @@ fn list(cx: &Ctx, tree: &Tree, dir: &str, expected: u64) {
         cx.fail(format!(
             "readdir of {dir}: {n} entries, expected {expected}"
         ));
+    }
+}
+
+/// Lists `dir` and stats every entry, as `ls -l` does.
+fn list_long(cx: &Ctx, tree: &Tree, dir: &str, expected: u64) {
+    let n = if tree.tessera {
+        let entries = cx.ok(cx.client.readdir_plus(dir));
+        for (e, _) in &entries {
+            cx.ok(cx.client.stat(&format!("{dir}/{}", e.name)));
+        }
+        entries.len() as u64
+    } else {
+        let mut n = 0;
+        for e in cx.ok(std::fs::read_dir(dir)) {
+            cx.ok(std::fs::symlink_metadata(cx.ok(e).path()));
+            n += 1;
+        }
+        n
+    };
+    if n != expected {
+        cx.fail(format!("ls -l of {dir}: {n} entries, expected {expected}"));
+    }
+}
+
+/// The share of this process's stats since `before` that its attribute cache answered.
+fn hit_rate(cx: &Ctx, before: tessera_client::Stats) -> f64 {
+    let now = cx.client.stats();
+    let hits = (now.attr_hits - before.attr_hits) as f64;
+    let misses = (now.attr_misses - before.attr_misses) as f64;
+    if hits + misses == 0.0 {
+        0.0
+    } else {
+        hits / (hits + misses)
     }
 }
 
