@@ -16,7 +16,54 @@
 //! the asker answers without caching.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
+
+/// Hashes a `u64` key with one SplitMix64 round: the tables are hit once per listed entry,
+/// where SipHash cost more than the rest of the grant.
+#[derive(Default)]
+pub struct Mix64Hasher(u64);
+
+impl Hasher for Mix64Hasher {
+    fn finish(&self) -> u64 {
+        crate::placement::mix64(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
+}
+
+type U64Map<V> = HashMap<u64, V, BuildHasherDefault<Mix64Hasher>>;
+
+/// The keys granted for one inode: almost always one name.
+#[derive(Debug)]
+enum Keys {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Keys {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Keys::One(k) => std::slice::from_ref(k),
+            Keys::Many(v) => v,
+        }
+    }
+
+    fn add(&mut self, key: u64) {
+        match self {
+            Keys::One(k) if *k == key => {}
+            Keys::One(k) => *self = Keys::Many(vec![*k, key]),
+            Keys::Many(v) if v.contains(&key) => {}
+            Keys::Many(v) => v.push(key),
+        }
+    }
+}
 
 /// The key a path's cached attributes are leased and invalidated under (stable across nodes
 /// and releases: the client's slot on its daemon's invalidation board is derived from it).
@@ -56,9 +103,9 @@ pub struct AttrLeases {
     lease: Duration,
     cap: usize,
     version: u64,
-    by_key: HashMap<u64, Vec<Lease>>,
+    by_key: U64Map<Vec<Lease>>,
     /// The keys granted for each inode, so a change of the inode finds its names' copies.
-    keys_of_ino: HashMap<u64, Vec<u64>>,
+    keys_of_ino: U64Map<Keys>,
     count: usize,
     /// Until when changes wait, after a restart that forgot the holders.
     quiet_until: Instant,
@@ -71,8 +118,8 @@ impl AttrLeases {
             lease,
             cap,
             version: 1,
-            by_key: HashMap::new(),
-            keys_of_ino: HashMap::new(),
+            by_key: U64Map::default(),
+            keys_of_ino: U64Map::default(),
             count: 0,
             quiet_until: if restarted { now + lease } else { now },
         }
@@ -115,10 +162,15 @@ impl AttrLeases {
             }
         }
         let expires = now + self.lease;
+        let version = self.version;
         let list = self.by_key.entry(key).or_default();
-        let before = list.len();
-        list.retain(|l| !(l.node == node && l.boot == boot && l.granted == self.version));
-        self.count -= before - list.len();
+        // The same holder again with nothing changed since (a listing repeated): the lease
+        // only lasts longer, and the inode's link to the key is there already.
+        let same = |l: &&mut Lease| l.node == node && l.boot == boot && l.granted == version;
+        if let Some(l) = list.iter_mut().find(same) {
+            l.expires = expires;
+            return Some(expires);
+        }
         list.push(Lease {
             node,
             boot,
@@ -126,10 +178,10 @@ impl AttrLeases {
             granted: self.version,
         });
         self.count += 1;
-        let keys = self.keys_of_ino.entry(ino).or_default();
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
+        self.keys_of_ino
+            .entry(ino)
+            .and_modify(|k| k.add(key))
+            .or_insert(Keys::One(key));
         Some(expires)
     }
 
@@ -141,7 +193,7 @@ impl AttrLeases {
         let mut all: Vec<u64> = keys.to_vec();
         for ino in inos {
             if let Some(k) = self.keys_of_ino.get(ino) {
-                all.extend(k);
+                all.extend(k.as_slice());
             }
         }
         all.sort_unstable();
@@ -208,9 +260,12 @@ impl AttrLeases {
         });
         self.count = count;
         let by_key = &self.by_key;
-        self.keys_of_ino.retain(|_, keys| {
-            keys.retain(|k| by_key.contains_key(k));
-            !keys.is_empty()
+        self.keys_of_ino.retain(|_, keys| match keys {
+            Keys::One(k) => by_key.contains_key(k),
+            Keys::Many(v) => {
+                v.retain(|k| by_key.contains_key(k));
+                !v.is_empty()
+            }
         });
     }
 }

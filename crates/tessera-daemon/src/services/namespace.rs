@@ -7,8 +7,8 @@
 
 use crate::Node;
 use crate::rpc::ServeClient;
-use std::collections::{BTreeMap, HashSet};
-use tessera_core::dir_page::{self, DirPage, EntryPlus};
+use std::collections::BTreeMap;
+use tessera_core::dir_page::{self, DirPage, EntryPlus, ShardPage};
 use tessera_core::name_ops::NameOp;
 use tessera_core::namespace::ROOT_INO;
 use tessera_core::placement::{ino_shard, path_shard};
@@ -256,21 +256,28 @@ impl ServeClient<Readdir> for Node {
                 lease_to,
             }))
             .await?;
-        let mut leased: HashSet<String> = HashSet::new();
+        // Each entry goes through the merge with whether its shard leased it.
         let on_shards = on_shards
             .into_iter()
             .map(|l| {
+                let mut flags = vec![false; l.page.entries.len()];
                 for i in l.leased {
-                    if let Some((e, _)) = l.page.entries.get(i as usize) {
-                        leased.insert(e.name.clone());
+                    if let Some(f) = flags.get_mut(i as usize) {
+                        *f = true;
                     }
                 }
-                l.page
+                let entries = l.page.entries.into_iter().zip(flags);
+                ShardPage {
+                    entries: entries.map(|((e, a), f)| (e, (a, f))).collect(),
+                    bound: l.page.bound,
+                }
             })
             .collect();
         let (page, next) = dir_page::merge(on_shards);
-        let mut all: BTreeMap<String, EntryPlus> =
-            page.into_iter().map(|e| (e.0.name.clone(), e)).collect();
+        let mut all: BTreeMap<String, (EntryPlus, bool)> = page
+            .into_iter()
+            .map(|(e, (a, leased))| (e.name.clone(), ((e, a), leased)))
+            .collect();
         // Entries that exist only on the PFS appear too, in the page their names fall in (and
         // are imported on the way).
         for (name, _) in self.on_pfs(&p, |pfs, p| pfs.list(p)).await? {
@@ -285,7 +292,7 @@ impl ServeClient<Readdir> for Node {
                     ino: d.ino,
                     kind: d.kind,
                 };
-                all.insert(name, (entry, Some(attr)));
+                all.insert(name, ((entry, Some(attr)), false));
             }
         }
         // Attributes the shards of the names did not hold (inodes renamed in from another
@@ -295,12 +302,12 @@ impl ServeClient<Readdir> for Node {
         }
         let leases = before.and_then(|(forgets, asked_ns)| {
             let paths = all
-                .keys()
-                .map(|name| leased.contains(name).then(|| path::join(&p, name)));
+                .iter()
+                .map(|(name, (_, leased))| leased.then(|| path::join(&p, name)));
             self.attrs.page_leases(paths, forgets, asked_ns)
         });
         Ok(DirPage {
-            entries: all.into_values().collect(),
+            entries: all.into_values().map(|(e, _)| e).collect(),
             next,
             leases,
         })
@@ -310,9 +317,9 @@ impl ServeClient<Readdir> for Node {
 impl Node {
     /// Fills in the attributes missing from a page, asking each inode's shard once for all of
     /// its inodes. One that does not answer leaves them out (the client stats those entries).
-    async fn fill_attrs(&self, page: &mut BTreeMap<String, EntryPlus>) {
+    async fn fill_attrs(&self, page: &mut BTreeMap<String, (EntryPlus, bool)>) {
         let mut by_shard: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        for (e, attr) in page.values() {
+        for ((e, attr), _) in page.values() {
             if attr.is_none() {
                 by_shard.entry(ino_shard(e.ino)).or_default().push(e.ino);
             }
@@ -331,7 +338,7 @@ impl Node {
                 }
             }
         }
-        for (e, attr) in page.values_mut() {
+        for ((e, attr), _) in page.values_mut() {
             if attr.is_none() {
                 *attr = found.get(&e.ino).cloned();
             }
