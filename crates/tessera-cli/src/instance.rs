@@ -327,6 +327,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
     );
     let mut all = true;
     let mut to_drop = 0;
+    let (mut leases, mut leased, mut asked) = (0, 0, 0);
     for n in 0..cfg.nodes {
         let Some(e) = table.get(n) else {
             all = false;
@@ -339,6 +340,9 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         match admin.status(n) {
             Ok(s) => {
                 to_drop += s.files_to_drop;
+                leases += s.attr_leases;
+                leased += s.stats_leased;
+                asked += s.stats_leased + s.stats_unleased;
                 println!(
                     "{:>4}  {:<12}  {:<21}  {:>5}  {:>8}  {:>6}s  {:>10}  {:>7}  {:>9}  {:>10}  {}",
                     n,
@@ -362,6 +366,11 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                 );
             }
         }
+    }
+    if asked > 0 {
+        println!(
+            "attribute cache: {leased} of {asked} stats answered with a lease ({leases} leases held now)"
+        );
     }
     if to_drop > 0 {
         // Removals answer before every node released the bytes.

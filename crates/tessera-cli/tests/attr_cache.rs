@@ -92,6 +92,11 @@ fn a_repeated_stat_is_a_hit_until_the_entry_changes_anywhere() {
             "{path}: its own write"
         );
     }
+    let s = reader.status().unwrap();
+    assert!(s.stats_leased > 0, "{s:?}");
+    let out = inst.tessera(&["status"]);
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("stats answered with a lease"), "{out}");
 }
 
 /// A writer on one node appends under POSIX consistency while a reader on another polls

@@ -118,4 +118,12 @@ pub struct NodeStatus {
     /// every node; a removal answers before they are released.
     #[serde(default)]
     pub files_to_drop: u64,
+    /// Leases on attributes this node's shard has granted and still counts.
+    #[serde(default)]
+    pub attr_leases: u64,
+    /// Stats this node answered its clients with a lease, and without one.
+    #[serde(default)]
+    pub stats_leased: u64,
+    #[serde(default)]
+    pub stats_unleased: u64,
 }

@@ -169,6 +169,9 @@ fn status() -> NodeStatus {
         logs_to_release: 4,
         name_intents: 5,
         files_to_drop: 6,
+        attr_leases: 120,
+        stats_leased: 900,
+        stats_unleased: 100,
     }
 }
 

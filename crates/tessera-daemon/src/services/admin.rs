@@ -80,6 +80,12 @@ impl Node {
             txns_at_home,
             name_intents: self.names.count() as u64,
             files_to_drop: self.drops.count() as u64,
+            attr_leases: self.attrs.leases_held() as u64,
+            stats_leased: self.attrs.leased.load(std::sync::atomic::Ordering::Relaxed),
+            stats_unleased: self
+                .attrs
+                .unleased
+                .load(std::sync::atomic::Ordering::Relaxed),
             txns_open,
             txns_pending: self.txns.pending().transactions().count() as u64,
             logs_to_release: self.released.lock().expect("released").count() as u64,
