@@ -94,6 +94,11 @@ fn members_see_their_writes_at_once_and_others_only_when_it_commits() {
     let (a, b, reader) = (inst.client(0), inst.client(1), inst.client(1));
     let path = "/tessera/ds";
     write(&reader, path, 1, 0, 8 * STRIPE);
+    // An outsider that cached the size before the transaction began.
+    let watcher = inst.client(0);
+    watcher.stat(path).unwrap();
+    assert_eq!(watcher.stat(path).unwrap().size, 8 * STRIPE);
+    assert_eq!(watcher.stats().attr_hits, 1, "the size was not cached");
     let txn = open_joined(&a, &[&a, &b]);
     // Rank a overwrites the first half; rank b the second half and beyond (the file grows).
     write(&a, path, 2, 0, 4 * STRIPE);
@@ -117,7 +122,11 @@ fn members_see_their_writes_at_once_and_others_only_when_it_commits() {
         assert!(versions(&seen, &[1, 2]).iter().all(|v| *v == Some(2)));
         assert_eq!(member.stat(path).unwrap().size, 12 * STRIPE);
     }
+    assert_eq!(watcher.stat(path).unwrap().size, 8 * STRIPE);
     a.txn_decide(txn, true, Vec::new()).unwrap();
+    // The commit is acknowledged: no cached copy from before it answers.
+    assert_eq!(watcher.stat(path).unwrap().size, 12 * STRIPE);
+    assert_eq!(reader.stat(path).unwrap().size, 12 * STRIPE);
     let new = read_all(&reader, path);
     assert_eq!(new.len() as u64, 12 * STRIPE);
     assert!(
