@@ -155,6 +155,21 @@ impl AttrLeases {
         boot: u64,
         now: Instant,
     ) -> Option<Instant> {
+        let expires = self.grant_key(key, node, boot, now)?;
+        self.link(ino, key);
+        Some(expires)
+    }
+
+    /// Links inode `ino` to `key`: a change of the inode tells the holders of `key`.
+    fn link(&mut self, ino: u64, key: u64) {
+        self.keys_of_ino
+            .entry(ino)
+            .and_modify(|k| k.add(key))
+            .or_insert(Keys::One(key));
+    }
+
+    /// Records a lease on `key` alone; `None` when the table is full.
+    fn grant_key(&mut self, key: u64, node: u32, boot: u64, now: Instant) -> Option<Instant> {
         if self.count >= self.cap {
             self.sweep(now);
             if self.count >= self.cap {
@@ -165,7 +180,7 @@ impl AttrLeases {
         let version = self.version;
         let list = self.by_key.entry(key).or_default();
         // The same holder again with nothing changed since (a listing repeated): the lease
-        // only lasts longer, and the inode's link to the key is there already.
+        // only lasts longer.
         let same = |l: &&mut Lease| l.node == node && l.boot == boot && l.granted == version;
         if let Some(l) = list.iter_mut().find(same) {
             l.expires = expires;
@@ -178,10 +193,26 @@ impl AttrLeases {
             granted: self.version,
         });
         self.count += 1;
-        self.keys_of_ino
-            .entry(ino)
-            .and_modify(|k| k.add(key))
-            .or_insert(Keys::One(key));
+        Some(expires)
+    }
+
+    /// Records one lease of `node` (run `boot`) on a listing of a directory (`dir_key`, the
+    /// [`attr_key`] of its path) covering the inodes `inos` listed in it: a change of any of
+    /// their names (which touches the directory's key too) or inodes reaches the holder.
+    /// One lease per page, not per entry: a listing of thousands of names costs one lease
+    /// and a link per inode. `None` when the table is full.
+    pub fn grant_page(
+        &mut self,
+        dir_key: u64,
+        inos: &[u64],
+        node: u32,
+        boot: u64,
+        now: Instant,
+    ) -> Option<Instant> {
+        let expires = self.grant_key(dir_key, node, boot, now)?;
+        for ino in inos {
+            self.link(*ino, dir_key);
+        }
         Some(expires)
     }
 
@@ -305,6 +336,23 @@ mod tests {
         l.grant(k, 7, 2, 1, t0).unwrap();
         l.dropped(2, 1, &[k], c.version);
         assert_eq!(l.change(&[k], &[], t0).tells.len(), 1);
+    }
+
+    #[test]
+    fn a_page_lease_is_told_by_its_entries_inodes_and_dropped_once() {
+        let t0 = Instant::now();
+        let mut l = AttrLeases::new(LEASE, 100, false, t0);
+        let dir = attr_key("/d");
+        l.grant_page(dir, &[7, 8], 2, 1, t0).unwrap();
+        assert_eq!(l.len(), 1, "one lease for the whole page");
+        let c = l.change(&[], &[8], t0);
+        assert_eq!(c.tells.len(), 1);
+        assert_eq!(c.tells[0].keys, vec![dir]);
+        l.dropped(2, 1, &[dir], c.version);
+        assert!(
+            l.change(&[dir], &[7], t0).tells.is_empty(),
+            "a confirmed page lease is told again"
+        );
     }
 
     #[test]

@@ -213,12 +213,13 @@ impl AttrCache {
         self.leases.lock().expect("attr leases").version()
     }
 
-    /// Grants `node` (run `boot`) leases on the listed entries (position, path, inode) if
-    /// nothing changed since `version`; returns the positions leased.
-    pub fn grant_all(
+    /// Grants `node` (run `boot`) one lease on the listing of `dir` covering the entries
+    /// (position, inode) if nothing changed since `version`; returns the positions leased.
+    pub fn grant_page(
         &self,
         version: u64,
-        entries: &[(u32, String, u64)],
+        dir: &str,
+        entries: &[(u32, u64)],
         node: u32,
         boot: u64,
     ) -> Vec<u32> {
@@ -226,32 +227,28 @@ impl AttrCache {
         if leases.version() != version {
             return Vec::new();
         }
-        let now = Instant::now();
-        entries
-            .iter()
-            .filter(|(_, p, ino)| leases.grant(attr_key(p), *ino, node, boot, now).is_some())
-            .map(|(i, _, _)| *i)
-            .collect()
+        let inos: Vec<u64> = entries.iter().map(|(_, ino)| *ino).collect();
+        match leases.grant_page(attr_key(dir), &inos, node, boot, Instant::now()) {
+            Some(_) => entries.iter().map(|(i, _)| *i).collect(),
+            None => Vec::new(),
+        }
     }
 
-    /// Leases for a listing's entries, for the client: `leased` are the paths the shards
-    /// leased, `forgets` and `asked_ns` as read before asking them. `None` when an
-    /// invalidation came meanwhile (it may concern any of them) or caching is off.
+    /// Leases for a listing's entries, for the client: each entry the shards leased (`leased`)
+    /// is covered by the directory's slot; `forgets` and `asked_ns` as read before asking
+    /// them. `None` when an invalidation came meanwhile (it may concern any of them) or
+    /// caching is off.
     pub fn page_leases(
         &self,
-        paths: impl Iterator<Item = Option<String>>,
+        dir: &str,
+        leased: impl Iterator<Item = bool>,
         forgets: u64,
         asked_ns: u64,
     ) -> Option<tessera_core::dir_page::PageLeases> {
         let board = self.board.as_ref()?;
-        let slots = paths
-            .map(|p| {
-                p.map(|p| {
-                    let slot = board.slot_of(attr_key(&p));
-                    (slot, board.epoch(slot))
-                })
-            })
-            .collect();
+        let slot = board.slot_of(attr_key(dir));
+        let epoch = board.epoch(slot);
+        let slots = leased.map(|l| l.then_some((slot, epoch))).collect();
         let leases = tessera_core::dir_page::PageLeases {
             generation: board.generation(),
             expires_ns: asked_ns + self.lease.as_nanos() as u64,
@@ -278,7 +275,11 @@ impl AttrCache {
 
 /// Adds the entries and inodes `op` changes; returns whether it changes any.
 fn touches(op: &DbOp, keys: &mut Vec<u64>, inos: &mut Vec<u64>) -> bool {
-    let mut name = |parent: &str, n: &str| keys.push(attr_key(&path::join(parent, n)));
+    // A name's change touches its directory's listing too (leased as a whole page).
+    let mut name = |parent: &str, n: &str| {
+        keys.push(attr_key(&path::join(parent, n)));
+        keys.push(attr_key(parent));
+    };
     match op {
         DbOp::PutDentry {
             parent, name: n, ..

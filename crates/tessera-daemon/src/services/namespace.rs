@@ -301,10 +301,8 @@ impl ServeClient<Readdir> for Node {
             self.fill_attrs(&mut all).await;
         }
         let leases = before.and_then(|(forgets, asked_ns)| {
-            let paths = all
-                .iter()
-                .map(|(name, (_, leased))| leased.then(|| path::join(&p, name)));
-            self.attrs.page_leases(paths, forgets, asked_ns)
+            let leased = all.values().map(|(_, leased)| *leased);
+            self.attrs.page_leases(&p, leased, forgets, asked_ns)
         });
         Ok(DirPage {
             entries: all.into_values().map(|(e, _)| e).collect(),

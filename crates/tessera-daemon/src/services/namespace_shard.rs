@@ -253,10 +253,10 @@ impl ServePeer<ListChildren> for Node {
                     && entries.get(&path::join(&d, &e.name)).is_none()
                     && pending.touching_file(e.ino).is_empty()
             });
-            let leasable: Vec<(u32, String, u64)> = leasable
-                .map(|(i, (e, _))| (i as u32, path::join(&d, &e.name), e.ino))
-                .collect();
-            leased = self.attrs.grant_all(version, &leasable, node, boot);
+            let leasable: Vec<(u32, u64)> = leasable.map(|(i, (e, _))| (i as u32, e.ino)).collect();
+            if !leasable.is_empty() {
+                leased = self.attrs.grant_page(version, &d, &leasable, node, boot);
+            }
         }
         Ok(Listed {
             page: ShardPage {
