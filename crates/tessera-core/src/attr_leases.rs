@@ -72,6 +72,13 @@ pub fn attr_key(path: &str) -> u64 {
     crate::placement::mix64(h ^ 0x6174_7472_6b65_7973)
 }
 
+/// The key a directory's listing is leased and invalidated under: apart from the directory's
+/// own entry ([`attr_key`]), so that a name changing inside a directory does not drop the
+/// copies of the directory's own attributes (nor a node's check of it as a parent).
+pub fn listing_key(dir: &str) -> u64 {
+    crate::placement::mix64(attr_key(dir) ^ 0x6c69_7374_696e_6773)
+}
+
 /// One holder's lease on one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Lease {
@@ -197,8 +204,9 @@ impl AttrLeases {
     }
 
     /// Records one lease of `node` (run `boot`) on a listing of a directory (`dir_key`, the
-    /// [`attr_key`] of its path) covering the inodes `inos` listed in it: a change of any of
-    /// their names (which touches the directory's key too) or inodes reaches the holder.
+    /// [`listing_key`] of its path) covering the inodes `inos` listed in it: a change of any of
+    /// their names (which touches the directory's listing key too) or inodes reaches the
+    /// holder.
     /// One lease per page, not per entry: a listing of thousands of names costs one lease
     /// and a link per inode. `None` when the table is full.
     pub fn grant_page(
@@ -342,7 +350,8 @@ mod tests {
     fn a_page_lease_is_told_by_its_entries_inodes_and_dropped_once() {
         let t0 = Instant::now();
         let mut l = AttrLeases::new(LEASE, 100, false, t0);
-        let dir = attr_key("/d");
+        let dir = listing_key("/d");
+        assert_ne!(dir, attr_key("/d"));
         l.grant_page(dir, &[7, 8], 2, 1, t0).unwrap();
         assert_eq!(l.len(), 1, "one lease for the whole page");
         let c = l.change(&[], &[8], t0);

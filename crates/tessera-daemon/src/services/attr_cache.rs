@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tessera_core::attr_leases::{AttrLeases, Tell, attr_key};
+use tessera_core::attr_leases::{AttrLeases, Tell, attr_key, listing_key};
 use tessera_core::placement::path_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
@@ -228,7 +228,7 @@ impl AttrCache {
             return Vec::new();
         }
         let inos: Vec<u64> = entries.iter().map(|(_, ino)| *ino).collect();
-        match leases.grant_page(attr_key(dir), &inos, node, boot, Instant::now()) {
+        match leases.grant_page(listing_key(dir), &inos, node, boot, Instant::now()) {
             Some(_) => entries.iter().map(|(i, _)| *i).collect(),
             None => Vec::new(),
         }
@@ -246,7 +246,7 @@ impl AttrCache {
         asked_ns: u64,
     ) -> Option<tessera_core::dir_page::PageLeases> {
         let board = self.board.as_ref()?;
-        let slot = board.slot_of(attr_key(dir));
+        let slot = board.slot_of(listing_key(dir));
         let epoch = board.epoch(slot);
         let slots = leased.map(|l| l.then_some((slot, epoch))).collect();
         let leases = tessera_core::dir_page::PageLeases {
@@ -275,10 +275,11 @@ impl AttrCache {
 
 /// Adds the entries and inodes `op` changes; returns whether it changes any.
 fn touches(op: &DbOp, keys: &mut Vec<u64>, inos: &mut Vec<u64>) -> bool {
-    // A name's change touches its directory's listing too (leased as a whole page).
+    // A name's change touches its directory's listing too (leased as a whole page), not the
+    // directory's own entry.
     let mut name = |parent: &str, n: &str| {
         keys.push(attr_key(&path::join(parent, n)));
-        keys.push(attr_key(parent));
+        keys.push(listing_key(parent));
     };
     match op {
         DbOp::PutDentry {
