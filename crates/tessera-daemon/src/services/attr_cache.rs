@@ -113,6 +113,11 @@ impl AttrCache {
         })
     }
 
+    /// Whether leases are granted and kept (`attr_lease_ms` is not 0).
+    pub fn caching(&self) -> bool {
+        !self.lease.is_zero()
+    }
+
     /// Where clients open the board.
     pub fn board_at(&self) -> Option<BoardAt> {
         use std::os::fd::AsRawFd;
@@ -130,18 +135,20 @@ impl AttrCache {
     }
 
     fn see(&self, ops: &[DbOp]) -> Option<oneshot::Receiver<()>> {
-        let mut keys = Vec::new();
-        let mut inos = Vec::new();
-        let mut any = false;
-        for op in ops {
-            any |= touches(op, &mut keys, &mut inos);
-        }
-        if !any {
+        let touched: Vec<Touched> = ops.iter().filter_map(touched).collect();
+        if touched.is_empty() {
             return None;
         }
         let now = Instant::now();
         let mut leases = self.leases.lock().expect("attr leases");
         let quiet = leases.quiet_for(now);
+        // Nobody holds a lease (the common case while files are made and removed): the
+        // version moves, and no path is hashed.
+        let (keys, inos) = if leases.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            keys_of(&touched)
+        };
         let change = leases.change(&keys, &inos, now);
         let mut remote = Vec::new();
         for t in change.tells {
@@ -273,34 +280,43 @@ impl AttrCache {
     }
 }
 
-/// Adds the entries and inodes `op` changes; returns whether it changes any.
-fn touches(op: &DbOp, keys: &mut Vec<u64>, inos: &mut Vec<u64>) -> bool {
-    // A name's change touches its directory's listing too (leased as a whole page), not the
-    // directory's own entry.
-    let mut name = |parent: &str, n: &str| {
-        keys.push(attr_key(&path::join(parent, n)));
-        keys.push(listing_key(parent));
-    };
-    match op {
-        DbOp::PutDentry {
-            parent, name: n, ..
+/// What a state operation changes that a cached attribute may show.
+enum Touched<'a> {
+    /// A name in a directory (and so the directory's listing).
+    Name(&'a str, &'a str),
+    Inode(u64),
+}
+
+/// The keys and inodes of the leases `touched` concerns. A name's change touches its
+/// directory's listing too (leased as a whole page), not the directory's own entry.
+fn keys_of(touched: &[Touched]) -> (Vec<u64>, Vec<u64>) {
+    let (mut keys, mut inos) = (Vec::new(), Vec::new());
+    for t in touched {
+        match t {
+            Touched::Name(parent, name) => {
+                keys.push(attr_key(&path::join(parent, name)));
+                keys.push(listing_key(parent));
+            }
+            Touched::Inode(ino) => inos.push(*ino),
         }
-        | DbOp::DelDentry { parent, name: n }
-        | DbOp::PutPendingDentry {
-            parent, name: n, ..
-        }
-        | DbOp::DelPendingDentry {
-            parent, name: n, ..
-        }
-        | DbOp::PutPendingMoves {
-            parent, name: n, ..
-        } => name(parent, n),
-        DbOp::PutInode(a) => inos.push(a.ino),
+    }
+    (keys, inos)
+}
+
+/// What `op` changes that a stat or a listing returns, if anything.
+fn touched(op: &DbOp) -> Option<Touched<'_>> {
+    Some(match op {
+        DbOp::PutDentry { parent, name, .. }
+        | DbOp::DelDentry { parent, name }
+        | DbOp::PutPendingDentry { parent, name, .. }
+        | DbOp::DelPendingDentry { parent, name, .. }
+        | DbOp::PutPendingMoves { parent, name, .. } => Touched::Name(parent, name),
+        DbOp::PutInode(a) => Touched::Inode(a.ino),
         DbOp::DelInode(ino)
         | DbOp::PutLinks { ino, .. }
         | DbOp::PutPendingSize { ino, .. }
         | DbOp::PutPendingCut { ino, .. }
-        | DbOp::PutPendingRun { ino, .. } => inos.push(*ino),
+        | DbOp::PutPendingRun { ino, .. } => Touched::Inode(*ino),
         // Ownership, logs, clients, transactions' records, the catalogue, extended
         // attributes and the bookkeeping of name operations and releases change no
         // attribute a stat returns.
@@ -327,9 +343,8 @@ fn touches(op: &DbOp, keys: &mut Vec<u64>, inos: &mut Vec<u64>) -> bool {
         | DbOp::PutNameStep { .. }
         | DbOp::DelNameStep(_)
         | DbOp::PutFilesToDrop(_)
-        | DbOp::DelFilesToDrop(_) => return false,
-    }
-    true
+        | DbOp::DelFilesToDrop(_) => return None,
+    })
 }
 
 impl Node {
@@ -379,10 +394,8 @@ impl Node {
     /// children are counted, and each create's entry shard refuses a sealed parent
     /// (`state::seals`); a removal or rename of the directory drops the check here before
     /// it is acknowledged, like any leased copy.
+    /// `None`: no such entry.
     pub(crate) async fn leased_dir(&self, dir: &str) -> FsResult<Option<(u64, FileKind)>> {
-        if self.attrs.lease.is_zero() {
-            return Ok(None);
-        }
         if let Some(ino) = self.attrs.known_dir(dir) {
             return Ok(Some((ino, FileKind::Dir)));
         }
@@ -395,7 +408,7 @@ impl Node {
         };
         let got = self.call(path_shard(dir, self.cfg.nodes), ask).await?;
         let Some((d, _)) = got.found else {
-            return Err(self.enoent(dir));
+            return Ok(None);
         };
         if got.leased && d.kind == FileKind::Dir {
             self.attrs.note_dir(dir, d.ino, forgets, asked);

@@ -598,33 +598,18 @@ impl Node {
     /// Fails unless `dir` exists and is a directory.
     /// The inode of directory `dir`, or why there is none.
     pub(crate) async fn require_dir(&self, dir: &str, txn: Option<u64>) -> FsResult<u64> {
-        if txn.is_none() && dir != "/" {
-            match self.leased_dir(dir).await {
-                Ok(Some((ino, FileKind::Dir))) => return Ok(ino),
-                Ok(Some(_)) => {
-                    return Err(FsError::new(
-                        Errno::NotDir,
-                        format!("{} is not a directory", self.user_path(dir)),
-                    ));
-                }
-                Err(e) if e.errno == Errno::NoEnt => {
-                    return Err(FsError::new(
-                        Errno::NoEnt,
-                        format!(
-                            "directory {} does not exist; create it first (mkdir)",
-                            self.user_path(dir)
-                        ),
-                    ));
-                }
-                Err(e) => return Err(e),
-                Ok(None) => {}
-            }
-        }
-        let view = TxnView {
-            viewer: txn,
-            committed: Vec::new(),
+        // Outside transactions, from this node's leased check (one request per directory and
+        // lease, not per create); inside one, as the transaction's view sees it.
+        let found = if txn.is_none() && dir != "/" && self.attrs.caching() {
+            self.leased_dir(dir).await?
+        } else {
+            let view = TxnView {
+                viewer: txn,
+                committed: Vec::new(),
+            };
+            self.lookup(&view, dir).await?.map(|(d, _)| (d.ino, d.kind))
         };
-        match self.lookup(&view, dir).await? {
+        match found {
             None => Err(FsError::new(
                 Errno::NoEnt,
                 format!(
@@ -632,11 +617,11 @@ impl Node {
                     self.user_path(dir)
                 ),
             )),
-            Some((d, _)) if d.kind != FileKind::Dir => Err(FsError::new(
+            Some((_, kind)) if kind != FileKind::Dir => Err(FsError::new(
                 Errno::NotDir,
                 format!("{} is not a directory", self.user_path(dir)),
             )),
-            Some((d, _)) => Ok(d.ino),
+            Some((ino, _)) => Ok(ino),
         }
     }
 
