@@ -54,6 +54,7 @@ fn malformed_client_frames_are_refused() {
         version: tessera_proto::PROTOCOL_VERSION,
         pid: 1,
         resume: None,
+        ring: false,
     });
     frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
     assert!(matches!(read_answer::<Bound>(&mut s), Some(Ok(_))));
@@ -179,6 +180,7 @@ fn hostile_requests_get_errors_not_crashes() {
         version: tessera_proto::PROTOCOL_VERSION,
         pid: 1,
         resume: None,
+        ring: false,
     });
     frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
     assert!(matches!(read_answer::<Bound>(&mut s), Some(Ok(_))));

@@ -10,7 +10,7 @@
 //! the daemon's `services::attr_cache`.
 
 use std::collections::HashMap;
-use tessera_proto::{Attr, AttrLease, BoardAt};
+use tessera_proto::{Attr, AttrLease, RegionAt};
 use tessera_shm::Board;
 
 /// Entries kept at most; past it the cache starts over (a copy is worth one request).
@@ -32,7 +32,7 @@ impl AttrCache {
 
     /// The cache of a new connection: its daemon's board, opened read-only. A board that
     /// cannot be opened (another PID namespace, say) leaves the cache off.
-    pub fn open(at: Option<BoardAt>) -> AttrCache {
+    pub fn open(at: Option<RegionAt>) -> AttrCache {
         let board = at.and_then(|at| {
             let path = format!("/proc/{}/fd/{}", at.pid, at.fd);
             Board::open(std::path::Path::new(&path)).ok()

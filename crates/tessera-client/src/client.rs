@@ -2,7 +2,7 @@
 //! node, and the per-file state shared by all of its open handles.
 
 use crate::attr_cache::AttrCache;
-use crate::conn::{Conn, is_disconnect};
+use crate::conn::{Conn, Way, is_disconnect};
 use crate::file::{File, OpenOptions};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,8 +13,8 @@ use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet, path};
 use tessera_logstore::{LogView, LogWriter};
 use tessera_proto::{
     Attr, AttrChange, ClientCall, DirEntry, Flush, InstanceConfig, InstanceLayout, Link, Mkdir,
-    NodeStatus, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr, Shutdown,
-    Stat, StatLeased, Status, Symlink, Truncate, TxnDecide, TxnEnroll, TxnJoin, TxnOpen,
+    NodeStatus, Nop, ReadLink, Readdir, Release, Rename, Request, Reserve, Rmdir, SetAttr,
+    Shutdown, Stat, StatLeased, Status, Symlink, Truncate, TxnDecide, TxnEnroll, TxnJoin, TxnOpen,
     TxnReserve, Unlink, Writing,
 };
 
@@ -36,6 +36,15 @@ fn writers_kept() -> usize {
 /// Whether this process works through its daemon alone: its descriptor limit is below
 /// [`crate::log_sink::THROUGH_DAEMON_BELOW`]. Said once per process on stderr, with the way
 /// out.
+/// The way a request takes to the daemon: a blocking lock on the socket, where the daemon
+/// notices the process going away while it waits; the rest through the ring when they fit.
+fn way_of(req: &Request) -> Way {
+    match req {
+        Request::Lock(l) if l.wait => Way::Socket,
+        _ => Way::Any,
+    }
+}
+
 fn through_daemon() -> bool {
     let limit = tessera_logstore::library_fds::descriptor_limit();
     let through = limit < crate::log_sink::THROUGH_DAEMON_BELOW;
@@ -329,6 +338,22 @@ impl Client {
             path,
             OpenOptions::new().write(true).create(true).truncate(true),
         )
+    }
+
+    /// A request the daemon answers at once, to measure the way there and back: the
+    /// library's own way (the ring when the daemon offers one), or the socket alone.
+    pub fn nop(&self, socket_only: bool) -> FsResult<()> {
+        let way = if socket_only { Way::Socket } else { Way::Any };
+        self.lock().call_by::<Nop>(Request::Nop(Nop), way)
+    }
+
+    /// Whether small requests of this process go through a ring.
+    pub fn has_ring(&self) -> bool {
+        let mut g = self.lock();
+        if g.conn.is_none() {
+            let _ = g.reconnect();
+        }
+        g.conn.as_ref().is_some_and(|c| c.has_ring())
     }
 
     pub fn stat(&self, path: &str) -> FsResult<Attr> {
@@ -821,6 +846,12 @@ impl Inner {
     /// reconnects under the same client id (within `TESSERA_RECONNECT_SECS`) and resends.
     pub fn call<R: ClientCall>(&mut self, req: R) -> FsResult<R::Reply> {
         let req: Request = req.into();
+        let way = way_of(&req);
+        self.call_by::<R>(req, way)
+    }
+
+    /// [`Inner::call`], the request taking `way` (the socket, or the ring when it fits).
+    fn call_by<R: ClientCall>(&mut self, req: Request, way: Way) -> FsResult<R::Reply> {
         if self.leave_untold && !matches!(req, Request::TxnJoin(_)) {
             // The daemon must know this process left before it handles anything else.
             self.leave_untold = false;
@@ -837,7 +868,11 @@ impl Inner {
             self.reconnect()?;
         }
         let body = tessera_proto::frame::encode(&req);
-        let first = self.conn.as_mut().expect("connected above").exchange(&body);
+        let first = self
+            .conn
+            .as_mut()
+            .expect("connected above")
+            .exchange(&body, way);
         match first {
             Err(e) if is_disconnect(&e) => {
                 self.conn = None;
@@ -851,7 +886,10 @@ impl Inner {
                         ),
                     ));
                 }
-                self.conn.as_mut().expect("reconnected").exchange(&body)?;
+                self.conn
+                    .as_mut()
+                    .expect("reconnected")
+                    .exchange(&body, way)?;
             }
             Err(e) => return Err(e),
             Ok(()) => {}

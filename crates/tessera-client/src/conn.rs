@@ -1,13 +1,30 @@
 //! The connection from a process to its node's daemon: a blocking Unix socket carrying one
-//! request and one response at a time.
+//! request and one response at a time, and beside it, when the daemon offers one, a request
+//! ring in shared memory (tessera-shm's `Ring`) that carries the small ones without a system
+//! call while the daemon watches it.
+//!
+//! A request goes through the ring when it fits and is not a blocking lock (a lock may wait
+//! for long, and the daemon notices a process gone only while it reads the socket). The
+//! client watches for the answer for at most 50 µs, then sleeps on the ring's futex in naps,
+//! looking at the socket between naps: a daemon that died hung up, and an answer too large
+//! for the ring (or a refusal) comes as a frame there.
 
 use std::io::ErrorKind;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_logstore::library_fds::Held;
 use tessera_proto::frame;
-use tessera_proto::{Bound, ClientCall, Hello, PROTOCOL_VERSION, decode_answer};
+use tessera_proto::{Bound, ClientCall, Hello, PROTOCOL_VERSION, RegionAt, decode_answer};
+use tessera_shm::{Place, Ring};
+
+/// How long a client sleeps on the ring's futex before it looks at the socket again.
+const NAP: Duration = Duration::from_millis(50);
+
+/// Kinds of request told apart when deciding whether to watch for an answer (a request's
+/// kind is its tag, the first byte of its encoding; later tags share the last slot).
+const KINDS: usize = 64;
 
 pub struct Conn {
     stream: Held<UnixStream>,
@@ -17,6 +34,41 @@ pub struct Conn {
     buf: Vec<u8>,
     /// Where the data trailer of the last answer starts in `buf`.
     data_at: usize,
+    /// The connection's request ring, if the daemon offered one and it could be mapped.
+    ring: Option<Ring>,
+    /// Per kind of request, how long its last answer through the ring took (µs): the client
+    /// watches for an answer only when the last one of its kind came within the watch, so a
+    /// request answered late (by a remote shard on a busy node) sleeps at once instead of
+    /// taking a core for nothing.
+    answered_in_us: [u32; KINDS],
+}
+
+/// Which way a request may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The ring when it fits, else the socket.
+    Any,
+    /// The socket alone (a request that may wait for long, or a measurement of the socket).
+    Socket,
+}
+
+fn lost(e: std::io::Error) -> FsError {
+    FsError::new(
+        Errno::HostDown,
+        format!("lost the connection to the daemon: {e}"),
+    )
+}
+
+/// Whether this process asks for a ring: unless `TESSERA_RING=0`.
+fn wants_ring() -> bool {
+    std::env::var_os("TESSERA_RING").is_none_or(|v| v != "0")
+}
+
+/// Maps the ring the daemon made; without it (another PID namespace, say) every request
+/// takes the socket.
+fn open_ring(at: RegionAt) -> Option<Ring> {
+    let path = format!("/proc/{}/fd/{}", at.pid, at.fd);
+    Ring::open(std::path::Path::new(&path)).ok()
 }
 
 /// Whether an error means the daemon went away (worth a reconnect), not a refused request.
@@ -85,31 +137,46 @@ impl Conn {
             max_frame,
             buf: Vec::new(),
             data_at: 0,
+            ring: None,
+            answered_in_us: [0; KINDS],
         };
         let hello = Hello {
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             resume,
+            ring: wants_ring(),
         };
         let bound = conn.call(hello)?;
+        conn.ring = bound.ring.and_then(open_ring);
         Ok((conn, bound))
+    }
+
+    /// Whether small requests go through a ring.
+    pub fn has_ring(&self) -> bool {
+        self.ring.is_some()
     }
 
     /// Sends a request and waits for its reply. The data that follows a `Data` reply is then
     /// available from [`Conn::data`].
     pub fn call<R: ClientCall>(&mut self, req: R) -> FsResult<R::Reply> {
-        self.exchange(&frame::encode(&req.into()))?;
+        self.exchange(&frame::encode(&req.into()), Way::Any)?;
         self.reply::<R>()
     }
 
-    /// Sends an encoded request and reads the frame of its answer.
-    pub fn exchange(&mut self, body: &[u8]) -> FsResult<()> {
-        let lost = |e: std::io::Error| {
-            FsError::new(
-                Errno::HostDown,
-                format!("lost the connection to the daemon: {e}"),
-            )
-        };
+    /// Sends an encoded request (through the ring when `way` allows and it fits) and reads
+    /// the frame of its answer.
+    pub fn exchange(&mut self, body: &[u8], way: Way) -> FsResult<()> {
+        if way == Way::Any
+            && let Some(ring) = &self.ring
+            && let Some(posted) = ring.post(body)
+        {
+            let kind = body.first().map_or(0, |&t| usize::from(t).min(KINDS - 1));
+            let start = std::time::Instant::now();
+            let answered = self.exchange_in_ring(posted, kind);
+            let took = start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            self.answered_in_us[kind] = took;
+            return answered;
+        }
         // A daemon that refuses us (wrong uid, bad hello) answers and hangs up, possibly before
         // our write lands: read its answer even if the write failed.
         let stream = self.stream.get();
@@ -118,6 +185,49 @@ impl Conn {
             return Err(lost(wrote.err().unwrap_or(e)));
         }
         Ok(())
+    }
+
+    /// Waits for the answer to a request placed in the ring.
+    fn exchange_in_ring(&mut self, posted: tessera_shm::Posted, kind: usize) -> FsResult<()> {
+        let ring = self.ring.as_ref().expect("posted in the ring");
+        let stream = self.stream.get();
+        if posted.wake {
+            // An empty frame: the daemon sleeps on the socket, and this rings it.
+            frame::write_frame(&mut &*stream, &[]).map_err(lost)?;
+        }
+        let mut spin = if u128::from(self.answered_in_us[kind]) <= tessera_shm::SPIN.as_micros() {
+            tessera_shm::SPIN
+        } else {
+            Duration::ZERO
+        };
+        loop {
+            match ring.wait(posted.seq, spin, NAP) {
+                Some(Place::Ring) => {
+                    return ring
+                        .take_answer(&mut self.buf)
+                        .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")));
+                }
+                Some(Place::Socket) => break,
+                None => {
+                    spin = Duration::ZERO;
+                    // Nothing yet: a daemon that died hung up; a refusal waits as a frame.
+                    let mut peek = [0u8; 1];
+                    match rustix::net::recv(
+                        &*stream,
+                        &mut peek,
+                        rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+                    ) {
+                        Ok((0, _)) => {
+                            return Err(lost(std::io::ErrorKind::UnexpectedEof.into()));
+                        }
+                        Ok(_) => break,
+                        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {}
+                        Err(e) => return Err(lost(e.into())),
+                    }
+                }
+            }
+        }
+        frame::read_frame_into(&mut &*stream, self.max_frame, &mut self.buf).map_err(lost)
     }
 
     /// Decodes the last answer as the reply of `R`; an error answer becomes `Err`.

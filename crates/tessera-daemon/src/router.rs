@@ -64,6 +64,7 @@ impl Node {
             Request::TxnEnroll(r) => self.client_answer(client, r).await,
             Request::TxnReserve(r) => self.client_answer(client, r).await,
             Request::StatLeased(r) => self.client_answer(client, r).await,
+            Request::Nop(_) => Encoded::answer::<()>(Ok(())),
         }
     }
 

@@ -256,12 +256,14 @@ fn client_samples(s: &mut Samples) {
             version: PROTOCOL_VERSION,
             pid: 4242,
             resume: Some(3),
+            ring: true,
         },
         Bound {
             client: 11,
             node: 2,
             nodes: 3,
-            board: Some(BoardAt { pid: 4243, fd: 9 }),
+            board: Some(RegionAt { pid: 4243, fd: 9 }),
+            ring: Some(RegionAt { pid: 4243, fd: 10 }),
         },
     );
     s.client(
@@ -617,6 +619,7 @@ fn client_samples(s: &mut Samples) {
             }),
         },
     );
+    s.client(Nop, ());
 }
 
 fn peer_samples(s: &mut Samples) {

@@ -710,6 +710,7 @@ impl RawClient {
             version: tessera_proto::PROTOCOL_VERSION,
             pid: std::process::id(),
             resume,
+            ring: false,
         };
         let mut raw = RawClient { stream, client: 0 };
         match raw.call(hello)? {

@@ -33,7 +33,7 @@ use tessera_core::attr_leases::{AttrLeases, Tell, attr_key, listing_key};
 use tessera_core::placement::path_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{
-    AttrLease, BoardAt, DentryGet, FileKind, ForgetAttrs, LeaseAttr, Leased, LeasedFound,
+    AttrLease, DentryGet, FileKind, ForgetAttrs, LeaseAttr, Leased, LeasedFound, RegionAt,
     StatLeased, TxnView,
 };
 use tessera_shm::Board;
@@ -119,10 +119,10 @@ impl AttrCache {
     }
 
     /// Where clients open the board.
-    pub fn board_at(&self) -> Option<BoardAt> {
+    pub fn board_at(&self) -> Option<RegionAt> {
         use std::os::fd::AsRawFd;
         let fd = self.board.as_ref()?.fd()?;
-        Some(BoardAt {
+        Some(RegionAt {
             pid: std::process::id(),
             fd: fd.as_raw_fd(),
         })

@@ -7,16 +7,18 @@
 
 use crate::Node;
 use crate::rpc::Encoded;
+use crate::transport::client_ring::{Event, RingWatch, next_event, serve_ring};
 use crate::transport::peer::too_large;
 use crate::transport::peer::{codec, write_frame_parts};
 use futures::{SinkExt, StreamExt};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
-use tessera_proto::{Bound, Hello, PROTOCOL_VERSION, Request};
+use tessera_proto::{Bound, Hello, PROTOCOL_VERSION, RegionAt, Request};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::Framed;
 
@@ -118,12 +120,13 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
         framed.send(refusal(&e)).await.map_err(io)?;
         return Err(e);
     }
-    let client = match framed.next().await {
+    let (client, wants_ring) = match framed.next().await {
         Some(Ok(f)) => match frame::decode::<Request>(&f) {
             Ok(Request::Hello(Hello {
                 version,
                 resume,
                 pid,
+                ring,
             })) if version == PROTOCOL_VERSION => {
                 let id = match resume {
                     Some(id) if node.issued_client_id(id) => id,
@@ -148,7 +151,7 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
                         .durable()
                         .await?;
                 }
-                id
+                (id, ring)
             }
             Ok(Request::Hello(Hello { version, .. })) => {
                 let e = FsError::new(
@@ -171,17 +174,40 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
         },
         _ => return Ok(()),
     };
+    // A ring only for a client that asked for one, and only while the instance allows it.
+    let mut ring = match wants_ring {
+        true if node.cfg.client_ring => match tessera_shm::Ring::create() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!("no request ring for client {client}: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
     let bound = Bound {
         client,
         node: node.id,
         nodes: node.cfg.nodes,
         board: node.attrs.board_at(),
+        ring: ring.as_ref().and_then(ring_at),
     };
     framed
         .send(bytes::Bytes::from(Encoded::answer(Ok(bound)).msg))
         .await
         .map_err(io)?;
-    while let Some(f) = framed.next().await {
+    let mut watch = RingWatch::default();
+    let mut request = Vec::new();
+    loop {
+        let f = match next_event(&mut framed, ring.as_ref(), &mut watch).await {
+            Event::Closed => return Ok(()),
+            Event::Ring => {
+                let ring = ring.as_mut().expect("a ring event comes from a ring");
+                serve_ring(node, client, ring, &mut watch, &mut request, &mut framed).await?;
+                continue;
+            }
+            Event::Frame(f) => f,
+        };
         let f = match f {
             Ok(f) => f,
             Err(e) => {
@@ -194,6 +220,11 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
                 return Err(err);
             }
         };
+        if f.is_empty() && ring.is_some() {
+            // The client rang: a request waits in the ring (the next look finds it).
+            watch.rung();
+            continue;
+        }
         let mut answer = match frame::decode::<Request>(&f) {
             Ok(Request::Lock(lock)) if lock.wait => {
                 // A blocking lock may wait for long: if the process goes away meanwhile (the
@@ -218,7 +249,14 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
             .await
             .map_err(io)?;
     }
-    Ok(())
+}
+
+/// Where a client opens its ring.
+fn ring_at(ring: &tessera_shm::Ring) -> Option<RegionAt> {
+    Some(RegionAt {
+        pid: std::process::id(),
+        fd: ring.fd()?.as_raw_fd(),
+    })
 }
 
 /// The frame telling a client why it is refused (the connection ends after it).

@@ -1,11 +1,13 @@
 //! How requests reach a daemon and leave it.
 //!
 //! * [`client`]: the Unix socket of the node's clients (hello, then one request at a time);
+//! * [`client_ring`]: the shared-memory request ring beside a client's socket;
 //! * [`frame_codec`]: length-delimited frames that report a stream cut inside one;
 //! * [`peer`]: authenticated TCP between daemons, pooled connections, liveness;
 //! * [`listen`]: the address the peers reach this daemon at.
 
 pub mod client;
+pub mod client_ring;
 pub mod frame_codec;
 pub mod listen;
 pub mod peer;

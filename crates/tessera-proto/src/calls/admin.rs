@@ -9,6 +9,8 @@ pub struct Hello {
     pub version: u32,
     pub pid: u32,
     pub resume: Option<u64>,
+    /// Whether the client wants a request ring (shared memory) beside the socket.
+    pub ring: bool,
 }
 
 /// Answer to [`Hello`]: the client id bound to the connection, and where the daemon sits.
@@ -18,16 +20,23 @@ pub struct Bound {
     pub node: u32,
     pub nodes: u32,
     /// The daemon's invalidation board, for caching attributes; `None` without one.
-    pub board: Option<BoardAt>,
+    pub board: Option<RegionAt>,
+    /// The connection's request ring, mapped read-write by the client; `None` if it asked
+    /// for none or the daemon makes none (`client_ring = false`).
+    pub ring: Option<RegionAt>,
 }
 
-/// Where a client opens its daemon's invalidation board: `/proc/<pid>/fd/<fd>`, read-only
-/// (see the tessera-shm crate).
+/// Where a client opens one of its daemon's shared regions (see the tessera-shm crate):
+/// `/proc/<pid>/fd/<fd>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BoardAt {
+pub struct RegionAt {
     pub pid: u32,
     pub fd: i32,
 }
+
+/// Nothing: answered at once, to measure the way from a client to its daemon and back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Nop;
 
 /// Is the peer there? Answered with its node number.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -177,6 +177,7 @@ protocol! {
         ReadPfs = "read_pfs" -> Vec<u64>,
         /// A stat whose answer the client may keep while its lease holds.
         StatLeased = "stat_leased" -> Leased,
+        Nop = "nop" -> (),
     }
 }
 
@@ -304,7 +305,7 @@ impl Request {
             // record (harmless, but not the same log).
             Request::LogAppend(_) | Request::LogMarkIt(_) => false,
             Request::LogSync(_) | Request::LogReadAt(_) | Request::ReadPfs(_) => true,
-            Request::StatLeased(_) => true,
+            Request::StatLeased(_) | Request::Nop(_) => true,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
