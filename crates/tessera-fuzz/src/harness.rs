@@ -55,6 +55,12 @@ pub const TARGETS: &[Target] = &[
         max_len: 2048,
     },
     Target {
+        name: "ring",
+        run: targets::ring::run,
+        describe: targets::ring::describe,
+        max_len: 2048,
+    },
+    Target {
         name: "log_view",
         run: targets::log_view::run,
         describe: targets::log_view::describe,

@@ -1,6 +1,6 @@
 //! Fuzzing on stable Rust for the code that reads bytes Tessera did not write itself: frames
-//! and messages from sockets, the peer authenticator, the state log, index records and the
-//! log view over damaged files.
+//! and messages from sockets, the request ring a client shares with its daemon, the peer
+//! authenticator, the state log, index records and the log view over damaged files.
 //!
 //! Each target is a function of a byte string that panics when a property is broken. It
 //! turns the bytes into structured input with `arbitrary` (as cargo-fuzz targets do), builds

@@ -31,6 +31,11 @@ fn index_records() {
 }
 
 #[test]
+fn ring() {
+    fuzz("ring");
+}
+
+#[test]
 fn log_view() {
     fuzz("log_view");
 }
@@ -40,6 +45,13 @@ fn every_target_is_tested_here() {
     let names: Vec<&str> = tessera_fuzz::TARGETS.iter().map(|t| t.name).collect();
     assert_eq!(
         names,
-        ["frame", "peer_auth", "wal", "index_records", "log_view"]
+        [
+            "frame",
+            "peer_auth",
+            "wal",
+            "index_records",
+            "ring",
+            "log_view"
+        ]
     );
 }

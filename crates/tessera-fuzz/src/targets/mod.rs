@@ -6,4 +6,5 @@ pub mod frame;
 pub mod index_records;
 pub mod log_view;
 pub mod peer_auth;
+pub mod ring;
 pub mod wal;
