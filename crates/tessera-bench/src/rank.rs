@@ -112,6 +112,16 @@ impl Ctx {
         table.nodes.iter().map(|n| process_cpu_secs(n.pid)).sum()
     }
 
+    /// Like [`Ctx::daemon_cpu_secs`], to the nanosecond: the time on CPU of the daemons'
+    /// live threads (`/proc/<pid>/task/*/schedstat`), for phases too short for clock ticks.
+    /// Threads that ended are not counted.
+    pub fn daemon_cpu_secs_fine(&self) -> f64 {
+        let Ok(table) = self.layout.load_hosts() else {
+            return 0.0;
+        };
+        table.nodes.iter().map(|n| threads_cpu_secs(n.pid)).sum()
+    }
+
     /// Gives every write phase the same start: dirty pages written back (so a phase does not
     /// pay for an earlier one's writeback) and, when running as root, clean page cache dropped
     /// (on the machine these numbers come from, writes into the page cache ran at 1 or at 5
@@ -217,6 +227,20 @@ fn process_cpu_secs(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// Seconds on CPU of the live threads of process `pid` (the first field of each thread's
+/// schedstat, in nanoseconds); 0 if it is gone.
+fn threads_cpu_secs(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 * 1e-9
 }
 
 /// MiB/s of `bytes` moved in `secs`.

@@ -161,6 +161,14 @@ fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
         "query_rtt_p50_us",
         0.5,
     );
+    // daemon_rtt <= 0.5 x the same request on the socket  <=>  socket / ring >= 2
+    ratio_target(
+        ops,
+        "ops: daemon_rtt_p50 <= 0.5 x daemon_socket_rtt_p50 (shown: socket / ring, >= 2)",
+        "daemon_socket_rtt_p50_us",
+        "daemon_rtt_p50_us",
+        2.0,
+    );
     // Metadata beside the local file system of the same device, per shape.
     for (shape, phase, at_least) in [
         ("easy", "create", 1.0),

@@ -146,6 +146,10 @@ fn every_workload_runs_verifies_and_reports() {
         &v,
         &[
             "ping_rtt_p50_us",
+            "daemon_rtt_p50_us",
+            "daemon_socket_rtt_p50_us",
+            "ring_daemon_cpu_us",
+            "idle_daemon_cpu_ms_per_s",
             "attach_rtt_p50_us",
             "query_rtt_p50_us",
             "query_p99_us",

@@ -8,6 +8,12 @@
 //! of 8 MiB frames over a Unix stream and over loopback TCP between two processes
 //! (`unix_bulk_mibs`, `tcp_bulk_mibs`). A remote read moves each byte through one TCP hop, one
 //! Unix hop, two MAC passes and about two copies.
+//! `daemon_rtt` is a request that does nothing, sent by the client library to its own daemon
+//! and back on the library's real path (the request ring when the daemon offers one);
+//! `daemon_socket_rtt` is the same request kept on the Unix socket, in alternating blocks of
+//! the same run. `<way>_daemon_cpu_us` is the daemons' CPU per such request (the ring's
+//! includes the daemon's watching), and `idle_daemon_cpu_ms_per_s` what the daemons use while
+//! nobody asks anything, for a second after the last request.
 //! `attach_rtt` and `query_rtt` are measured from rank 0 alone, so they show latency, not
 //! queueing; `query_ops_per_s` has every rank query at once.
 
@@ -109,6 +115,53 @@ fn rate(bytes: usize, mut f: impl FnMut()) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Round trips of a request that does nothing, through the library's way and through the
+/// socket alone, in alternating blocks; the daemons' CPU per request of each; the daemons'
+/// CPU while idle.
+fn daemon_round_trips(cx: &Ctx, samples: u64, m: &mut Metrics) {
+    const BLOCK: u64 = 100;
+    let (mut ring, mut socket) = (Vec::new(), Vec::new());
+    let (mut ring_cpu, mut socket_cpu) = (0.0, 0.0);
+    for _ in 0..3 {
+        cx.ok(cx.client.nop(false));
+        cx.ok(cx.client.nop(true));
+    }
+    while (ring.len() as u64) < samples {
+        for (socket_only, out, cpu) in [
+            (false, &mut ring, &mut ring_cpu),
+            (true, &mut socket, &mut socket_cpu),
+        ] {
+            let before = cx.daemon_cpu_secs_fine();
+            for _ in 0..BLOCK {
+                let t = Instant::now();
+                cx.ok(cx.client.nop(socket_only));
+                out.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            *cpu += cx.daemon_cpu_secs_fine() - before;
+        }
+    }
+    let n = ring.len() as f64;
+    m.insert("daemon_rtt_p50_us".into(), percentile(&mut ring, 0.5));
+    m.insert(
+        "daemon_socket_rtt_p50_us".into(),
+        percentile(&mut socket, 0.5),
+    );
+    m.insert("ring_daemon_cpu_us".into(), ring_cpu * 1e6 / n);
+    m.insert("socket_daemon_cpu_us".into(), socket_cpu * 1e6 / n);
+    m.insert(
+        "daemon_ring".into(),
+        if cx.client.has_ring() { 1.0 } else { 0.0 },
+    );
+    let before = cx.daemon_cpu_secs_fine();
+    let t = Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let idle = cx.daemon_cpu_secs_fine() - before;
+    m.insert(
+        "idle_daemon_cpu_ms_per_s".into(),
+        idle * 1e3 / t.elapsed().as_secs_f64(),
+    );
+}
+
 pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let p = &cx.params;
     let samples = p.samples_ops;
@@ -173,6 +226,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 std::hint::black_box(auth.body_mac(Direction::ToAcceptor, 0, &[&src]));
             }),
         );
+        daemon_round_trips(cx, samples, &mut m);
         let mut attach = Vec::with_capacity(samples as usize);
         for i in 1..=samples {
             cx.ok(f.write_at(&[2u8; 8], slot(i)));
