@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 001's experiment on emulated hosts (root): reads placed by the locality query, blind,
+# The FusionFS and Swift experiment on emulated hosts (root): reads placed by the locality query, blind,
 # with migrate-on-open and direct, against hosts (2, 3, 4, 6; one task per host) and against
 # tasks per host (1, 2, 4 on 4 hosts); records in results/locality/, then the report.
 # Extra arguments are passed to every run (e.g. --files 24 --size 32MiB --reps 5).

@@ -25,7 +25,7 @@ run ops --ranks 4 "$@"
 for shape in shared easy hard; do
     run meta --shape "$shape" --ranks 4 "$@"
 done
-# Seed 004: MPI-IO atomic mode under every lock strategy (its own front end: MPI-IO programs
+# Aarestad et al.: MPI-IO atomic mode under every lock strategy (its own front end: MPI-IO programs
 # through the interposer; records in results/atomic/).
 say "tessera bench atomic --pattern block3d"
 "$B" atomic --pattern block3d
@@ -33,7 +33,7 @@ say "tessera bench atomic --pattern flash"
 "$B" atomic --pattern flash
 say "tessera bench atomic --pattern tile"
 "$B" atomic --pattern tile
-# Seed 000: the transaction protocol's calls beside an allreduce, and the seed's workload
+# D2T: the transaction protocol's calls beside an allreduce, and D2T's workload
 # with and without transactions (records in results/txn/).
 say "tessera bench txn"
 "$B" txn --ranks 4,8,16,32,64 --reps 5

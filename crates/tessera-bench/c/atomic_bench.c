@@ -1,4 +1,4 @@
-/* The seed-004 experiments, as MPI-IO programs in atomic mode (run through the interposer,
+/* The experiments of Aarestad et al. (list locks), as MPI-IO programs in atomic mode (run through the interposer,
  * whose TESSERA_ATOMIC_LOCKS picks the lock strategy).
  *
  *   atomic_bench block3d FILE EDGE

@@ -1,4 +1,4 @@
-/* A FLASH-IO-like checkpoint through parallel HDF5 in MPI-IO atomic mode (seed 004's second
+/* A FLASH-IO-like checkpoint through parallel HDF5 in MPI-IO atomic mode (Aarestad et al.'s second
  * experiment), run through the interposer, whose TESSERA_ATOMIC_LOCKS picks the lock strategy.
  *
  *   flash_bench FILE BLOCKS

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Workload {
-    /// PLFS N-1 strided checkpoint and rank-shifted read-back (seed 003).
+    /// PLFS N-1 strided checkpoint and rank-shifted read-back (PLFS).
     Checkpoint,
-    /// Seed 002 Table VII/VIII patterns under each consistency model.
+    /// Wang, Mohror and Snir Table VII/VIII patterns under each consistency model.
     Consistency,
-    /// Seed 002 §6.3: random sample reads of a preloaded data set.
+    /// Wang, Mohror and Snir §6.3: random sample reads of a preloaded data set.
     DlRead,
-    /// Seed 002 §6.2: HACC-IO checkpoint with SCR partner copies, and restart.
+    /// Wang, Mohror and Snir §6.2: HACC-IO checkpoint with SCR partner copies, and restart.
     Scr,
     /// Latency of the synchronisation primitives beside a raw socket round trip.
     Ops,

@@ -1,4 +1,4 @@
-//! `tessera bench atomic`: seed 004's experiments with every lock strategy of MPI-IO atomic
+//! `tessera bench atomic`: Aarestad et al.'s experiments with every lock strategy of MPI-IO atomic
 //! mode. Each (ranks, repetition, strategy) runs the MPI-IO program `c/atomic_bench.c` through
 //! the interposer in a fresh instance (so the daemons' peak of lock holders is the run's
 //! own), with `TESSERA_ATOMIC_LOCKS` set to the strategy and the lock trace on; the strategies
@@ -48,7 +48,7 @@ impl AtomicPattern {
 pub struct AtomicOpts {
     #[arg(long, value_enum, default_value = "block3d")]
     pub pattern: AtomicPattern,
-    /// Rank counts, comma-separated (default: the seed's, 8,27,64 for block3d, 8,16,32 for
+    /// Rank counts, comma-separated (default: the paper's, 8,27,64 for block3d, 8,16,32 for
     /// flash, 6 for tile).
     #[arg(long, value_delimiter = ',')]
     pub ranks: Vec<u32>,
@@ -361,7 +361,7 @@ fn add_metrics(m: &mut Metrics, s: &str, ranks: u32, out: &Outcome) {
     };
     m.insert(format!("{s}_max_compatible"), max_compatible as f64);
     m.insert(format!("{s}_max_granted"), out.peak_holders as f64);
-    // The seed's "locks per client": byte ranges one access locks.
+    // The paper's "locks per client": byte ranges one access locks.
     m.insert(
         format!("{s}_locks_per_client"),
         if requests > 0.0 {

@@ -1,4 +1,4 @@
-//! The atomic-mode part of the report (`tessera bench atomic`, seed 004): per pattern, the
+//! The atomic-mode part of the report (`tessera bench atomic`, Aarestad et al.): per pattern, the
 //! seed's table beside Tessera's (locks per client, the most processes that could hold their
 //! locks at once), bandwidth per strategy and rank count with a plot, and the targets.
 
@@ -117,7 +117,7 @@ pub fn targets(records: &[AtomicRecord]) -> Vec<Target> {
     out
 }
 
-/// The seed's own tables (Aarestad et al., seed 004): (strategy, ranks, locks per client,
+/// The paper's own tables (Aarestad et al.): (strategy, ranks, locks per client,
 /// maximum concurrent processes).
 fn seed_table(pattern: &str) -> &'static [(&'static str, u32, &'static str, u32)] {
     match pattern {
@@ -132,7 +132,7 @@ fn seed_table(pattern: &str) -> &'static [(&'static str, u32, &'static str, u32)
             ("list", 27, "12", 27),
             ("list", 64, "64", 64),
         ],
-        // Verbatim: the seed lists 64 concurrent processes for list locks at 32 ranks.
+        // Verbatim: the paper lists 64 concurrent processes for list locks at 32 ranks.
         "flash" => &[
             ("whole", 8, "1", 1),
             ("whole", 16, "1", 1),
@@ -157,10 +157,13 @@ pub fn section(md: &mut String, plots: &Path, records: &[AtomicRecord]) -> Resul
     if records.is_empty() {
         return Ok(());
     }
-    writeln!(md, "## MPI-IO atomic mode: lock strategies (seed 004)\n")?;
     writeln!(
         md,
-        "`tessera bench atomic`: each strategy runs the same MPI-IO program in atomic mode through the interposer, in a fresh instance, strategies rotating with the repetition. `none` takes no lock (not atomic: the ceiling), `whole` an exclusive record lock of the file, `extent` an exclusive record lock over each access's extent (ROMIO's way, the seed's byte-range locking), `list` a list lock of exactly the bytes (shared for reads). *Compatible* is the largest set of ranks whose lock requests for the same step are mutually compatible under the lock table's conflict rule (the seed's maximum concurrent processes, independent of timing); *granted* is the most holders the daemons actually granted at once. *Ranges* are byte ranges per lock request, *runs* the strided runs that carry them.\n"
+        "## MPI-IO atomic mode: lock strategies (Aarestad et al.)\n"
+    )?;
+    writeln!(
+        md,
+        "`tessera bench atomic`: each strategy runs the same MPI-IO program in atomic mode through the interposer, in a fresh instance, strategies rotating with the repetition. `none` takes no lock (not atomic: the ceiling), `whole` an exclusive record lock of the file, `extent` an exclusive record lock over each access's extent (ROMIO's way, the paper's byte-range locking), `list` a list lock of exactly the bytes (shared for reads). *Compatible* is the largest set of ranks whose lock requests for the same step are mutually compatible under the lock table's conflict rule (the paper's maximum concurrent processes, independent of timing); *granted* is the most holders the daemons actually granted at once. *Ranges* are byte ranges per lock request, *runs* the strided runs that carry them.\n"
     )?;
     for pattern in ["block3d", "flash", "tile"] {
         let Some(r) = newest(records, pattern) else {

@@ -1,4 +1,4 @@
-//! `tessera bench locality --hosts N` (seed 001): FusionFS's experiment on emulated hosts.
+//! `tessera bench locality --hosts N` (FusionFS and Swift): FusionFS's experiment on emulated hosts.
 //!
 //! F files of S bytes are written, each by a task on a random host (its bytes stay in that
 //! host's burst buffer), and read back by tasks placed (a) where `tessera where --json` says

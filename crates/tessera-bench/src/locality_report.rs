@@ -1,4 +1,4 @@
-//! The locality part of the report (`tessera bench locality`, seed 001): read bandwidth placed
+//! The locality part of the report (`tessera bench locality`, FusionFS and Swift): read bandwidth placed
 //! by the locality query, blind, with migrate-on-open and direct, against hosts and against
 //! tasks per host (plots), beside the link's ceiling; the cost of `locate`; the targets.
 
@@ -96,7 +96,10 @@ pub fn targets(records: &[LocalityRecord]) -> Vec<Target> {
 }
 
 pub fn section(md: &mut String, plots_dir: &Path, records: &[LocalityRecord]) -> Result<()> {
-    writeln!(md, "## Locality: reads where the bytes are (seed 001)\n")?;
+    writeln!(
+        md,
+        "## Locality: reads where the bytes are (FusionFS and Swift)\n"
+    )?;
     writeln!(
         md,
         "`tessera bench locality --hosts N`: F files of S bytes, each written by a task on a random emulated host, read back by tasks placed where `tessera where --json` says the bytes are, round robin without it, round robin with migrate-on-open (a fresh copy each repetition), and direct reads of the same bytes from plain files on the readers' own storage (placed layout). MiB/s over the span of the tasks' own I/O (launch excluded, reported apart); `link_mibs` is one TCP stream between two hosts in the same run. Min / median / max over the repetitions.\n"

@@ -1,4 +1,4 @@
-//! The tasks of `tessera bench locality` (seed 001), run by mpirun on the emulated hosts: each
+//! The tasks of `tessera bench locality` (FusionFS and Swift), run by mpirun on the emulated hosts: each
 //! rank takes the plan's tasks for its own host (every `per_host`-th, by its local rank) and
 //! writes or reads their files, timing only its own I/O; or, as one rank, measures the cost of
 //! `locate` beside a forwarded no-op.

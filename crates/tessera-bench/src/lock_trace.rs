@@ -104,7 +104,7 @@ pub fn without_metadata(trace: &Trace, bytes: u64) -> Trace {
 }
 
 /// The largest set of clients whose locks of step `k` (each client's k-th lock) are mutually
-/// compatible, smallest over the steps: the seed's "maximum concurrent processes". A client
+/// compatible, smallest over the steps: the paper's "maximum concurrent processes". A client
 /// without a lock at a step (strategy `none`) is compatible with everyone.
 pub fn max_compatible(trace: &Trace) -> usize {
     let steps = trace.values().map(Vec::len).max().unwrap_or(0);

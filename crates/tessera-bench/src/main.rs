@@ -5,10 +5,10 @@
 //! tessera-bench rank WORKLOAD ...        one MPI rank (launched by the front end)
 //! tessera-bench report                   regenerate docs/benchmarks.md and its plots
 //! tessera-bench model                    the cost model to 64k processes
-//! tessera-bench atomic [options]         seed 004: MPI-IO atomic mode under each lock strategy
-//! tessera-bench txn [options]            seed 000: the transaction protocol's calls timed, or
+//! tessera-bench atomic [options]         Aarestad et al. (list locks): MPI-IO atomic mode under each lock strategy
+//! tessera-bench txn [options]            D2T: the transaction protocol's calls timed, or
 //!                                        (--model) its messages to 65,536 processes
-//! tessera-bench locality --hosts N       seed 001: reads placed by the locality query, blind,
+//! tessera-bench locality --hosts N       FusionFS and Swift: reads placed by the locality query, blind,
 //!                                        migrated and direct, on emulated hosts
 //! ```
 
@@ -38,7 +38,7 @@ use std::path::PathBuf;
 #[command(
     name = "tessera-bench",
     version,
-    about = "Tessera benchmarks: the seed papers' workloads beside direct I/O"
+    about = "Tessera benchmarks: the workloads of the papers Tessera builds on beside direct I/O"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -87,19 +87,19 @@ enum Cmd {
         #[arg(long, default_value = "47001", value_parser = tessera_cli::size::parse_size)]
         xfer: u64,
     },
-    /// Seed 004's experiments: MPI-IO atomic mode under every lock strategy (none, whole,
+    /// Aarestad et al.'s experiments: MPI-IO atomic mode under every lock strategy (none, whole,
     /// extent, list), through the interposer.
     Atomic {
         #[command(flatten)]
         opts: atomic::AtomicOpts,
     },
-    /// Seed 000's transaction protocol: each call of the seed's sequence timed under mpirun
+    /// D2T's transaction protocol: each call of D2T's sequence timed under mpirun
     /// beside an 8-byte allreduce, or (`--model`) its messages beside a flat two-phase commit.
     Txn {
         #[command(flatten)]
         opts: txn::TxnOpts,
     },
-    /// Seed 001's experiment on emulated hosts: reads placed with the locality query, placed
+    /// The FusionFS and Swift experiment on emulated hosts: reads placed with the locality query, placed
     /// round robin without it, with migrate-on-open, and direct reads of the same bytes.
     Locality {
         #[command(flatten)]

@@ -1,7 +1,7 @@
-//! `tessera bench txn`: seed 000's protocol timings. Under mpirun, every rank runs the seed's
+//! `tessera bench txn`: D2T's protocol timings. Under mpirun, every rank runs D2T's
 //! sequence of transaction calls (create, create sub-transaction, create sub-transaction all
 //! x3, begin, commit sub-transaction x4, vote, commit, finalize; its Figure 5), timing each
-//! call as the slowest rank saw it, an 8-byte MPI_Allreduce, and the seed's workload on a
+//! call as the slowest rank saw it, an 8-byte MPI_Allreduce, and D2T's workload on a
 //! fresh Tessera instance with and without transactions (`txn_workload`), all in the same
 //! run; repetitions interleave them. `--model` prints the message model instead
 //! (`txn_model`).
@@ -20,7 +20,7 @@ pub struct TxnOpts {
     #[arg(long, value_delimiter = ',', default_values_t = vec![4u32, 16, 64])]
     pub ranks: Vec<u32>,
     /// Print the message model at these process counts instead (comma-separated; default
-    /// the seed's 256 to 65,536 when given without values).
+    /// D2T's 256 to 65,536 when given without values).
     #[arg(long, value_delimiter = ',', num_args = 0..)]
     pub model: Option<Vec<u32>>,
     /// Repetitions of the sequence per rank count.
@@ -258,7 +258,7 @@ fn sequence(world: &mpi::topology::SimpleCommunicator, reps: usize) -> Result<()
             subs.push(t.create_sub_transaction("mark")?);
             Ok(())
         })?;
-        // One global sub-transaction before begin, two after (as the seed).
+        // One global sub-transaction before begin, two after (as in D2T).
         timed(2, &mut || {
             subs.push(t.create_sub_transaction_all("read")?);
             Ok(())

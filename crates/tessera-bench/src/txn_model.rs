@@ -1,11 +1,11 @@
-//! `tessera bench txn --model P`: the messages of D2T's tiered protocol (seed 000) at P
+//! `tessera bench txn --model P`: the messages of D2T's tiered protocol at P
 //! processes, computed by the protocol's own grouping (`tessera_core::txn_tiers`), beside a
 //! flat two-phase commit where the coordinator hears from every process.
 
 use anyhow::{Result, bail};
 use tessera_core::txn_tiers::{FAN_IN, Tiers, flat_phase};
 
-/// The seed's scales (its Table 1), 256 to 65,536 processes.
+/// D2T's scales (its Table 1), 256 to 65,536 processes.
 pub const SEED_SCALES: [u32; 8] = [256, 512, 1024, 2048, 8192, 16384, 32768, 65536];
 
 /// The model's metrics at `p` processes, named as the scripts read them.

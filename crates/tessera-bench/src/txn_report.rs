@@ -1,4 +1,4 @@
-//! The transactions part of the report (`tessera bench txn`, seed 000): each call of the
+//! The transactions part of the report (`tessera bench txn`, D2T): each call of the
 //! seed's sequence timed per rank count beside an 8-byte allreduce, the model's message counts
 //! to 65,536 processes beside a flat two-phase commit, and the targets.
 
@@ -123,10 +123,10 @@ fn median_of_three_target(
 }
 
 pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
-    writeln!(md, "## Transactions: the D2T protocol (seed 000)\n")?;
+    writeln!(md, "## Transactions: the D2T protocol\n")?;
     writeln!(
         md,
-        "`tessera bench txn`: under mpirun every rank runs the seed's sequence of calls (its Figure 5: create, create sub-transaction, create sub-transaction all x3, begin, commit sub-transaction x4, vote, commit, finalize), each call timed as the slowest rank saw it after a barrier (calls made several times are summed), beside an 8-byte `MPI_Allreduce` measured in the same run. Milliseconds, min / median / max over the repetitions.\n"
+        "`tessera bench txn`: under mpirun every rank runs D2T's sequence of calls (its Figure 5: create, create sub-transaction, create sub-transaction all x3, begin, commit sub-transaction x4, vote, commit, finalize), each call timed as the slowest rank saw it after a barrier (calls made several times are summed), beside an 8-byte `MPI_Allreduce` measured in the same run. Milliseconds, min / median / max over the repetitions.\n"
     )?;
     if let Some(r) = records.last() {
         writeln!(md, "```\n{}\n```\n", r.command)?;
@@ -190,7 +190,7 @@ pub fn section(md: &mut String, records: &[TxnRecord]) -> Result<()> {
         writeln!(md, "| workload protocol only / without (x) |{cells}\n")?;
         writeln!(
             md,
-            "The workload (`with_txn`, `without_txn`) is the seed's on a fresh instance: a create step (ten 3-D variables, each rank writing and registering a 32x32x32 chunk of doubles of each) and an update step (variable 0's chunks looked up and read, an updated variable written, the old one deleted and the new one created), each step one transaction of every rank, or the same files and catalogue calls published as they are made. Its parts, each the slowest rank's, summed over the two steps: `open` (create, the global sub-transaction, begin), `body` (the step's own calls), `vote` (which decides), `commit`; without transactions, `body` and the `barrier` that ends each step. `protocol_only` makes the same transaction calls with transactions that do not reach Tessera (publishing as made): the protocol's share of the cost.\n"
+            "The workload (`with_txn`, `without_txn`) is D2T's on a fresh instance: a create step (ten 3-D variables, each rank writing and registering a 32x32x32 chunk of doubles of each) and an update step (variable 0's chunks looked up and read, an updated variable written, the old one deleted and the new one created), each step one transaction of every rank, or the same files and catalogue calls published as they are made. Its parts, each the slowest rank's, summed over the two steps: `open` (create, the global sub-transaction, begin), `body` (the step's own calls), `vote` (which decides), `commit`; without transactions, `body` and the `barrier` that ends each step. `protocol_only` makes the same transaction calls with transactions that do not reach Tessera (publishing as made): the protocol's share of the cost.\n"
         )?;
     }
     writeln!(

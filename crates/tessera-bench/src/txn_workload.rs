@@ -1,4 +1,4 @@
-//! The seed's workload (seed 000, section V), run by every rank of `tessera bench txn` against
+//! D2T's workload (section V), run by every rank of `tessera bench txn` against
 //! a Tessera instance: a create step (ten 3-D variables of doubles, each process writing and
 //! registering a 32 x 32 x 32 chunk of each) and an update step (one variable marked, its
 //! chunks looked up and read, an updated variable written, the old one deleted and the new

@@ -219,7 +219,7 @@ fn every_workload_runs_verifies_and_reports() {
         }
     }
 
-    // Seed 004's atomic-mode experiments, small: every strategy runs, the lock trace is read
+    // Aarestad et al.'s atomic-mode experiments, small: every strategy runs, the lock trace is read
     // (a list lock per access, each rank's own bytes), and the report has the section.
     for (pattern, ranks, size) in [
         ("block3d", 8, ["--edge", "32"]),
@@ -355,7 +355,7 @@ fn workloads_run_across_hosts_with_the_tcp_ceiling() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `tessera-bench locality` (seed 001) on 3 emulated hosts: every phase verifies the bytes it
+/// `tessera-bench locality` (FusionFS and Swift) on 3 emulated hosts: every phase verifies the bytes it
 /// reads, the placed reads are all local, the blind ones partly remote, the migrate phase
 /// moves bytes, and every metric the issue names is reported.
 #[test]
@@ -397,7 +397,7 @@ fn the_locality_experiment_runs_on_emulated_hosts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `tessera-bench txn`: every call of the seed's sequence is timed beside an allreduce, and the
+/// `tessera-bench txn`: every call of D2T's sequence is timed beside an allreduce, and the
 /// model keeps every process within the fan-in plus the sub-coordinators.
 #[test]
 fn the_transaction_protocol_is_timed_and_modelled() {
@@ -458,7 +458,7 @@ fn the_transaction_protocol_is_timed_and_modelled() {
     );
     // Medians of each metric: their sum is near, not equal to, the median total.
     assert!(sum > 0.0 && sum < 10.0 * total, "{v}");
-    // The seed's workload ran on Tessera with and without transactions (each run checks
+    // D2T's workload ran on Tessera with and without transactions (each run checks
     // that the updated variable reads back whole).
     for name in [
         "with_txn_s",

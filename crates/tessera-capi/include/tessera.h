@@ -17,7 +17,7 @@
  *
  * Under every model, closing a file publishes what this process wrote to it.
  *
- * The primitives below the models (seed 002's BaseFS) are exposed too: tessera_attach makes
+ * The primitives below the models (the BaseFS of Wang, Mohror and Snir) are exposed too: tessera_attach makes
  * ranges this process wrote visible, tessera_query lists who holds the newest bytes of a
  * range, tessera_detach gives ranges up, tessera_flush writes them to the parallel file system.
  *

@@ -164,7 +164,7 @@ pub fn flush(c: &Client, path: &str) -> Result<()> {
 }
 
 /// `tessera migrate`: copies the bytes of each file held on other nodes to this process's node
-/// (seed 001) and reports what moved.
+/// (FusionFS and Swift) and reports what moved.
 pub fn migrate(c: &Client, paths: &[String]) -> Result<()> {
     let (node, _) = c.identity();
     let host = tessera_proto::hosts::normalize_host(&tessera_proto::hosts::this_host());

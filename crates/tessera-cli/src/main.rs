@@ -4,7 +4,7 @@
 //! tessera start --daemons 3 --pfs /scratch/me/pfs     start an instance on this machine
 //! tessera status | stop                               look at it, stop it
 //! tessera ls|stat|where|flush /tessera/PATH           inspect files, publish them to the PFS
-//! tessera vars list|show|wait                         the catalogue of variables (seed 000)
+//! tessera vars list|show|wait                         the catalogue of variables (D2T)
 //! tessera demo                                        the N-1 checkpoint demo
 //! tessera serve --node K                              one daemon in the foreground
 //! ```
@@ -143,7 +143,7 @@ enum Cmd {
     /// setuid, not Go), and what to use if not.
     Doctor { program: String },
     /// Show where the bytes of files live: each range's node, host and address, whether it is
-    /// in the burst buffer, the PFS copy or both, and the bytes per host, ranked (seed 001).
+    /// in the burst buffer, the PFS copy or both, and the bytes per host, ranked (FusionFS and Swift).
     Where {
         /// Machine-readable output for schedulers.
         #[arg(long)]
@@ -157,7 +157,7 @@ enum Cmd {
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Run tasks on the hosts holding their input bytes (seed 001): `tessera run 'CMD {}'
+    /// Run tasks on the hosts holding their input bytes (FusionFS and Swift): `tessera run 'CMD {}'
     /// INPUT...` runs one task per input, `--tasks FILE` one per line `INPUT... :: COMMAND`.
     /// Each runs through the allocation's launcher (srun, mpirun; a process here for this
     /// machine) with TESSERA_NODE and the interposer set.
@@ -185,7 +185,7 @@ enum Cmd {
         args: Vec<String>,
     },
     /// Copy the bytes of files held on other nodes to this node's burst buffer (or to HOST's,
-    /// with --to) and make it their holder, so reads there are local (seed 001). A range
+    /// with --to) and make it their holder, so reads there are local (FusionFS and Swift). A range
     /// changed meanwhile stays where it is.
     Migrate {
         /// The host to move the bytes to (as `tessera where` names it); default: this one.
@@ -196,7 +196,7 @@ enum Cmd {
     },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
-    /// The catalogue of variables and chunks that transactions publish (seed 000): list the
+    /// The catalogue of variables and chunks that transactions publish (D2T): list the
     /// variables, show a version's chunks, wait for a version to commit.
     #[command(subcommand)]
     Vars(VarsCmd),

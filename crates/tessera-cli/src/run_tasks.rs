@@ -1,4 +1,4 @@
-//! `tessera run`: runs tasks where their input bytes are (seed 001).
+//! `tessera run`: runs tasks where their input bytes are (FusionFS and Swift).
 //!
 //! One batched locate finds, for every task, the node holding most of its input bytes; the
 //! [`crate::task_queue`] decides when and where each runs; each runs through the launcher that

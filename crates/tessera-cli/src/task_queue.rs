@@ -1,4 +1,4 @@
-//! Which task runs next, and where (pure): the placement rules of `tessera run` (seed 001).
+//! Which task runs next, and where (pure): the placement rules of `tessera run` (FusionFS and Swift).
 //!
 //! Each task may prefer a node (the one holding most of its input bytes); nodes sit on hosts,
 //! and each host runs at most `per_host` tasks at once. As Swift/T's `@location`, a *hard*

@@ -1,4 +1,4 @@
-//! `tessera vars`: the catalogue of variables and chunks (seed 000) from the shell, for the
+//! `tessera vars`: the catalogue of variables and chunks (D2T) from the shell, for the
 //! stages of a workflow: list the variables, show one version's chunks, and wait until a
 //! writer's transaction commits a version (a script's way to start analysis only on a whole
 //! data set).

@@ -1,4 +1,4 @@
-//! The catalogue of variables and chunks (seed 000's metadata service) on the daemons: a
+//! The catalogue of variables and chunks (D2T's metadata service) on the daemons: a
 //! transaction's entries appear to others only when it commits, whole; versions only grow and
 //! a committed version reads the same while the next one commits; a waiter wakes at the
 //! commit; an abort leaves nothing; entries survive restarts, and a node that died between
@@ -108,7 +108,7 @@ fn a_variable_appears_to_others_only_when_its_transaction_commits() {
         assert_eq!((v2.version, v2.chunks.len()), (2, 1));
         assert_eq!(reader.cat_lookup(&name, Some(1)).unwrap(), v1);
 
-        // The seed's update step: delete the old variable and create the new one, in one
+        // D2T's update step: delete the old variable and create the new one, in one
         // transaction; the versions go on growing.
         let txn = open_joined(&a, &[&a]);
         a.cat_delete(&name).unwrap();

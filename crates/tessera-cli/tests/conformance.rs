@@ -1,4 +1,4 @@
-//! Conformance of the four consistency models, after the formal framework of seed 002 (§4).
+//! Conformance of the four consistency models, after the formal framework of Wang, Mohror and Snir (§4).
 //!
 //! Random programs of several processes write and read overlapping ranges of one file. A
 //! program runs in phases separated by a barrier (the test driver waits for every process:

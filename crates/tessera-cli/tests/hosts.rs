@@ -483,7 +483,7 @@ fn a_slurm_batch_job_starts_uses_flushes_and_stops_tessera() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// Locality across hosts (seed 001): `where --json` names the host of each file as the
+/// Locality across hosts (FusionFS and Swift): `where --json` names the host of each file as the
 /// resource manager does, and `tessera run` launches each task through mpirun on that host,
 /// where the interposer's statistics show it read its bytes from its own node; `--hard` keeps
 /// tasks on their host, soft placement spills to free hosts.

@@ -1,4 +1,4 @@
-//! Locality answers (seed 001) on one machine with three daemons: `locate` names the node of
+//! Locality answers (FusionFS and Swift) on one machine with three daemons: `locate` names the node of
 //! every range and whether it is in the burst buffer, the PFS copy or both; per-host totals
 //! are ranked; a batch answers each path on its own and agrees with single calls; `tessera
 //! where --json` carries the same. Placement on emulated hosts is tested in `hosts.rs`.

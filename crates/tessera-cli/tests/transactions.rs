@@ -1,4 +1,4 @@
-//! Transactions across daemons (seed 000): what members publish is pending, seen by them at
+//! Transactions across daemons (D2T): what members publish is pending, seen by them at
 //! once and by everyone else only when the transaction commits, all of it at once; an abort,
 //! or the end of every member process, leaves nothing; a reader racing commits never sees a
 //! data set half old and half new, while the same checker does see a mix when the writers

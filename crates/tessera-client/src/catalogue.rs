@@ -1,4 +1,4 @@
-//! The catalogue of variables and chunks (seed 000's metadata service), from a process: in a
+//! The catalogue of variables and chunks (D2T's metadata service), from a process: in a
 //! transaction (after `txn_join`) creates, chunks and deletes are pending until it commits and
 //! seen meanwhile only by its members; outside one, each is visible at once. Lookups read a
 //! committed version whole (a snapshot: version k's chunks stay the same while k + 1

@@ -588,7 +588,7 @@ impl Client {
         self.lock().call(Shutdown)
     }
 
-    // ----- transactions (seed 000) -----
+    // ----- transactions (D2T) -----
 
     /// Opens a transaction whose home is this process's daemon; returns its id, which the
     /// other processes join.

@@ -473,7 +473,7 @@ impl File {
         };
     }
 
-    // ----- primitives (seed 002, Table V) -----
+    // ----- primitives (Wang, Mohror and Snir, Table V) -----
 
     /// Makes this process's writes of `[offset, offset + len)` visible to all processes. Every
     /// byte of the range must have been written by this process.

@@ -3,7 +3,7 @@
 //! Synchronous and free of background threads, so it is safe inside MPI programs, across
 //! `fork` (a child becomes a new client with its own logs) and under LD_PRELOAD. Writes go to
 //! this process's logs on its node's burst buffer without a message; the synchronisation
-//! primitives of seed 002's BaseFS (attach, query, detach, flush) go to the node's daemon,
+//! primitives of the BaseFS of Wang, Mohror and Snir (attach, query, detach, flush) go to the node's daemon,
 //! which routes them to the shards that hold the answer.
 //!
 //! ```no_run

@@ -1,5 +1,5 @@
 //! List locks through a file handle: lock exactly the byte ranges an access touches, as
-//! strided runs, all or nothing (seed 004). MPI-IO atomic mode builds on them.
+//! strided runs, all or nothing (Aarestad et al.). MPI-IO atomic mode builds on them.
 //!
 //! A list lock is its own owner: it conflicts with every other lock on its bytes, this
 //! process's own record locks and list locks included, and a record unlock does not release

@@ -1,4 +1,4 @@
-//! Locality answers (seed 001): where the bytes of files live, by host, for schedulers.
+//! Locality answers (FusionFS and Swift): where the bytes of files live, by host, for schedulers.
 //!
 //! The daemon answers with node numbers; this side names each node's host (normalised as Slurm
 //! and MPI name nodes) and address from the host table, and sums the bytes per host (a host

@@ -1,4 +1,4 @@
-//! Migration (seed 001, FusionFS's migrate-on-open): copying the bytes of a file that other
+//! Migration (FusionFS's migrate-on-open): copying the bytes of a file that other
 //! nodes hold into this process's log on its own node, so that later reads here are local.
 //!
 //! The daemon hands out each stripe's owners with the version they were read at; the remote

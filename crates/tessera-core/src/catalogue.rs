@@ -1,4 +1,4 @@
-//! The catalogue of variables and chunks (seed 000's metadata service), one shard's part.
+//! The catalogue of variables and chunks (D2T's metadata service), one shard's part.
 //!
 //! A variable is a named global array (element type, dimensions); a version of it is the set
 //! of chunks that hold it: each chunk a hyperslab (offsets and counts per dimension) and where

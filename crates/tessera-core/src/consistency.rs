@@ -1,4 +1,4 @@
-//! The consistency models and where each one places attach and query (seed 002, Table VI).
+//! The consistency models and where each one places attach and query (Wang, Mohror and Snir, Table VI).
 //!
 //! A model is nothing but a placement of the two synchronisation primitives: `attach` makes a
 //! process's writes visible, `query` learns who holds the newest bytes. The stronger the model,

@@ -4,7 +4,7 @@
 //! displacement on; the data of an access at view offset `o` (in etypes) fills the filetype's
 //! blocks in order, tile after tile. MPI requires a filetype's blocks to have non-negative,
 //! non-decreasing displacements, so the blocks' order is the data's order. The bytes an access
-//! touches are the lock an atomic access needs (seed 004's list locks): a head of part of one
+//! touches are the lock an atomic access needs (the list locks of Aarestad et al.): a head of part of one
 //! tile, each block across the whole tiles in between as one strided run, and a tail. So a
 //! vector filetype accessed over a million tiles is a handful of runs, not a million ranges.
 

@@ -1,4 +1,4 @@
-//! Locality answers (seed 001): where the bytes of a range live, in the shape schedulers
+//! Locality answers (FusionFS and Swift): where the bytes of a range live, in the shape schedulers
 //! consume (HDFS block locations, Swift/T `@location`, Dask `workers=`).
 //!
 //! From a file's ownership runs and a few facts about its copies, [`locate`] builds the

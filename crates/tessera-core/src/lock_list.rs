@@ -1,5 +1,5 @@
 //! A list lock request: exactly the bytes of one file an access touches, each range shared or
-//! exclusive, encoded as strided runs (seed 004's list locks).
+//! exclusive, encoded as strided runs (the list locks of Aarestad et al.).
 //!
 //! A 3-D block of a cube or a vector filetype is a handful of runs, not thousands of
 //! (offset, length) pairs, so a request costs O(runs) on the wire and in the lock table, and

@@ -1,5 +1,5 @@
 //! The two-phase commit of one transaction between the daemons, as its home daemon runs it
-//! (seed 000). Pure: it takes events and answers with the actions the daemon must carry out.
+//! (D2T). Pure: it takes events and answers with the actions the daemon must carry out.
 //!
 //! A transaction has a home (the daemon of its coordinator process); its members' processes
 //! join it there. Committing runs: **prepare** on every participating node (each makes the

@@ -1,5 +1,5 @@
 //! Ownership held back by transactions: what an ownership shard keeps for the attaches a
-//! transaction made, before the transaction's decision makes them everyone's (seed 000). The
+//! transaction made, before the transaction's decision makes them everyone's (D2T). The
 //! file sizes its attaches extend are held back the same way, on the inode's shard.
 //!
 //! Each transaction has its own overlay per (file, stripe): a [`RunMap`] of the owners its

@@ -1,4 +1,4 @@
-//! Transaction ids a home handed out ahead of use (seed 000): the transaction library's
+//! Transaction ids a home handed out ahead of use (D2T): the transaction library's
 //! coordinator reserves a block of ids once, every process of the job then names its next
 //! transaction with the next id of the block without a message, and the home opens each id
 //! when its members are enrolled (at begin). An id opens at most once, and only if it was

@@ -1,4 +1,4 @@
-//! One process's view of a D2T transaction (seed 000): which call may come next, what the
+//! One process's view of a D2T transaction: which call may come next, what the
 //! process contributes to each collective phase, and what the phase's united result means.
 //!
 //! The calls, in order: create the transaction (collective); create singleton sub-transactions

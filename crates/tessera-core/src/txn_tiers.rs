@@ -1,10 +1,10 @@
-//! D2T's three tiers of processes (seed 000), and what one collective phase costs in messages.
+//! D2T's three tiers of processes, and what one collective phase costs in messages.
 //!
 //! A transaction's processes are a coordinator, sub-coordinators each serving at most
-//! [`FAN_IN`] processes (at least [`MIN_SUB_COORDINATORS`] of them, as the seed always uses,
+//! [`FAN_IN`] processes (at least [`MIN_SUB_COORDINATORS`] of them, as D2T always uses,
 //! even at small scale), and subordinates. Groups are contiguous blocks of ranks of balanced
 //! sizes; a group's first rank is its sub-coordinator and rank 0, the first sub-coordinator, is
-//! also the coordinator (the seed's Figure 4: with 6 processes, 0 and 3 are sub-coordinators).
+//! also the coordinator (D2T's Figure 4: with 6 processes, 0 and 3 are sub-coordinators).
 //!
 //! Begin, global sub-transaction creation and voting are each one phase: gather to the
 //! sub-coordinators, reduce to unique items there, gather to the coordinator, reduce again,
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn the_seeds_configurations() {
-        // Table 1 of the seed: processes, sub-coordinators, processes per sub-coordinator.
+        // Table 1 of D2T: processes, sub-coordinators, processes per sub-coordinator.
         for (p, subs, per) in [
             (256, 2, 128),
             (512, 2, 256),

@@ -97,7 +97,7 @@ pub fn open_path(path: &str, flags: c_int, mode: u32) -> FsResult<c_int> {
 }
 
 /// Whether opens for reading copy the file's remote bytes to this node first
-/// (`TESSERA_MIGRATE=open`, seed 001).
+/// (`TESSERA_MIGRATE=open`, FusionFS and Swift).
 fn migrate_on_open() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| match std::env::var("TESSERA_MIGRATE") {

@@ -1,4 +1,4 @@
-//! Transactions for programs under the interposer (seed 000): the calls `libtessera_txn`
+//! Transactions for programs under the interposer (D2T): the calls `libtessera_txn`
 //! (the `tessera-txn` crate) looks up in the process at run time, so that what this process
 //! publishes through the interposer's connection is part of the transaction its MPI
 //! processes run. Each returns 0 or `-errno`; [`tessera_preload_txn_error`] gives the last

@@ -1,4 +1,4 @@
-//! `TESSERA_TXN=job`: an unmodified MPI program's whole run is one transaction (seed 000).
+//! `TESSERA_TXN=job`: an unmodified MPI program's whole run is one transaction (D2T).
 //!
 //! `MPI_Init` (or `MPI_Init_thread`) opens it at rank 0's daemon and every rank joins it, so
 //! everything the ranks publish under the prefix is pending from then on. `MPI_Finalize`

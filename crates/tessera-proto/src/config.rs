@@ -98,7 +98,7 @@ pub struct InstanceConfig {
     #[serde(default = "default_client_ring")]
     pub client_ring: bool,
     /// Milliseconds an open transaction outlives the last of its processes: one none of whose
-    /// processes can still vote aborts this long after the last one ended (seed 000).
+    /// processes can still vote aborts this long after the last one ended (D2T).
     #[serde(default = "default_txn_timeout_ms")]
     pub txn_timeout_ms: u64,
     /// Milliseconds the burst-buffer copy a migration moved away from stays readable (seed

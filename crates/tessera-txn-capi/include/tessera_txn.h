@@ -1,4 +1,4 @@
-/* tessera_txn.h: MxN transactions over MPI (D2T, seed 000), the C API of libtessera_txn.so.
+/* tessera_txn.h: MxN transactions over MPI (D2T, D2T), the C API of libtessera_txn.so.
  *
  * A transaction is agreed on by the processes of an MPI communicator, organised in D2T's
  * tiers: a coordinator, sub-coordinators each serving at most 256 processes (at least two of

@@ -1,8 +1,8 @@
-//! MxN transactions over MPI: D2T's protocol (seed 000) for the processes of a communicator.
+//! MxN transactions over MPI: D2T's protocol for the processes of a communicator.
 //!
 //! [`Transactions::init`] splits the communicator into D2T's tiers (a coordinator,
 //! sub-coordinators of at most 256 processes, at least two of them, and subordinates;
-//! `tessera_core::txn_tiers`). A [`Transaction`] then follows the seed's calls: create,
+//! `tessera_core::txn_tiers`). A [`Transaction`] then follows D2T's calls: create,
 //! sub-transactions (singleton: one process; global: all), begin, commit sub-transactions,
 //! vote, commit or abort, finalize. Every collective call is one gather -> reduce to unique ->
 //! broadcast through the tiers ([`tiers::TierComms::unique`]), so no process receives more

@@ -1,4 +1,4 @@
-//! PLFS's N-1 strided checkpoint (seed 003): every rank writes `xfer`-byte pieces at a stride of
+//! PLFS's N-1 strided checkpoint: every rank writes `xfer`-byte pieces at a stride of
 //! `ranks * xfer` into one shared file, then reads back the pieces of the next rank. Three ways
 //! with the same data on the same disk: direct N-1 (pwrite into one file), direct N-N (one file
 //! per rank, sequential), Tessera N-1 (commit model; reads with session). The order of the

@@ -1,4 +1,4 @@
-//! Seed 002's synthetic workloads (Table VII/VIII) under posix, commit and session consistency,
+//! Wang, Mohror and Snir's synthetic workloads (Table VII/VIII) under posix, commit and session consistency,
 //! and the same accesses on a plain shared file.
 //!
 //! * CN-W / SN-W: every rank writes `ops` accesses of `size` bytes, contiguous blocks / strided.

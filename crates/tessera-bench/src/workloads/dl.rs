@@ -1,4 +1,4 @@
-//! Seed 002 §6.3, the "Preloaded" strategy of distributed deep learning: each rank writes its
+//! Wang, Mohror and Snir §6.3, the "Preloaded" strategy of distributed deep learning: each rank writes its
 //! share of 116 KiB samples into one data set; then, every epoch, the samples are shuffled (the
 //! same permutation on every rank) and split evenly, and each rank reads its random subset,
 //! mostly written by other ranks. Session consistency queries once per epoch (at open), commit

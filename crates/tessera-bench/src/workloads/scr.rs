@@ -1,4 +1,4 @@
-//! Seed 002 §6.2: SCR's partner scheme checkpointing HACC-IO, and restart.
+//! Wang, Mohror and Snir §6.2: SCR's partner scheme checkpointing HACC-IO, and restart.
 //!
 //! Checkpoint: each rank writes its 9 particle arrays (HACC-IO: x, y, z, vx, vy, vz, phi as
 //! f32, id as i64, mask as u16: 38 bytes per particle) to its own file through its daemon, and

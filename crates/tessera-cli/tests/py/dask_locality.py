@@ -1,4 +1,4 @@
-"""Dask distributed using Tessera's locality query (seed 001).
+"""Dask distributed using Tessera's locality query (FusionFS and Swift).
 
 Run on an emulated host with a Dask scheduler at SCHEDULER and one worker per host, each
 worker named after its host and running under the interposer. For every input file this

@@ -1,4 +1,4 @@
-//! The catalogue service, client side (seed 000's metadata service): a process's catalogue
+//! The catalogue service, client side (D2T's metadata service): a process's catalogue
 //! calls go to the shard of the variable they name, in the process's transaction if its
 //! connection is in one; a listing asks every shard. The shard side is
 //! [`super::catalogue_shard`].

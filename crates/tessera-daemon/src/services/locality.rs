@@ -1,4 +1,4 @@
-//! The locality service (seed 001): where the bytes of files live, asked by schedulers.
+//! The locality service (FusionFS and Swift): where the bytes of files live, asked by schedulers.
 //!
 //! A [`Locate`] of many ranges costs a fixed number of batched rounds, not one per path: the
 //! names on their path shards (each shard also answers for the inodes it holds, the usual

@@ -1,4 +1,4 @@
-//! Migration (seed 001, FusionFS's migrate-on-open): a reader's daemon hands it the owners of
+//! Migration (FusionFS's migrate-on-open): a reader's daemon hands it the owners of
 //! a file's stripes with the version each was read at; the reader copies the remote bytes into
 //! its own log and asks for a conditional attach, applied per stripe only where the stripe is
 //! unchanged since that version (a writer's attach, detach or truncate in between, or a

@@ -10,18 +10,18 @@
 //! * [`locks`]: byte-range (fcntl) locks and list locks;
 //! * [`leases`]: lock leases, their renewal and expiry, and the fences of revoked list locks;
 //! * [`space`]: burst-buffer reservations, and which files a client writes here;
-//! * [`txn`] / [`txn_enroll`] / [`txn_home`] / [`txn_shard`]: transactions (seed 000):
+//! * [`txn`] / [`txn_enroll`] / [`txn_home`] / [`txn_shard`]: transactions (D2T):
 //!   joining one (one process, or all of the library's at once), its two-phase commit at its
 //!   home, and the state every node holds back until the decision;
 //!   [`txn_rename`]: renames by its members, pending between the two names' shards;
-//! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (seed 000),
+//! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (D2T),
 //!   pending under transactions like their writes;
 //! * [`xattr`]: extended attributes, kept beside the inodes;
 //! * [`links`]: hard links, counted beside the inodes;
 //! * [`names`]: renames, links and removals outside transactions, driven by the file's inode
 //!   shard from an intent that survives a crash between any two steps; [`names_check`]:
 //!   names counted against link counts;
-//! * [`locality`]: where the bytes of files live (seed 001), for schedulers; [`migrate`]:
+//! * [`locality`]: where the bytes of files live (FusionFS and Swift), for schedulers; [`migrate`]:
 //!   moving them to a reader's node (FusionFS's migrate-on-open);
 //! * [`drops`]: removed files' bytes released on every node in the background, in batches;
 //! * [`client_logs`]: logs the daemon writes and reads for a process that works through it

@@ -1,4 +1,4 @@
-//! The transaction service, client side (seed 000): a process opens a transaction (this
+//! The transaction service, client side (D2T): a process opens a transaction (this
 //! daemon becomes its home), joins one (its connection's attaches and size changes are then
 //! pending under it, and its queries see them), and asks for the decision.
 //!

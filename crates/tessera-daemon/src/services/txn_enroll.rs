@@ -1,4 +1,4 @@
-//! How a transaction's processes become its members all at once (seed 000), as the
+//! How a transaction's processes become its members all at once (D2T), as the
 //! transaction library does it: the coordinator reserves a block of transaction ids at its
 //! daemon ahead of use ([`TxnReserve`]), so that every process names its next transaction
 //! without a message; at begin, with every process's identity gathered, it enrolls them all

@@ -1,4 +1,4 @@
-//! The transaction service, home side (seed 000): the daemon that opened a transaction counts
+//! The transaction service, home side (D2T): the daemon that opened a transaction counts
 //! its member processes, runs its two-phase commit (prepare on every node, one durable
 //! decision record, completion everywhere), answers where it stands, and aborts one whose
 //! processes all ended. The state machine is `tessera_core::txn_home`; this module carries

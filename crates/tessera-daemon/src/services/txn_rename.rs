@@ -1,4 +1,4 @@
-//! Renames inside a transaction (seed 000): a member's rename is pending like its creates and
+//! Renames inside a transaction (D2T): a member's rename is pending like its creates and
 //! removals. The old name's shard marks the entry renamed away (`DentryMoveOut`), the new
 //! name's shard marks it created there (`DentryMoveIn`); the pair is tied by
 //! `tessera_core::txn_entries::Moves`, so that at commit the old name goes without its file

@@ -1,4 +1,4 @@
-//! The transaction service, shard side (seed 000): what every node holds back for the
+//! The transaction service, shard side (D2T): what every node holds back for the
 //! transactions that wrote to its shards (attaches on ownership shards, size extensions on
 //! inode shards), its prepare and completion, and how a node resolves transactions it holds
 //! state of by asking their homes (after a restart, or when a home's completion did not

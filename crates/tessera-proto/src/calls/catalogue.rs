@@ -1,4 +1,4 @@
-//! Requests of the catalogue service (seed 000's metadata service): named variables, the
+//! Requests of the catalogue service (D2T's metadata service): named variables, the
 //! chunks that hold them, and their versions, sharded over the daemons by name
 //! (`tessera_core::placement::variable_shard`). A process inside a transaction makes its
 //! changes pending under it (published when it commits); outside one, each change is

@@ -1,4 +1,4 @@
-//! Requests of the locality service (seed 001): where the bytes of files live, for schedulers.
+//! Requests of the locality service (FusionFS and Swift): where the bytes of files live, for schedulers.
 //!
 //! A client's [`Locate`] names many ranges at once; its daemon answers it in three batched
 //! rounds, whatever the number of paths: the names on their path shards ([`LocateNames`]),

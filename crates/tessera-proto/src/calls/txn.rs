@@ -1,4 +1,4 @@
-//! Requests of the transaction service (seed 000): a transaction's home daemon (the daemon of
+//! Requests of the transaction service (D2T): a transaction's home daemon (the daemon of
 //! the process that opened it) runs its two-phase commit; every daemon keeps the writes made
 //! under it pending until the decision, visible only to its members.
 //!

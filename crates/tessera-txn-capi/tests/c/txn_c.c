@@ -1,4 +1,4 @@
-/* The C API of the transaction library under mpirun: the seed's sequence, a vote to abort
+/* The C API of the transaction library under mpirun: D2T's sequence, a vote to abort
  * (txn_c abort: the last rank votes abort), and bad calls answered with their codes.
  * Rank 0 prints "txn_c SCENARIO: ok (P processes, S sub-coordinators)". */
 #include <mpi.h>
