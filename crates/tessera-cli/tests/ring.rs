@@ -135,6 +135,42 @@ fn garbage_in_a_ring_ends_only_its_own_connection() {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// An answer too large for the ring and for the socket's buffer is announced in the ring
+/// before it is written: a client asleep on the futex learns to read the socket, instead of
+/// the daemon waiting for a reader that waits for it.
+#[test]
+fn a_large_answer_is_announced_before_it_is_written() {
+    let inst = Inst::start(1);
+    let c = inst.client(0);
+    c.mkdir("/tessera/wide", 0o755).unwrap();
+    let long = "n".repeat(120);
+    for i in 0..4000 {
+        c.create(&format!("/tessera/wide/{long}{i}"))
+            .unwrap()
+            .close()
+            .unwrap();
+    }
+    let (mut s, ring) = raw_ring(&inst, 0);
+    let list = Request::from(tessera_proto::Readdir {
+        path: "/wide".into(),
+        after: None,
+        limit: 16_384,
+    });
+    let posted = ring.post(&frame::encode(&list)).unwrap();
+    ring_bell(&mut s, posted.wake);
+    // Nothing is read from the socket until the ring says the answer is there.
+    assert_eq!(wait_answer(&ring, posted.seq), Place::Socket);
+    let body = frame::read_frame(&mut s, 64 << 20).unwrap();
+    let (page, _) = frame::split_message::<Answer<tessera_core::dir_page::DirPage>>(&body).unwrap();
+    let page = page.unwrap();
+    assert_eq!(page.entries.len(), 4000);
+    assert!(
+        body.len() > 2 * tessera_shm::ANSWER_CAPACITY as usize,
+        "the answer ({} bytes) should not fit the ring nor a socket buffer",
+        body.len()
+    );
+}
+
 #[test]
 fn without_a_ring_every_request_takes_the_socket() {
     let inst = Inst::start_with(1, &["--set", "client_ring=false"]);

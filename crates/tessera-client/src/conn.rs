@@ -3,8 +3,9 @@
 //! ring in shared memory (tessera-shm's `Ring`) that carries the small ones without a system
 //! call while the daemon watches it.
 //!
-//! A request goes through the ring when it fits and is not a blocking lock (a lock may wait
-//! for long, and the daemon notices a process gone only while it reads the socket). The
+//! A request goes through the ring when it fits and is not a blocking lock (byte-range or
+//! list: a lock may wait for long, and the daemon notices a process gone only while it reads
+//! the socket). The
 //! client watches for the answer for at most 50 µs, then sleeps on the ring's futex in naps,
 //! looking at the socket between naps: a daemon that died hung up, and an answer too large
 //! for the ring (or a refusal) comes as a frame there.
@@ -173,9 +174,14 @@ impl Conn {
             let kind = body.first().map_or(0, |&t| usize::from(t).min(KINDS - 1));
             let start = std::time::Instant::now();
             let answered = self.exchange_in_ring(posted, kind);
-            let took = start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-            self.answered_in_us[kind] = took;
-            return answered;
+            // Only a request the daemon was watching for, answered in the ring, says how
+            // fast its kind is answered (a rung daemon's wake-up, or an answer on the
+            // socket, says nothing of it).
+            if matches!(answered, Ok(Place::Ring)) && !posted.wake {
+                let took = start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                self.answered_in_us[kind] = took;
+            }
+            return answered.map(drop);
         }
         // A daemon that refuses us (wrong uid, bad hello) answers and hangs up, possibly before
         // our write lands: read its answer even if the write failed.
@@ -187,8 +193,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Waits for the answer to a request placed in the ring.
-    fn exchange_in_ring(&mut self, posted: tessera_shm::Posted, kind: usize) -> FsResult<()> {
+    /// Waits for the answer to a request placed in the ring; says where it came.
+    fn exchange_in_ring(&mut self, posted: tessera_shm::Posted, kind: usize) -> FsResult<Place> {
         let ring = self.ring.as_ref().expect("posted in the ring");
         let stream = self.stream.get();
         if posted.wake {
@@ -203,9 +209,9 @@ impl Conn {
         loop {
             match ring.wait(posted.seq, spin, NAP) {
                 Some(Place::Ring) => {
-                    return ring
-                        .take_answer(&mut self.buf)
-                        .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")));
+                    ring.take_answer(&mut self.buf)
+                        .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")))?;
+                    return Ok(Place::Ring);
                 }
                 Some(Place::Socket) => break,
                 None => {
@@ -217,6 +223,11 @@ impl Conn {
                         &mut peek,
                         rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
                     ) {
+                        // An answer published just before the daemon hung up is still one.
+                        Ok((0, _))
+                            if ring
+                                .wait(posted.seq, Duration::ZERO, Duration::ZERO)
+                                .is_some() => {}
                         Ok((0, _)) => {
                             return Err(lost(std::io::ErrorKind::UnexpectedEof.into()));
                         }
@@ -227,7 +238,8 @@ impl Conn {
                 }
             }
         }
-        frame::read_frame_into(&mut &*stream, self.max_frame, &mut self.buf).map_err(lost)
+        frame::read_frame_into(&mut &*stream, self.max_frame, &mut self.buf).map_err(lost)?;
+        Ok(Place::Socket)
     }
 
     /// Decodes the last answer as the reply of `R`; an error answer becomes `Err`.

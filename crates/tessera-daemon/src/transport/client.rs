@@ -7,7 +7,7 @@
 
 use crate::Node;
 use crate::rpc::Encoded;
-use crate::transport::client_ring::{Event, RingWatch, next_event, serve_ring};
+use crate::transport::client_ring::{Event, RingWatch, next_event, route_watching, serve_ring};
 use crate::transport::peer::too_large;
 use crate::transport::peer::{codec, write_frame_parts};
 use futures::{SinkExt, StreamExt};
@@ -226,15 +226,12 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
             continue;
         }
         let mut answer = match frame::decode::<Request>(&f) {
-            Ok(Request::Lock(lock)) if lock.wait => {
-                // A blocking lock may wait for long: if the process goes away meanwhile (the
-                // stream ends), stop waiting; its locks are released when the connection ends.
-                tokio::select! {
-                    r = node.route_client(client, Request::Lock(lock)) => r,
-                    _ = framed.next() => return Ok(()),
-                }
-            }
-            Ok(req) => node.route_client(client, req).await,
+            // A blocking lock may wait for long: if the process goes away meanwhile (the
+            // stream ends), stop waiting; its locks are released when the connection ends.
+            Ok(req) => match route_watching(node, client, req, &mut framed).await {
+                Some(answer) => answer,
+                None => return Ok(()),
+            },
             Err(e) => {
                 framed.send(refusal(&e)).await.map_err(io)?;
                 return Err(e);

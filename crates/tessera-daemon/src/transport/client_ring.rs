@@ -5,8 +5,8 @@
 //! [`tessera_shm::SPIN`], yielding to the runtime and to other processes between looks, and
 //! also notices frames on the socket. When the watch ends it says so in the ring and sleeps
 //! on the socket, where the client's next request rings it (an empty frame). So a client
-//! that asks in a tight loop pays no system call on either side, and an idle connection
-//! costs no CPU.
+//! that asks in a tight loop hands requests over without a system call, and an idle
+//! connection costs no CPU.
 //!
 //! The watch adapts, since on a node with more busy threads than cores a watch that finds
 //! nothing only takes a core from someone else: a watch that ends empty shortens the next
@@ -18,7 +18,8 @@
 //! anything there at any time. Garbage (an impossible length, bytes that do not decode) gets
 //! a refusal on the socket and ends the connection, as a malformed frame does; it touches no
 //! other client. Blocking lock requests come on the socket (the client library sends them
-//! there), where the task can stop waiting when the process goes away.
+//! there); on either way, the task stops waiting for one when anything arrives on the socket
+//! (the process went away, or broke the protocol).
 
 use crate::Node;
 use crate::rpc::Encoded;
@@ -161,14 +162,19 @@ pub async fn serve_ring(
         .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")))
         .and_then(|()| frame::decode::<Request>(request));
     let mut answer = match decoded {
-        Ok(req) => node.route_client(client, req).await,
+        Ok(req) => match route_watching(node, client, req, framed).await {
+            Some(answer) => answer,
+            // The client went away (or broke the protocol) while its request waited.
+            None => return Ok(()),
+        },
         Err(e) => {
             tracing::warn!("client {client}: {e}; ending its connection");
+            // Told first, so a client asleep on the futex reads the socket at once.
+            ring.answered_on_socket(seq);
             framed
                 .send(Encoded::error(e.clone()).msg.into())
                 .await
                 .map_err(io)?;
-            ring.answered_on_socket(seq);
             return Err(e);
         }
     };
@@ -177,11 +183,44 @@ pub async fn serve_ring(
     }
     let parts = answer.parts();
     if !ring.answer(seq, &parts) {
+        // Told before the frame is written: a frame larger than the socket's buffer is
+        // written only as the client reads it.
+        ring.answered_on_socket(seq);
         write_frame_parts(framed.get_mut(), &parts)
             .await
             .map_err(io)?;
-        ring.answered_on_socket(seq);
     }
     watch.after_answer();
+    // A client that keeps posting requests answered at once would otherwise keep this task
+    // (and a runtime worker) from ever yielding.
+    tokio::task::coop::consume_budget().await;
     Ok(())
+}
+
+/// Whether a request may wait for long (a lock held by someone else): the client library
+/// sends these on the socket, where the daemon notices a process that goes away meanwhile.
+pub fn waits_long(req: &Request) -> bool {
+    match req {
+        Request::Lock(l) => l.wait,
+        Request::ListLock(l) => l.wait,
+        _ => false,
+    }
+}
+
+/// Answers a request; one that may wait for long stops waiting if anything arrives on the
+/// socket meanwhile (the process went away, or broke the protocol): then `None`, and the
+/// connection should end (its locks are released when it does).
+pub async fn route_watching(
+    node: &Node,
+    client: u64,
+    req: Request,
+    framed: &mut ClientFramed,
+) -> Option<Encoded> {
+    if !waits_long(&req) {
+        return Some(node.route_client(client, req).await);
+    }
+    tokio::select! {
+        r = node.route_client(client, req) => Some(r),
+        _ = framed.next() => None,
+    }
 }
