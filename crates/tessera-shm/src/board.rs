@@ -25,7 +25,7 @@ use crate::region::{Region, ShmError};
 use rustix::fd::BorrowedFd;
 use rustix::fs::SealFlags;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// The first eight bytes of a board.
 pub const MAGIC: [u8; 8] = *b"TSRBOARD";
@@ -99,12 +99,18 @@ impl Board {
 
     /// The counter that, when it moves, invalidates every slot.
     pub fn generation(&self) -> u64 {
-        self.region.word64(16).load(Ordering::SeqCst)
+        // Relaxed, then a fence: a client's mapping is read-only, where only relaxed atomic
+        // loads are promised to be sound.
+        let g = self.region.word64(16).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        g
     }
 
     /// The epoch of `slot` (taken modulo the number of slots).
     pub fn epoch(&self, slot: u32) -> u64 {
-        self.slot(slot).load(Ordering::SeqCst)
+        let e = self.slot(slot).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        e
     }
 
     /// Moves the epoch of `slot`; returns false on a read-only mapping.

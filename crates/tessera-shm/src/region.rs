@@ -113,12 +113,19 @@ impl Region {
                 "the region is not sealed against shrinking".into(),
             ));
         }
-        let head = map(&fd, header, false)?;
-        // SAFETY: `head` maps `header` readable bytes that nobody can shrink away; they are
-        // copied out at once.
-        let bytes = unsafe { std::slice::from_raw_parts(head.as_ptr(), header) }.to_vec();
-        // SAFETY: unmaps exactly the mapping made above, which nothing else refers to.
-        unsafe { rustix::mm::munmap(head.as_ptr().cast::<c_void>(), header)? };
+        // The header holds words the maker may be changing now (the board's generation, the
+        // ring's control words): copied out a word at a time, like every shared byte.
+        let bytes = {
+            let head = Region {
+                base: map(&fd, header, false)?,
+                len: header,
+                fd: None,
+                writable: false,
+            };
+            let mut bytes = Vec::new();
+            head.copy_out(0, header, &mut bytes);
+            bytes
+        };
         let len = check(&bytes, size)?;
         if len as u64 > size {
             return Err(ShmError::Layout(format!(

@@ -16,16 +16,16 @@
 //! | 128 | 4 | answer sequence (the futex word) | daemon |
 //! | 132 | 4 | answer length | daemon |
 //! | 136 | 4 | answer place (0 in the region, 1 on the socket) | daemon |
-//! | 140 | 4 | daemon awake (1 while it watches the ring) | daemon |
+//! | 140 | 4 | daemon awake (0 once it sleeps on the socket) | daemon |
 //! | header | request capacity | the request's bytes | client |
 //! | header + request capacity | answer capacity | the answer's bytes | daemon |
 //!
 //! **One exchange.** The client writes the request's bytes and length, then moves the request
 //! sequence. If the daemon is not watching (awake is 0) the client rings it through the
 //! socket, which stays for setup, credentials and these wake-ups. The daemon copies the
-//! request out of the region before it validates it, serves it, writes the answer (or sends
-//! it on the socket when it does not fit) and moves the answer sequence to the request's,
-//! waking the client's futex if the client said it sleeps. Each side watches for at most
+//! request out of the region before it validates it, serves it, writes the answer (or, when
+//! it does not fit, says it comes on the socket and then sends it there) and moves the answer
+//! sequence to the request's, waking the client's futex if the client said it sleeps. Each side watches for at most
 //! [`SPIN`] before it sleeps (the daemon on its socket, the client on the futex), so an idle
 //! instance uses no CPU. Both "asleep" handshakes store their flag, fence, and look again,
 //! so a wake-up is never lost: either the sleeper sees the new sequence or the other side
