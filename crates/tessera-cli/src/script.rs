@@ -85,6 +85,22 @@ pub enum Cmd {
         commit: bool,
     },
     Close,
+    /// Stats a path; the answer's data is `SIZE MTIME_NS`, hex-encoded.
+    StatPath {
+        path: String,
+    },
+    /// Lists a directory with attributes (readdir-plus); the answer's data is one line
+    /// `NAME SIZE` per entry (`-` for a size the listing did not carry), hex-encoded.
+    List {
+        dir: String,
+    },
+    /// Creates an empty file (or truncates one).
+    Touch {
+        path: String,
+    },
+    Unlink {
+        path: String,
+    },
     Exit,
 }
 
@@ -212,6 +228,23 @@ fn run_cmd(
         Cmd::TxnJoin { txn } => client.txn_join(txn)?,
         Cmd::TxnDecide { txn, commit } => client.txn_decide(txn, commit, Vec::new())?,
         Cmd::Close => file.take().ok_or_else(no_file)?.close()?,
+        Cmd::StatPath { path } => {
+            let a = client.stat(&path)?;
+            return Ok(Some(format!("{} {}", a.size, a.mtime_ns).into_bytes()));
+        }
+        Cmd::List { dir } => {
+            let lines: Vec<String> = client
+                .readdir_plus(&dir)?
+                .into_iter()
+                .map(|(e, a)| match a {
+                    Some(a) => format!("{} {}", e.name, a.size),
+                    None => format!("{} -", e.name),
+                })
+                .collect();
+            return Ok(Some(lines.join("\n").into_bytes()));
+        }
+        Cmd::Touch { path } => client.create(&path)?.close()?,
+        Cmd::Unlink { path } => client.unlink(&path)?,
         Cmd::Exit => {}
     }
     Ok(None)

@@ -33,18 +33,20 @@ fn writers_kept() -> usize {
     (quarter / LogWriter::DESCRIPTORS).clamp(2, 4096) as usize
 }
 
-/// Whether this process works through its daemon alone: its descriptor limit is below
-/// [`crate::log_sink::THROUGH_DAEMON_BELOW`]. Said once per process on stderr, with the way
-/// out.
-/// The way a request takes to the daemon: a blocking lock on the socket, where the daemon
-/// notices the process going away while it waits; the rest through the ring when they fit.
+/// The way a request takes to the daemon: a blocking lock (byte-range or list) on the
+/// socket, where the daemon notices the process going away while it waits; the rest through
+/// the ring when they fit.
 fn way_of(req: &Request) -> Way {
     match req {
         Request::Lock(l) if l.wait => Way::Socket,
+        Request::ListLock(l) if l.wait => Way::Socket,
         _ => Way::Any,
     }
 }
 
+/// Whether this process works through its daemon alone: its descriptor limit is below
+/// [`crate::log_sink::THROUGH_DAEMON_BELOW`]. Said once per process on stderr, with the way
+/// out.
 fn through_daemon() -> bool {
     let limit = tessera_logstore::library_fds::descriptor_limit();
     let through = limit < crate::log_sink::THROUGH_DAEMON_BELOW;
@@ -379,12 +381,7 @@ impl Client {
             }
             got.attr
         };
-        // Our own unattached writes count towards the size we see; attached ones are in the
-        // daemon's size already, and may have been cut since by another process's truncate.
-        if let Some(fs) = g.files.get(&a.ino) {
-            let unattached_end = fs.dirty.ranges().map(|(_, end)| end).max().unwrap_or(0);
-            a.size = a.size.max(unattached_end);
-        }
+        g.count_own_writes(&mut a);
         Ok(a)
     }
 
@@ -506,7 +503,7 @@ impl Client {
         self.through_links_on_miss(path, |path| {
             let mut g = self.lock();
             let p = g.resolve(path)?;
-            let page = g.call(Readdir {
+            let mut page = g.call(Readdir {
                 path: p.clone(),
                 after: after.clone(),
                 limit,
@@ -526,6 +523,12 @@ impl Client {
                         };
                         g.attrs.put(path::join(&p, &e.name), a.clone(), lease);
                     }
+                }
+            }
+            // Kept as the shards said; shown with this process's own writes, as a stat is.
+            for (_, attr) in page.entries.iter_mut() {
+                if let Some(a) = attr {
+                    g.count_own_writes(a);
                 }
             }
             Ok(page)
@@ -725,6 +728,16 @@ impl Inner {
             self.retired.pop_front();
         }
         self.txn = txn;
+    }
+
+    /// Counts this process's own unattached writes of the file towards the size it is shown;
+    /// attached ones are in the daemon's size already, and may have been cut since by another
+    /// process's truncate.
+    fn count_own_writes(&self, a: &mut Attr) {
+        if let Some(fs) = self.files.get(&a.ino) {
+            let unattached_end = fs.dirty.ranges().map(|(_, end)| end).max().unwrap_or(0);
+            a.size = a.size.max(unattached_end);
+        }
     }
 
     /// After `fork`, the child must not share the parent's connection or logs: it becomes a
