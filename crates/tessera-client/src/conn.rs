@@ -175,11 +175,15 @@ impl Conn {
             let start = std::time::Instant::now();
             let answered = self.exchange_in_ring(posted, kind);
             // Only a request the daemon was watching for, answered in the ring, says how
-            // fast its kind is answered (a rung daemon's wake-up, or an answer on the
-            // socket, says nothing of it).
-            if matches!(answered, Ok(Place::Ring)) && !posted.wake {
-                let took = start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-                self.answered_in_us[kind] = took;
+            // fast its kind is answered (a rung daemon's wake-up says nothing of it).
+            match answered {
+                Ok(Place::Ring) if !posted.wake => {
+                    let took = start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                    self.answered_in_us[kind] = took;
+                }
+                // Its answers are large: watching the ring for the next one is no use.
+                Ok(Place::Socket) => self.answered_in_us[kind] = u32::MAX,
+                _ => {}
             }
             return answered.map(drop);
         }
