@@ -5,10 +5,9 @@
 //!
 //! A request goes through the ring when it fits and is not a blocking lock (byte-range or
 //! list: a lock may wait for long, and the daemon notices a process gone only while it reads
-//! the socket). The
-//! client watches for the answer for at most 50 µs, then sleeps on the ring's futex in naps,
-//! looking at the socket between naps: a daemon that died hung up, and an answer too large
-//! for the ring (or a refusal) comes as a frame there.
+//! the socket). The client watches for the answer for at most 50 µs, then sleeps on the
+//! ring's futex in naps, looking at the socket between naps: a daemon that died hung up, and
+//! an answer too large for the ring (or a refusal) comes as a frame there.
 
 use std::io::ErrorKind;
 use std::os::unix::net::UnixStream;
