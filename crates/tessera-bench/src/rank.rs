@@ -230,8 +230,9 @@ fn process_cpu_secs(pid: u32) -> f64 {
 }
 
 /// Seconds on CPU of the live threads of process `pid` (the first field of each thread's
-/// schedstat, in nanoseconds); 0 if it is gone.
-fn threads_cpu_secs(pid: u32) -> f64 {
+/// `/proc/PID/task/TID/schedstat`, in nanoseconds; `/proc/PID/stat` counts in 10 ms ticks,
+/// too coarse for short phases); 0 if it is gone.
+pub fn threads_cpu_secs(pid: u32) -> f64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0.0;
     };

@@ -82,21 +82,6 @@ pub struct Timed {
     pub parts_cpu: [f64; PARTS.len()],
 }
 
-/// CPU seconds the live threads of process `pid` have used, from each thread's
-/// `/proc/PID/task/TID/schedstat` (nanoseconds on the CPU; `/proc/PID/stat` counts in 10 ms
-/// ticks, too coarse for a 100 ms run); 0 if it is gone.
-fn process_cpu(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    let ns: u64 = tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    ns as f64 * 1e-9
-}
-
 /// CPU seconds this process has used (every thread).
 fn own_cpu() -> f64 {
     // SAFETY: getrusage writes into the struct it is given, which lives for the call.
@@ -230,7 +215,12 @@ impl Workload<'_> {
             unsafe { libc::sync() };
         }
         self.world.barrier();
-        let daemons_cpu = || self.daemons.iter().map(|p| process_cpu(*p)).sum::<f64>();
+        let daemons_cpu = || {
+            self.daemons
+                .iter()
+                .map(|p| crate::rank::threads_cpu_secs(*p))
+                .sum::<f64>()
+        };
         let (daemons0, own0) = (daemons_cpu(), own_cpu());
         let t0 = mpi::time();
         // Create step: every variable's chunk written, registered once the variable exists.
