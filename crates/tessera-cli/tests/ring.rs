@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use tessera_proto::{Answer, Bound, Hello, Nop, PROTOCOL_VERSION, Request, Stat, frame};
 use tessera_shm::{Place, Ring};
 
-/// A connection made by hand that asked for a ring, and the ring mapped as a client would.
-fn raw_ring(inst: &Inst, node: u32) -> (UnixStream, Ring) {
+/// A connection made by hand whose hello asks for a ring, and what the daemon bound.
+fn hello_asking_for_a_ring(inst: &Inst, node: u32) -> (UnixStream, Bound) {
     let mut s = UnixStream::connect(inst.socket(node)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let hello = Request::from(Hello {
@@ -25,7 +25,13 @@ fn raw_ring(inst: &Inst, node: u32) -> (UnixStream, Ring) {
     frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
     let body = frame::read_frame(&mut s, 1 << 20).unwrap();
     let bound: Answer<Bound> = frame::decode(&body).unwrap();
-    let at = bound.unwrap().ring.expect("the daemon offers a ring");
+    (s, bound.unwrap())
+}
+
+/// A connection made by hand that asked for a ring, and the ring mapped as a client would.
+fn raw_ring(inst: &Inst, node: u32) -> (UnixStream, Ring) {
+    let (s, bound) = hello_asking_for_a_ring(inst, node);
+    let at = bound.ring.expect("the daemon offers a ring");
     let path = format!("/proc/{}/fd/{}", at.pid, at.fd);
     let ring = Ring::open(std::path::Path::new(&path)).expect("map the ring");
     (s, ring)
@@ -177,19 +183,7 @@ fn without_a_ring_every_request_takes_the_socket() {
     let c = inst.client(0);
     assert!(!c.has_ring(), "client_ring = false still made a ring");
     c.nop(false).unwrap();
-    let (mut s, _) = {
-        let mut s = UnixStream::connect(inst.socket(0)).unwrap();
-        let hello = Request::from(Hello {
-            version: PROTOCOL_VERSION,
-            pid: std::process::id(),
-            resume: None,
-            ring: true,
-        });
-        frame::write_frame(&mut s, &frame::encode(&hello)).unwrap();
-        let body = frame::read_frame(&mut s, 1 << 20).unwrap();
-        let bound: Answer<Bound> = frame::decode(&body).unwrap();
-        (s, bound.unwrap())
-    };
+    let (mut s, _) = hello_asking_for_a_ring(&inst, 0);
     let body = {
         frame::write_frame(&mut s, &frame::encode(&Request::from(Nop))).unwrap();
         frame::read_frame(&mut s, 1 << 20).unwrap()
