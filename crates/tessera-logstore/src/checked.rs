@@ -7,21 +7,26 @@
 //! a slot that is missing or does not match is read again once from the file, since the
 //! writer rewrites the slot of the block it is still filling.
 //!
-//! A run of whole blocks that the page cache holds entirely is handed out without its check
-//! (a `preadv2` with `RWF_NOWAIT` says so), as Btrfs and ZFS do: the checksums guard what the
-//! device returns, and a cached page came either from the writer's own write or from a read
-//! that checked it, since every reader of a log turns the kernel's read-ahead off for it
-//! (`POSIX_FADV_RANDOM`), so no page enters the cache unchecked behind a read. Checking
-//! cached bytes again cost a reader as much CPU as copying them (crc32c here: 12 GB/s against
-//! a copy's 8.5). A program other than Tessera reading the logs (a backup, `cp` of the burst
+//! A run of whole blocks that the page cache holds entirely is handed out without its check,
+//! as Btrfs and ZFS do: the checksums guard what the device returns, and a cached page came
+//! either from the writer's own write or from a read that checked it, since every reader of a
+//! log turns the kernel's read-ahead off for it (`POSIX_FADV_RANDOM`), so no page enters the
+//! cache unchecked behind a read. Checking cached bytes again cost a reader as much CPU as
+//! copying them (crc32c here: 12 GB/s against a copy's 8.5). Whether a run is cached is asked
+//! first without touching it ([`crate::page_cache`]); only then is it read with `RWF_NOWAIT`
+//! (which fails if the pages left meanwhile). A `RWF_NOWAIT` read alone is no question: on a
+//! miss it starts the device read of the pages, which then sit in the cache unchecked for the
+//! next reader. A program other than Tessera reading the logs (a backup, `cp` of the burst
 //! buffer) can bring pages in unchecked; the blocks cut by a read's edges are always checked.
-//! A block that fails its check is dropped from the cache at once, so the next reader reads it
-//! from the device again (a reader of the same block in the microseconds between the failed
-//! read and the drop can be handed its cached bytes).
+//! A block that fails its check is dropped from the cache at once, and again while another
+//! reader's device read keeps it there, so the next reader reads it from the device again (a
+//! reader of the same block in the microseconds between a failed read and its drop can be
+//! handed its cached bytes).
 
 use crate::library_fds::HeldFile;
 use rustix::io::{IoSliceMut, ReadWriteFlags};
 use std::cell::RefCell;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use tessera_core::sums::{self, Slot};
@@ -115,12 +120,7 @@ impl CheckedData {
     /// comes from the device and is checked again rather than handed out from the cache.
     fn corrupt(&self, k: u64, why: &str) -> FsError {
         let b = 1u64 << self.log2;
-        let _ = rustix::fs::fadvise(
-            &*self.data.get(),
-            k * b,
-            std::num::NonZeroU64::new(b),
-            rustix::fs::Advice::DontNeed,
-        );
+        self.drop_from_cache(k * b, b);
         FsError::new(
             Errno::Io,
             format!(
@@ -160,9 +160,33 @@ impl CheckedData {
         ))
     }
 
-    /// Reads `out` at `pos` only if the page cache holds all of it: whether it did.
+    /// Drops `[at, at + len)` from the page cache. A page another reader's device read holds
+    /// locked stays, so the drop is repeated while any of it is cached (that reader checks
+    /// the page and drops it too when its read ends; the bound only keeps a reader that
+    /// keeps reading the block from holding this one).
+    fn drop_from_cache(&self, at: u64, len: u64) {
+        let data = self.data.get();
+        for _ in 0..1000 {
+            let _ = rustix::fs::fadvise(
+                &*data,
+                at,
+                std::num::NonZeroU64::new(len),
+                rustix::fs::Advice::DontNeed,
+            );
+            if crate::page_cache::cached_pages(data.as_fd(), at, len).is_none_or(|n| n == 0) {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Reads `out` at `pos` only if the page cache holds all of it: whether it did. Asked
+    /// first without touching the pages (see the top: a miss must start no device read).
     fn read_cached(&self, out: &mut [u8], pos: u64) -> bool {
         let want = out.len();
+        if !crate::page_cache::all_cached(self.data.get().as_fd(), pos, want as u64) {
+            return false;
+        }
         let mut bufs = [IoSliceMut::new(out)];
         matches!(
             rustix::io::preadv2(&*self.data.get(), &mut bufs, pos, ReadWriteFlags::NOWAIT),
@@ -233,5 +257,101 @@ impl CheckedData {
             at = need_end;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page_cache::none_cached;
+    use crate::{LogWriter, private};
+    use tessera_core::index::IndexHeader;
+
+    /// A log of `blocks` full blocks, synced and dropped from the page cache, and a reader.
+    fn log_on_device(dir: &Path, blocks: u64) -> (PathBuf, CheckedData, Vec<u8>) {
+        let (d, i) = (dir.join("1.data"), dir.join("1.index"));
+        let header = IndexHeader {
+            ino: 1,
+            client: 1,
+            node: 0,
+        };
+        let mut w = LogWriter::open(&d, &i, header).unwrap();
+        let len = (blocks << sums::BLOCK_LOG2) as usize;
+        let bytes: Vec<u8> = (0..len).map(|k| (k % 251) as u8).collect();
+        w.append(0, &bytes).unwrap();
+        w.sync_durable().unwrap();
+        drop(w);
+        let s = crate::sums_path(&d);
+        let reader = CheckedData::new(
+            private::open_existing(&d, false).unwrap(),
+            &d,
+            private::open_existing(&s, false).unwrap(),
+            &s,
+        )
+        .unwrap();
+        drop_all(&d);
+        (d, reader, bytes)
+    }
+
+    fn drop_all(p: &Path) {
+        let f = std::fs::File::open(p).unwrap();
+        f.sync_all().unwrap();
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let len = f.metadata().unwrap().len();
+        assert!(
+            none_cached(f.as_fd(), 0, len),
+            "the test directory must be on a disk (not tmpfs), with cachestat (Linux 6.5)"
+        );
+    }
+
+    #[test]
+    fn asking_whether_blocks_are_cached_brings_none_in() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, reader, _) = log_on_device(tmp.path(), 4);
+        let mut out = vec![0u8; 4 << sums::BLOCK_LOG2];
+        assert!(!reader.read_cached(&mut out, 0));
+        // A `RWF_NOWAIT` read that misses starts the device read of what it asked for: the
+        // pages would now sit in the cache unchecked.
+        let f = std::fs::File::open(&d).unwrap();
+        assert!(
+            none_cached(f.as_fd(), 0, out.len() as u64),
+            "the probe brought pages into the cache"
+        );
+    }
+
+    #[test]
+    fn a_damaged_block_is_refused_by_every_reader_after_the_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, first, bytes) = log_on_device(tmp.path(), 4);
+        let block = 1u64 << sums::BLOCK_LOG2;
+        let at = 2 * block + 17;
+        let f = std::fs::OpenOptions::new().write(true).open(&d).unwrap();
+        f.write_all_at(&[bytes[at as usize] ^ 1], at).unwrap();
+        drop(f);
+        drop_all(&d);
+        let mut out = vec![0u8; bytes.len()];
+        let e = first.read(&mut out, 0).unwrap_err();
+        assert!(e.message.contains("block 2"), "{e}");
+        let f = std::fs::File::open(&d).unwrap();
+        assert!(
+            none_cached(f.as_fd(), 2 * block, block),
+            "the damaged block stayed in the cache"
+        );
+        let s = crate::sums_path(&d);
+        let second = CheckedData::new(
+            private::open_existing(&d, false).unwrap(),
+            &d,
+            private::open_existing(&s, false).unwrap(),
+            &s,
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let e = second.read(&mut out, 0).unwrap_err();
+            assert_eq!(e.errno, Errno::Io, "{e}");
+        }
+        // The blocks around it still read.
+        let mut one = vec![0u8; block as usize];
+        second.read(&mut one, 3 * block).unwrap();
+        assert!(one[..] == bytes[3 * block as usize..]);
     }
 }

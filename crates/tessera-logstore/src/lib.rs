@@ -16,6 +16,7 @@
 
 pub mod checked;
 pub mod library_fds;
+pub mod page_cache;
 pub mod private;
 mod view;
 mod writer;
