@@ -166,10 +166,10 @@ fn a_corrupt_index_record_loses_only_what_it_described() {
     let (base, all) = written_file(&inst, 8, 50_000);
     let index = base.with_extension("index");
     let mut bytes = std::fs::read(&index).unwrap();
-    let records = (bytes.len() - 32) / 48;
+    let records = (bytes.len() - 32) / 56;
     assert!(records >= 8, "{records} records");
     // A record in the middle, and the last one.
-    for at in [32 + 48 * (records / 2) + 5, bytes.len() - 48 + 7] {
+    for at in [32 + 56 * (records / 2) + 5, bytes.len() - 56 + 7] {
         bytes[at] ^= 0x10;
     }
     std::fs::write(&index, &bytes).unwrap();

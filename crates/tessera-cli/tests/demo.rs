@@ -34,7 +34,7 @@ fn demo_runs_and_verifies_its_data() {
         assert!(text.contains(line), "missing '{line}' in:\n{text}");
     }
     // Each writer's strided pattern is one index record, written twice: header (32 B) + one
-    // pair (2 x 48 B).
+    // pair (2 x 56 B).
     let index_bytes: u64 = text
         .lines()
         .find_map(|l| {
@@ -45,5 +45,5 @@ fn demo_runs_and_verifies_its_data() {
                 .ok()
         })
         .expect("index line");
-    assert_eq!(index_bytes, 4 * (32 + 96), "{text}");
+    assert_eq!(index_bytes, 4 * (32 + 112), "{text}");
 }

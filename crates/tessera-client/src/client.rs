@@ -975,7 +975,11 @@ impl Inner {
                 LogSink::Local(Box::new(LogWriter::open(
                     &d,
                     &i,
-                    IndexHeader { ino, client, node },
+                    IndexHeader {
+                        log: client,
+                        node,
+                        epoch: 0,
+                    },
                 )?))
             });
             self.written.insert(ino);
@@ -1020,7 +1024,7 @@ impl Inner {
                 continue;
             };
             let synced = match &mut w {
-                crate::log_sink::LogSink::Local(l) => l.sync_index().is_ok(),
+                crate::log_sink::LogSink::Local(l) => l.sync_index(ino).is_ok(),
                 crate::log_sink::LogSink::Daemon(_) => false,
             };
             if ino == keep || !fs.dirty.is_empty() || !synced {

@@ -67,10 +67,11 @@ impl LogHandle<'_> {
     /// data log.
     pub fn append(&mut self, logical: u64, buf: &[u8]) -> FsResult<u64> {
         let Some(log) = self.daemon_log() else {
+            let ino = self.ino;
             let LogSink::Local(w) = self.sink() else {
                 unreachable!()
             };
-            return w.append(logical, buf);
+            return w.append(ino, logical, buf);
         };
         // In pieces that fit a frame; they land one after another in the data log, which
         // only this process writes.
@@ -103,13 +104,14 @@ impl LogHandle<'_> {
 
     fn sync(&mut self, durable: bool) -> FsResult<()> {
         let Some(log) = self.daemon_log() else {
+            let ino = self.ino;
             let LogSink::Local(w) = self.sink() else {
                 unreachable!()
             };
             return if durable {
                 w.sync_durable()
             } else {
-                w.sync_index()
+                w.sync_index(ino)
             };
         };
         let lens = self.g.call(LogSync {
@@ -141,8 +143,9 @@ impl LogHandle<'_> {
     pub fn published(&mut self) -> FsResult<()> {
         match self.daemon_log() {
             None => {
+                let ino = self.ino;
                 if let LogSink::Local(w) = self.sink() {
-                    w.published();
+                    w.published(ino);
                 }
                 Ok(())
             }
@@ -157,10 +160,11 @@ impl LogHandle<'_> {
     /// Records a publication of a range or a truncate in the journal.
     pub fn mark(&mut self, e: Entry) -> FsResult<()> {
         let Some(log) = self.daemon_log() else {
+            let ino = self.ino;
             let LogSink::Local(w) = self.sink() else {
                 unreachable!()
             };
-            return w.mark(e);
+            return w.mark(ino, e);
         };
         let mark = match e {
             Entry::PublishedRange { start, end, .. } => LogMark::PublishedRange { start, end },

@@ -207,7 +207,7 @@ fn read_node_log(
         return Ok(());
     }
     let view = g.foreign_view(ino, client)?;
-    if let Some((a, b)) = view.read(at, dst)?.first() {
+    if let Some((a, b)) = view.read(ino, at, dst)?.first() {
         let note = view
             .damage_note()
             .map_or(String::new(), |n| format!("; {n}"));

@@ -1,12 +1,14 @@
 //! The index log: where each logical byte a process wrote sits in its data log, and what of
 //! it the process has published.
 //!
-//! Every process keeps, per file, a data log (the bytes it wrote, appended in write order) and
-//! an index log (this format). The byte layout is specified in `docs/format.md`; in short:
+//! A process keeps a data log (the bytes it wrote, appended in write order) and an index log
+//! (this format). Every record names the file (`ino`) it is about, so one log can hold the
+//! writes of many files; its header names the log (the writing process's log id, its node and
+//! the log's epoch). The byte layout is specified in `docs/format.md`; in short:
 //!
 //! ```text
-//! header  (32 B)  magic "TSXI" | version u16 | record size u16 | ino u64 | client u64 | node u32 | crc32c u32
-//! record  (48 B)  a u64 | b u64 | c u64 | d u64 | e u64 | kind u8 | 0 0 0 | crc32c u32
+//! header  (32 B)  magic "TSXI" | version u16 | record size u16 | log u64 | node u32 | epoch u32 | 0 u32 | crc32c u32
+//! record  (56 B)  ino u64 | a u64 | b u64 | c u64 | d u64 | e u64 | kind u8 | 0 0 0 | crc32c u32
 //! ```
 //!
 //! All integers are little-endian; each CRC32C covers the bytes before it in its header or
@@ -26,7 +28,8 @@
 //! Markers say where in the data log they were made, not where in the index log they sit, so
 //! they never close the open run (a strided pattern stays one record however often the
 //! process publishes). They let a daemon publish, after the process died, exactly what it had
-//! written and not yet published ([`unpublished`]).
+//! written and not yet published ([`unpublished`], over one file's entries). A marker of a
+//! file is about that file's writes only; positions are the shared data log's.
 //!
 //! [`IndexBuilder`] turns a stream of writes into records, extending the current record while
 //! the writes continue its pattern, and writes them through: the log's last pair is rewritten
@@ -37,9 +40,9 @@
 use crate::run::Run;
 
 pub const MAGIC: [u8; 4] = *b"TSXI";
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 pub const HEADER_SIZE: usize = 32;
-pub const RECORD_SIZE: usize = 48;
+pub const RECORD_SIZE: usize = 56;
 /// A record and its copy.
 pub const PAIR_SIZE: usize = 2 * RECORD_SIZE;
 /// Record kinds.
@@ -51,9 +54,20 @@ pub const KIND_TRUNCATED: u8 = 4;
 /// Identity of the log, repeated in its header so a misplaced file is detected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexHeader {
-    pub ino: u64,
-    pub client: u64,
+    /// The writing process's log id (its client id, or its transaction's log).
+    pub log: u64,
     pub node: u32,
+    /// Which of the log's successive files this is (a log moves to a new epoch when its
+    /// files have grown large, so that space is given back by dropping whole epochs).
+    pub epoch: u32,
+}
+
+/// An entry and the file it is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tagged {
+    /// The file's inode number; 0 for a lost pair, whose file is unknown.
+    pub ino: u64,
+    pub entry: Entry,
 }
 
 /// A strided run of logical ranges stored contiguously from `log_offset`.
@@ -128,9 +142,9 @@ pub fn encode_header(h: &IndexHeader) -> [u8; HEADER_SIZE] {
     b[0..4].copy_from_slice(&MAGIC);
     b[4..6].copy_from_slice(&VERSION.to_le_bytes());
     b[6..8].copy_from_slice(&(RECORD_SIZE as u16).to_le_bytes());
-    b[8..16].copy_from_slice(&h.ino.to_le_bytes());
-    b[16..24].copy_from_slice(&h.client.to_le_bytes());
-    b[24..28].copy_from_slice(&h.node.to_le_bytes());
+    b[8..16].copy_from_slice(&h.log.to_le_bytes());
+    b[16..20].copy_from_slice(&h.node.to_le_bytes());
+    b[20..24].copy_from_slice(&h.epoch.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
@@ -156,14 +170,14 @@ pub fn parse_header(b: &[u8]) -> Result<Option<IndexHeader>, FormatError> {
         return Err(FormatError::UnsupportedVersion(version));
     }
     Ok(Some(IndexHeader {
-        ino: u64_at(h, 8),
-        client: u64_at(h, 16),
-        node: u32::from_le_bytes(h[24..28].try_into().expect("4 bytes")),
+        log: u64_at(h, 8),
+        node: u32::from_le_bytes(h[16..20].try_into().expect("4 bytes")),
+        epoch: u32::from_le_bytes(h[20..24].try_into().expect("4 bytes")),
     }))
 }
 
-/// One record (a single copy) of an entry.
-pub fn encode_record(e: &Entry) -> [u8; RECORD_SIZE] {
+/// One record (a single copy) of an entry about file `ino`.
+pub fn encode_record(ino: u64, e: &Entry) -> [u8; RECORD_SIZE] {
     let (fields, kind): ([u64; 5], u8) = match *e {
         Entry::Write(r) => (
             [
@@ -183,18 +197,19 @@ pub fn encode_record(e: &Entry) -> [u8; RECORD_SIZE] {
         Entry::Lost { .. } => unreachable!("a lost entry is never written"),
     };
     let mut b = [0u8; RECORD_SIZE];
+    b[0..8].copy_from_slice(&ino.to_le_bytes());
     for (i, f) in fields.iter().enumerate() {
-        b[i * 8..i * 8 + 8].copy_from_slice(&f.to_le_bytes());
+        b[8 + i * 8..16 + i * 8].copy_from_slice(&f.to_le_bytes());
     }
-    b[40] = kind;
-    let crc = crc32c::crc32c(&b[0..44]);
-    b[44..48].copy_from_slice(&crc.to_le_bytes());
+    b[48] = kind;
+    let crc = crc32c::crc32c(&b[0..52]);
+    b[52..56].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
-/// The pair (record and copy) of an entry, as appended to the log.
-pub fn encode_pair(e: &Entry) -> [u8; PAIR_SIZE] {
-    let r = encode_record(e);
+/// The pair (record and copy) of an entry about file `ino`, as appended to the log.
+pub fn encode_pair(ino: u64, e: &Entry) -> [u8; PAIR_SIZE] {
+    let r = encode_record(ino, e);
     let mut b = [0u8; PAIR_SIZE];
     b[..RECORD_SIZE].copy_from_slice(&r);
     b[RECORD_SIZE..].copy_from_slice(&r);
@@ -202,13 +217,14 @@ pub fn encode_pair(e: &Entry) -> [u8; PAIR_SIZE] {
 }
 
 /// The entry a record holds, if it is intact and well formed.
-fn decode_record(b: &[u8]) -> Option<Entry> {
-    let crc = u32::from_le_bytes(b[44..48].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&b[0..44]) != crc {
+fn decode_record(b: &[u8]) -> Option<Tagged> {
+    let crc = u32::from_le_bytes(b[52..56].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&b[0..52]) != crc {
         return None;
     }
-    let f = |i: usize| u64_at(b, i * 8);
-    match b[40] {
+    let ino = u64_at(b, 0);
+    let f = |i: usize| u64_at(b, 8 + i * 8);
+    let entry = match b[48] {
         KIND_WRITE_RUN => {
             let run = Run {
                 start: f(0),
@@ -234,7 +250,8 @@ fn decode_record(b: &[u8]) -> Option<Entry> {
             at: f(4),
         }),
         _ => None,
-    }
+    }?;
+    Some(Tagged { ino, entry })
 }
 
 /// A damaged record found while parsing.
@@ -250,19 +267,34 @@ pub struct Damage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedRecords {
     /// The entries in log order; a pair lost to damage appears as [`Entry::Lost`].
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Tagged>,
     /// Bytes of the input consumed by complete pairs (a multiple of [`PAIR_SIZE`]).
     pub consumed: usize,
     pub tail: Tail,
     pub damage: Vec<Damage>,
 }
 
+impl ParsedRecords {
+    /// The entries about file `ino`, in log order, with every lost pair (which may have
+    /// been about it).
+    pub fn of(&self, ino: u64) -> Vec<Entry> {
+        self.entries
+            .iter()
+            .filter(|t| t.ino == ino || matches!(t.entry, Entry::Lost { .. }))
+            .map(|t| t.entry)
+            .collect()
+    }
+}
+
 /// Of two intact copies of one pair that differ, the one that extends the other (the same
-/// run grown by later writes), if that is what they are.
-fn newer_of(x: Entry, y: Entry) -> Option<Entry> {
-    let (Entry::Write(a), Entry::Write(b)) = (x, y) else {
+/// run of the same file grown by later writes), if that is what they are.
+fn newer_of(x: Tagged, y: Tagged) -> Option<Tagged> {
+    let (Entry::Write(a), Entry::Write(b)) = (x.entry, y.entry) else {
         return None;
     };
+    if x.ino != y.ino {
+        return None;
+    }
     let (small, big) = if a.log_bytes() <= b.log_bytes() {
         (a, b)
     } else {
@@ -278,7 +310,10 @@ fn newer_of(x: Entry, y: Entry) -> Option<Entry> {
             && small.run.stride == big.run.stride
             && small.run.count <= big.run.count
     };
-    (same_start && grown).then_some(Entry::Write(big))
+    (same_start && grown).then_some(Tagged {
+        ino: x.ino,
+        entry: Entry::Write(big),
+    })
 }
 
 /// Parses the pairs in `buf`, which starts `base` bytes into the log (after the header). Never
@@ -316,7 +351,10 @@ pub fn parse_records(buf: &[u8], base: u64) -> ParsedRecords {
             }
             // Both damaged, or two intact copies that disagree: nothing to trust.
             _ => {
-                entries.push(Entry::Lost { offset });
+                entries.push(Tagged {
+                    ino: 0,
+                    entry: Entry::Lost { offset },
+                });
                 damage.push(Damage {
                     offset,
                     repaired: false,
@@ -339,6 +377,47 @@ pub fn parse_records(buf: &[u8], base: u64) -> ParsedRecords {
         tail,
         damage,
     }
+}
+
+/// The journal's entries that the index log lacks, in journal order: what a writer that
+/// stopped (or a daemon that restarted under it) had not synced yet.
+///
+/// A sync gives the index one file's journal entries since its last sync, so each file's
+/// entries in the index are a prefix of its entries in the journal, and the rest of them is
+/// what is missing. Where a file's entries are not such a prefix (a damaged pair), all of its
+/// journal entries are missing: appended again in order after what the index holds, they
+/// leave every byte where the journal says (later records win). Lost pairs are skipped.
+pub fn unsynced(journal: &ParsedRecords, index: &ParsedRecords) -> Vec<Tagged> {
+    use std::collections::HashMap;
+    let is_lost = |t: &&Tagged| matches!(t.entry, Entry::Lost { .. });
+    let mut in_index: HashMap<u64, Vec<Entry>> = HashMap::new();
+    for t in index.entries.iter().filter(|t| !is_lost(t)) {
+        in_index.entry(t.ino).or_default().push(t.entry);
+    }
+    let mut in_journal: HashMap<u64, Vec<Entry>> = HashMap::new();
+    for t in journal.entries.iter().filter(|t| !is_lost(t)) {
+        in_journal.entry(t.ino).or_default().push(t.entry);
+    }
+    // How many of each file's journal entries the index already holds.
+    let synced: HashMap<u64, usize> = in_journal
+        .iter()
+        .map(|(ino, j)| {
+            let i = in_index.get(ino).map_or(&[][..], |v| &v[..]);
+            (*ino, if j.starts_with(i) { i.len() } else { 0 })
+        })
+        .collect();
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    journal
+        .entries
+        .iter()
+        .filter(|t| !is_lost(t))
+        .filter(|t| {
+            let n = seen.entry(t.ino).or_default();
+            *n += 1;
+            *n > synced[&t.ino]
+        })
+        .copied()
+        .collect()
 }
 
 /// The part of a record stored at data-log positions `[lo, hi)`, as logical runs.
@@ -450,17 +529,19 @@ pub enum Append {
     New(Vec<u8>),
 }
 
-/// Turns a stream of writes into index records, one record per strided pattern, written
-/// through: every write updates the index log at once (a process killed at any moment loses
-/// no write that finished), and the log still grows with patterns, not writes.
+/// Turns a stream of writes to one file into index records, one record per strided pattern,
+/// written through: every write updates the index log at once (a process killed at any
+/// moment loses no write that finished), and the log still grows with patterns, not writes.
 ///
-/// The open run is always the log's last pair, and a write that extends it rewrites that
-/// pair in place (a larger run, a superset of the old one; see [`parse_records`] for a
-/// rewrite cut by a crash). A write that does not extend it appends a new pair. Markers close
+/// A write that extends the open run rewrites that run's pair in place, wherever it sits
+/// in the log (a larger run, a superset of the old one; see [`parse_records`] for a rewrite
+/// cut by a crash). A write that does not extend it appends a new pair. Markers close
 /// the open run (the next write starts a new one), except the published-up-to marker, which
 /// waits in memory for the next new pair: the daemon learns the same from the attach itself.
 #[derive(Clone, Debug, Default)]
 pub struct IndexBuilder {
+    /// The file whose records this builder makes.
+    ino: u64,
     open: Option<IndexRecord>,
     records_written: u64,
     /// The highest published-up-to position not written yet (one marker for many).
@@ -468,8 +549,17 @@ pub struct IndexBuilder {
 }
 
 impl IndexBuilder {
-    pub fn new() -> Self {
-        Self::default()
+    /// A builder of the records of file `ino`.
+    pub fn new(ino: u64) -> Self {
+        IndexBuilder {
+            ino,
+            ..Self::default()
+        }
+    }
+
+    /// The file whose records this builder makes.
+    pub fn ino(&self) -> u64 {
+        self.ino
     }
 
     /// Records a write of logical `[start, start + len)` stored at `log_offset` in the data
@@ -507,7 +597,7 @@ impl IndexBuilder {
             if extended {
                 // Each write ends within the largest file size, so the run stays valid.
                 debug_assert!(r.run.is_valid(), "{r:?}");
-                return Some(Append::Rewrite(encode_pair(&Entry::Write(*r))));
+                return Some(Append::Rewrite(encode_pair(self.ino, &Entry::Write(*r))));
             }
         }
         let mut bytes = self.take_published();
@@ -515,7 +605,7 @@ impl IndexBuilder {
             run: Run::single(start, len),
             log_offset,
         };
-        bytes.extend_from_slice(&encode_pair(&Entry::Write(r)));
+        bytes.extend_from_slice(&encode_pair(self.ino, &Entry::Write(r)));
         self.open = Some(r);
         self.records_written += 1;
         Some(Append::New(bytes))
@@ -529,7 +619,7 @@ impl IndexBuilder {
 
     fn take_published(&mut self) -> Vec<u8> {
         match self.published.take() {
-            Some(pos) => encode_pair(&Entry::PublishedUpTo { pos }).to_vec(),
+            Some(pos) => encode_pair(self.ino, &Entry::PublishedUpTo { pos }).to_vec(),
             None => Vec::new(),
         }
     }
@@ -539,7 +629,7 @@ impl IndexBuilder {
         debug_assert!(!matches!(e, Entry::Write(_) | Entry::Lost { .. }));
         self.open = None;
         let mut bytes = self.take_published();
-        bytes.extend_from_slice(&encode_pair(&e));
+        bytes.extend_from_slice(&encode_pair(self.ino, &e));
         bytes
     }
 
@@ -559,7 +649,7 @@ impl IndexBuilder {
         bytes
     }
 
-    /// The open run, if any (the journal's last pair).
+    /// The open run, if any.
     pub fn open_record(&self) -> Option<IndexRecord> {
         self.open
     }
@@ -574,6 +664,8 @@ impl IndexBuilder {
 mod tests {
     use super::*;
 
+    const INO: u64 = 0x2a_0000_0007;
+
     /// Golden bytes of the index log: its header and one pair of each entry kind written. A
     /// change here makes every existing index log unreadable: bump `VERSION` and re-bless
     /// (`TESSERA_BLESS=1 cargo test -p tessera-core golden`).
@@ -581,10 +673,11 @@ mod tests {
     fn golden_index_bytes() {
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let header = IndexHeader {
-            ino: (3 << 48) | 17,
-            client: 42,
+            log: 42,
             node: 3,
+            epoch: 5,
         };
+        let ino = (3 << 48) | 17;
         let entries = [
             (
                 "write",
@@ -611,7 +704,7 @@ mod tests {
         ];
         let mut text = format!("header {}\n", hex(&encode_header(&header)));
         for (name, e) in &entries {
-            text += &format!("{name} {}\n", hex(&encode_pair(e)));
+            text += &format!("{name} {}\n", hex(&encode_pair(ino, e)));
         }
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/index.txt");
         if std::env::var_os("TESSERA_BLESS").is_some() {
@@ -624,11 +717,12 @@ mod tests {
         // And the committed bytes still parse to the same entries.
         let mut log = Vec::new();
         for (_, e) in &entries {
-            log.extend_from_slice(&encode_pair(e));
+            log.extend_from_slice(&encode_pair(ino, e));
         }
         let parsed = parse_records(&log, 0);
         let want: Vec<Entry> = entries.iter().map(|(_, e)| *e).collect();
-        assert_eq!(parsed.entries, want);
+        assert_eq!(parsed.of(ino), want);
+        assert!(parsed.entries.iter().all(|t| t.ino == ino));
     }
     use proptest::prelude::*;
 
@@ -665,8 +759,8 @@ mod tests {
     fn writes_of(p: &ParsedRecords) -> Vec<IndexRecord> {
         p.entries
             .iter()
-            .filter_map(|e| match e {
-                Entry::Write(r) => Some(*r),
+            .filter_map(|t| match t.entry {
+                Entry::Write(r) => Some(r),
                 _ => None,
             })
             .collect()
@@ -675,9 +769,9 @@ mod tests {
     #[test]
     fn header_round_trips_and_rejects_damage() {
         let h = IndexHeader {
-            ino: 7,
-            client: 9,
+            log: 9,
             node: 2,
+            epoch: 7,
         };
         let mut b = encode_header(&h);
         assert_eq!(parse_header(&b), Ok(Some(h)));
@@ -693,7 +787,7 @@ mod tests {
 
     #[test]
     fn strided_checkpoint_costs_one_pair() {
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         let (xfer, ranks, rank) = (47_001u64, 4u64, 1u64);
         for i in 0..5_000u64 {
             log.push(&mut b, (i * ranks + rank) * xfer, xfer, i * xfer);
@@ -714,7 +808,7 @@ mod tests {
 
     #[test]
     fn sequential_writes_grow_one_piece() {
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         for i in 0..10u64 {
             log.push(&mut b, i * 100, 100, i * 100);
         }
@@ -725,7 +819,7 @@ mod tests {
 
     #[test]
     fn a_torn_pair_is_reported_not_used_and_a_damaged_copy_is_repaired() {
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         log.push(&mut b, 0, 10, 0);
         log.push(&mut b, 500, 7, 10);
         let bytes = log.bytes;
@@ -758,7 +852,7 @@ mod tests {
         d[3] ^= 1;
         d[RECORD_SIZE + 3] ^= 1;
         let p = parse_records(&d, 0);
-        assert_eq!(p.entries[0], Entry::Lost { offset: 0 });
+        assert_eq!(p.entries[0].entry, Entry::Lost { offset: 0 });
         assert_eq!(writes_of(&p).len(), 1);
         assert_eq!(p.tail, Tail::Clean);
     }
@@ -769,13 +863,13 @@ mod tests {
             run: Run::single(0, 100),
             log_offset: u64::MAX - 10,
         };
-        let p = parse_records(&encode_pair(&Entry::Write(r)), 0);
-        assert_eq!(p.entries, vec![Entry::Lost { offset: 0 }]);
+        let p = parse_records(&encode_pair(INO, &Entry::Write(r)), 0);
+        assert_eq!(p.of(INO), vec![Entry::Lost { offset: 0 }]);
     }
 
     #[test]
     fn markers_round_trip_and_publications_leave_the_open_run_open() {
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         log.push(&mut b, 0, 10, 0);
         b.mark_published(10);
         log.push(&mut b, 10, 10, 10);
@@ -793,7 +887,7 @@ mod tests {
         log.push(&mut b, 30, 10, 30);
         let p = parse_records(&log.bytes, 0);
         assert_eq!(
-            p.entries,
+            p.of(INO),
             vec![
                 Entry::Write(IndexRecord {
                     run: Run::single(0, 30),
@@ -816,7 +910,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_cut_by_a_crash_keeps_the_larger_copy() {
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         log.push(&mut b, 0, 8, 0);
         log.push(&mut b, 16, 8, 8);
         let old = log.bytes.clone();
@@ -843,7 +937,7 @@ mod tests {
         // (logical byte, log position) of every byte written, newest last.
         let mut written: Vec<(u64, u64)> = Vec::new();
         let mut markers: Vec<(u64, Step)> = Vec::new();
-        let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+        let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
         let mut pos = 0u64;
         for s in steps {
             match *s {
@@ -880,7 +974,7 @@ mod tests {
             }
         }
         log.append(b.flush_published());
-        (dirty, parse_records(&log.bytes, 0).entries)
+        (dirty, parse_records(&log.bytes, 0).of(INO))
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -910,7 +1004,7 @@ mod tests {
         /// Whatever the write stream, replaying the records gives each write's log position.
         #[test]
         fn records_replay_every_write(writes in proptest::collection::vec((0u64..64, 1u64..8), 1..60)) {
-            let (mut b, mut index) = (IndexBuilder::new(), Log::default());
+            let (mut b, mut index) = (IndexBuilder::new(INO), Log::default());
             let mut log = 0;
             let mut model = vec![None; 80];
             for (start, len) in &writes {
@@ -930,6 +1024,45 @@ mod tests {
             }
             prop_assert_eq!(total, log);
             prop_assert_eq!(got, model);
+        }
+
+        /// Writes to several files interleaved in one log (each file's open run rewritten
+        /// where it sits) replay, file by file, to each write's log position.
+        #[test]
+        fn interleaved_files_replay_apart(
+            writes in proptest::collection::vec((1u64..4, 0u64..64, 1u64..8), 1..80),
+        ) {
+            let mut builders: Vec<IndexBuilder> = (0..4).map(IndexBuilder::new).collect();
+            let mut open_at: [Option<usize>; 4] = [None; 4];
+            let mut bytes = Vec::new();
+            let mut pos = 0;
+            let mut model = vec![vec![None; 80]; 4];
+            for &(ino, start, len) in &writes {
+                match builders[ino as usize].push(start, len, pos) {
+                    Some(Append::Rewrite(pair)) => {
+                        let at = open_at[ino as usize].expect("a rewrite follows a new pair");
+                        bytes[at..at + PAIR_SIZE].copy_from_slice(&pair);
+                    }
+                    Some(Append::New(b)) => {
+                        open_at[ino as usize] = Some(bytes.len() + b.len() - PAIR_SIZE);
+                        bytes.extend_from_slice(&b);
+                    }
+                    None => {}
+                }
+                for k in 0..len { model[ino as usize][(start + k) as usize] = Some(pos + k); }
+                pos += len;
+            }
+            let parsed = parse_records(&bytes, 0);
+            for ino in 1..4u64 {
+                let mut got = vec![None; 80];
+                for e in parsed.of(ino) {
+                    let Entry::Write(r) = e else { continue };
+                    for (s, e, at) in r.pieces() {
+                        for k in 0..(e - s) { got[(s + k) as usize] = Some(at + k); }
+                    }
+                }
+                prop_assert_eq!(&got, &model[ino as usize], "file {}", ino);
+            }
         }
 
         /// `unpublished` agrees with a byte model of writes, publications and truncates,
@@ -955,7 +1088,7 @@ mod tests {
             at in any::<prop::sample::Index>(),
             x in 1u8..=255,
         ) {
-            let (mut b, mut log) = (IndexBuilder::new(), Log::default());
+            let (mut b, mut log) = (IndexBuilder::new(INO), Log::default());
             let mut pos = 0;
             for e in &entries {
                 match e {

@@ -173,7 +173,7 @@ impl Node {
                     continue;
                 }
             };
-            if header.ino != ino || header.client != client || header.node != self.id {
+            if header.log != client || header.node != self.id {
                 tracing::warn!("{} names another log ({header:?}); skipped", path.display());
                 continue;
             }
@@ -185,15 +185,15 @@ impl Node {
                 tracing::warn!("sealing the logs of {}: {e}", path.display());
                 continue;
             }
-            let lost = parsed
-                .entries
+            let entries = parsed.of(ino);
+            let lost = entries
                 .iter()
                 .filter(|e| matches!(e, Entry::Lost { .. }))
                 .count();
             let floor = self.clients.published(client, ino);
             out.push(Leftover {
                 ino,
-                runs: index::unpublished(&parsed.entries, floor),
+                runs: index::unpublished(&entries, floor),
                 lost,
             });
         }

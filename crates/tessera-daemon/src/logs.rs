@@ -263,7 +263,7 @@ impl Logs {
         let mut at = 0usize;
         for (s, e) in ranges {
             let len = (e - s) as usize;
-            let missing = v.read(*s, &mut out[at..at + len])?;
+            let missing = v.read(ino, *s, &mut out[at..at + len])?;
             if let Some((ms, me)) = missing.first() {
                 let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
                 return Err(FsError::new(
@@ -305,7 +305,7 @@ impl Logs {
         v.refresh()?;
         for r in runs {
             for (s, e) in r.pieces() {
-                if !v.map().covers(s, e) {
+                if !v.covers(ino, s, e) {
                     return Err(never(s, e, "its log does not hold these bytes"));
                 }
             }

@@ -135,7 +135,11 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 ///    (`meta["names_unchecked"]`).
 /// 8: removed files whose bytes are released in the background (`files_to_drop`); upgraded
 ///    from 2 to 7 the same way.
-pub const STATE_SCHEMA_VERSION: u64 = 8;
+/// 9: the node's logs are in index format 3 (every record names its file, so that one log can
+///    hold many files). The database is unchanged; one of versions 2 to 8 is upgraded the same
+///    way when the node holds no logs, and refused when it does (their index format 2 is not
+///    read).
+pub const STATE_SCHEMA_VERSION: u64 = 9;
 const SCHEMA_KEY: &str = "schema";
 
 /// Counters kept in the `meta` table.
@@ -610,6 +614,11 @@ pub struct StoreOptions {
     pub node: u32,
 }
 
+/// Whether the node directory `dir` holds any log (of any file or process).
+fn holds_logs(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("logs")).is_ok_and(|mut d| d.next().is_some())
+}
+
 impl Store {
     /// Opens (or creates) the state in `dir`, replays its log, loads it, and starts the
     /// committer thread.
@@ -636,8 +645,17 @@ impl Store {
                     .map_err(|e| db_err("meta", e))?
                     .map_or(unversioned, |v| v.value());
                 match found {
-                    // Versions 2 to 7 lack only tables created below.
-                    2..=7 | STATE_SCHEMA_VERSION => {
+                    2..=8 if holds_logs(dir) => {
+                        return Err(FsError::new(
+                            Errno::Io,
+                            format!(
+                                "{}: this burst buffer holds logs in index format 2, written by an earlier Tessera (state schema version {found}); this build reads index format 3 (state schema version {STATE_SCHEMA_VERSION}) and does not convert logs: flush the files with the Tessera that wrote them (`tessera flush`), then start this node on a fresh burst buffer",
+                                dir.join("logs").display()
+                            ),
+                        ));
+                    }
+                    // Versions 2 to 7 lack only tables created below; 8 lacks nothing.
+                    2..=8 | STATE_SCHEMA_VERSION => {
                         meta.insert(SCHEMA_KEY, STATE_SCHEMA_VERSION)
                             .map_err(|e| db_err("meta", e))?;
                         // An earlier build's renames could leave a name more than the count.
@@ -1415,6 +1433,38 @@ mod tests {
         assert!(late.message.contains("stopped"), "{late}");
         let (_s, loaded) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
         check(&loaded);
+    }
+
+    /// Writes `version` as the schema of the database in `dir`.
+    fn set_schema(dir: &Path, version: u64) {
+        let db = redb::Database::open(dir.join("meta.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert(SCHEMA_KEY, version)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn a_version_8_node_is_upgraded_without_logs_and_refused_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path(), opts(StateDurability::Process)).unwrap();
+        store.close();
+        set_schema(dir.path(), 8);
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        let (store, _) = Store::open(dir.path(), opts(StateDurability::Process))
+            .expect("a version 8 node without logs is upgraded");
+        store.close();
+        set_schema(dir.path(), 8);
+        std::fs::create_dir(dir.path().join("logs/00000000000000a1")).unwrap();
+        let e = Store::open(dir.path(), opts(StateDurability::Process))
+            .err()
+            .expect("opened a version 8 node holding logs");
+        assert!(
+            e.message.contains("index format 2") && e.message.contains("tessera flush"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -77,6 +77,11 @@ impl CheckedData {
         &self.data_path
     }
 
+    /// The data log's length now.
+    pub fn data_len(&self) -> FsResult<u64> {
+        crate::len_of(&self.data.get(), &self.data_path)
+    }
+
     /// The slots of blocks `from..`, read again from the file (those before stay cached).
     fn reload_from(&self, from: u64) -> FsResult<()> {
         let mut slots = self.slots.borrow_mut();
@@ -271,14 +276,14 @@ mod tests {
     fn log_on_device(dir: &Path, blocks: u64) -> (PathBuf, CheckedData, Vec<u8>) {
         let (d, i) = (dir.join("1.data"), dir.join("1.index"));
         let header = IndexHeader {
-            ino: 1,
-            client: 1,
+            log: 1,
             node: 0,
+            epoch: 0,
         };
         let mut w = LogWriter::open(&d, &i, header).unwrap();
         let len = (blocks << sums::BLOCK_LOG2) as usize;
         let bytes: Vec<u8> = (0..len).map(|k| (k % 251) as u8).collect();
-        w.append(0, &bytes).unwrap();
+        w.append(1, 0, &bytes).unwrap();
         w.sync_durable().unwrap();
         drop(w);
         let s = crate::sums_path(&d);

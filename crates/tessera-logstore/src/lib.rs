@@ -1,13 +1,14 @@
-//! The log store: each process's data log, block checksums and index log for one file, on its
-//! node's burst buffer.
+//! The log store: a process's data log, block checksums and index log on its node's burst
+//! buffer. One log can hold the writes of many files: every index record names its file.
 //!
 //! * [`LogWriter`] appends a process's writes to its data log, their index records (strided
-//!   runs, each written twice, see `tessera_core::index`) at once to its journal, and at sync
-//!   points their checksums to the `.sums` file (`tessera_core::sums`) and the journal's new
-//!   records to its index log, which readers use: a daemon can publish everything a process
-//!   that died had written, and a reader sees a process's writes as it last published them.
+//!   runs, each written twice, see `tessera_core::index`) at once to its journal, and at a
+//!   file's sync points their checksums to the `.sums` file (`tessera_core::sums`) and the
+//!   file's new journal records to the index log, which readers use: a daemon can publish
+//!   everything a process that died had written, and a reader sees a process's writes as it
+//!   last published them.
 //! * [`LogView`] reads another process's logs: it parses the index log incrementally into an
-//!   extent map and serves byte ranges from the data log, checking every block
+//!   extent map per file and serves byte ranges from the data log, checking every block
 //!   ([`checked`]). The daemon's read service and flush use it for logs of their node;
 //!   clients use it for logs of other processes on their own node, without a round trip.
 //!
@@ -56,27 +57,29 @@ mod tests {
     }
 
     const H: IndexHeader = IndexHeader {
-        ino: 5,
-        client: 1,
+        log: 1,
         node: 0,
+        epoch: 0,
     };
+    /// The file the tests write.
+    const F: u64 = 5;
 
     #[test]
     fn view_sees_synced_writes_only() {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());
         let mut w = LogWriter::open(&d, &i, H).unwrap();
-        w.append(100, b"hello").unwrap();
-        w.sync_index().unwrap();
+        w.append(F, 100, b"hello").unwrap();
+        w.sync_index(F).unwrap();
         let mut v = LogView::open(&d, &i).unwrap();
         let mut out = [0u8; 7];
-        let missing = v.read(99, &mut out).unwrap();
+        let missing = v.read(F, 99, &mut out).unwrap();
         assert_eq!(&out[1..6], b"hello");
         assert_eq!(missing, vec![(99, 100), (105, 106)]);
-        w.append(102, b"XY").unwrap(); // newer
-        w.sync_index().unwrap();
+        w.append(F, 102, b"XY").unwrap(); // newer
+        w.sync_index(F).unwrap();
         v.refresh().unwrap();
-        v.read(99, &mut out).unwrap();
+        v.read(F, 99, &mut out).unwrap();
         assert_eq!(&out[1..6], b"heXYo");
         let mut own = [0u8; 2];
         w.read_at(&mut own, 5).unwrap();
@@ -88,9 +91,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());
         let mut w = LogWriter::open(&d, &i, H).unwrap();
-        w.append(0, b"abc").unwrap();
-        w.sync_index().unwrap();
-        w.append(3, b"not synced").unwrap();
+        w.append(F, 0, b"abc").unwrap();
+        w.sync_index(F).unwrap();
+        w.append(F, 3, b"not synced").unwrap();
         std::mem::forget(w);
         // A crash mid-append leaves half a pair.
         let f = std::fs::OpenOptions::new().append(true).open(&i).unwrap();
@@ -102,12 +105,12 @@ mod tests {
         // longer its dirty data (its bytes stay in the data log, unindexed).
         let mut w = LogWriter::open(&d, &i, H).unwrap();
         assert_eq!(w.data_len(), 13);
-        w.append(13, b"def").unwrap();
-        w.sync_index().unwrap();
+        w.append(F, 13, b"def").unwrap();
+        w.sync_index(F).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         assert_eq!(v.tail(), Tail::Clean);
         let mut out = [0u8; 16];
-        assert_eq!(v.read(0, &mut out).unwrap(), vec![(3, 13)]);
+        assert_eq!(v.read(F, 0, &mut out).unwrap(), vec![(3, 13)]);
         assert_eq!(&out[..3], b"abc");
         assert_eq!(&out[13..], b"def");
     }
@@ -117,9 +120,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());
         let mut w = LogWriter::open(&d, &i, H).unwrap();
-        w.append(0, b"abc").unwrap();
-        w.sync_index().unwrap();
-        w.append(3, b"unpublished").unwrap();
+        w.append(F, 0, b"abc").unwrap();
+        w.sync_index(F).unwrap();
+        w.append(F, 3, b"unpublished").unwrap();
         std::mem::forget(w);
         // Half a pair after them: a crash in the middle of the next append.
         let j = crate::journal_path(&d);
@@ -127,13 +130,13 @@ mod tests {
         f.write_all_at(&[9, 9, 9], std::fs::metadata(&j).unwrap().len())
             .unwrap();
         let mut w = LogWriter::resume(&d, &i, H).unwrap();
-        w.append(14, b"more").unwrap();
-        w.sync_index().unwrap();
+        w.append(F, 14, b"more").unwrap();
+        w.sync_index(F).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         assert_eq!(v.tail(), Tail::Clean, "the torn half-pair went");
         let mut out = [0u8; 18];
         assert!(
-            v.read(0, &mut out).unwrap().is_empty(),
+            v.read(F, 0, &mut out).unwrap().is_empty(),
             "every byte indexed"
         );
         assert_eq!(&out, b"abcunpublishedmore");
@@ -144,7 +147,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());
         LogWriter::open(&d, &i, H).unwrap();
-        let other = IndexHeader { client: 2, ..H };
+        let other = IndexHeader { log: 2, ..H };
         assert_eq!(LogWriter::open(&d, &i, other).unwrap_err().errno, Errno::Io);
     }
 
@@ -156,8 +159,8 @@ mod tests {
         let all: Vec<u8> = (0..8 * piece).map(|k| (k % 253) as u8).collect();
         for n in [3u64, 0, 5, 1, 7, 2, 6, 4] {
             let s = (n * piece) as usize;
-            w.append(n * piece, &all[s..s + piece as usize]).unwrap();
-            w.sync_index().unwrap();
+            w.append(F, n * piece, &all[s..s + piece as usize]).unwrap();
+            w.sync_index(F).unwrap();
         }
         (d, i, all)
     }
@@ -171,12 +174,12 @@ mod tests {
         std::fs::write(&d, &bytes).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = vec![0u8; all.len()];
-        let e = v.read(0, &mut out).unwrap_err();
+        let e = v.read(F, 0, &mut out).unwrap_err();
         assert_eq!(e.errno, Errno::Io);
         assert!(e.message.contains("1.data is corrupt: block 1"), "{e}");
         // Logical piece 3 was written first, into data-log block 0: still readable.
         let mut piece = vec![0u8; 5000];
-        v.read(15_000, &mut piece).unwrap();
+        v.read(F, 15_000, &mut piece).unwrap();
         assert_eq!(piece[..], all[15_000..20_000]);
     }
 
@@ -216,24 +219,24 @@ mod tests {
         let mut w = LogWriter::open(&d, &i, H).unwrap();
         // Four whole blocks in one run: a read of them is one run of whole blocks.
         let all: Vec<u8> = (0..4 * 16384u64).map(|k| (k % 241) as u8).collect();
-        w.append(0, &all).unwrap();
-        w.sync_index().unwrap();
+        w.append(F, 0, &all).unwrap();
+        w.sync_index(F).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = vec![0u8; all.len()];
-        assert!(v.read(0, &mut out).unwrap().is_empty());
+        assert!(v.read(F, 0, &mut out).unwrap().is_empty());
         assert_eq!(out, all);
         // Changed in the page cache (not by the device): the cached run is handed out.
         let f = std::fs::OpenOptions::new().write(true).open(&d).unwrap();
         f.write_all_at(&[all[40_000] ^ 1], 40_000).unwrap();
-        assert!(v.read(0, &mut out).unwrap().is_empty());
+        assert!(v.read(F, 0, &mut out).unwrap().is_empty());
         assert_eq!(out[40_000], all[40_000] ^ 1);
         // Damage the device returns is found, in its block only.
         damage_on_device(&d, 20_000);
-        let e = v.read(0, &mut out).unwrap_err();
+        let e = v.read(F, 0, &mut out).unwrap_err();
         assert_eq!(e.errno, Errno::Io);
         assert!(e.message.contains("1.data is corrupt: block 1"), "{e}");
         let mut last = vec![0u8; 16384];
-        v.read(3 * 16384, &mut last).unwrap();
+        v.read(F, 3 * 16384, &mut last).unwrap();
         assert_eq!(last[..], all[3 * 16384..]);
     }
 
@@ -248,12 +251,12 @@ mod tests {
         // One copy of every pair damaged: all is read back.
         let mut one = clean.clone();
         for n in 0..pairs {
-            one[pair(n) + if n % 2 == 0 { 3 } else { 50 }] ^= 0x20;
+            one[pair(n) + if n % 2 == 0 { 3 } else { 58 }] ^= 0x20;
         }
         std::fs::write(&i, &one).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = vec![0u8; all.len()];
-        assert!(v.read(0, &mut out).unwrap().is_empty());
+        assert!(v.read(F, 0, &mut out).unwrap().is_empty());
         assert_eq!(out, all);
         assert_eq!(v.damage().len(), pairs);
         // Both copies of the middle pair: older bytes may be stale and are refused, the
@@ -261,11 +264,11 @@ mod tests {
         let mid = pairs / 2;
         let mut two = clean.clone();
         two[pair(mid) + 3] ^= 1;
-        two[pair(mid) + 51] ^= 1;
+        two[pair(mid) + 59] ^= 1;
         std::fs::write(&i, &two).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = vec![0u8; all.len()];
-        assert_eq!(v.read(0, &mut out).unwrap_err().errno, Errno::Io);
+        assert_eq!(v.read(F, 0, &mut out).unwrap_err().errno, Errno::Io);
         assert!(
             v.damage_note()
                 .unwrap()
@@ -287,22 +290,22 @@ mod tests {
             (200, b'n'),
             (300, b'c'),
         ] {
-            w.append(off, &[byte; 10]).unwrap();
-            w.sync_index().unwrap();
+            w.append(F, off, &[byte; 10]).unwrap();
+            w.sync_index(F).unwrap();
         }
         let mut b = std::fs::read(&i).unwrap();
         for n in [1, 3] {
             let at = index::HEADER_SIZE + n * index::PAIR_SIZE;
             b[at + 2] ^= 1;
-            b[at + 50] ^= 1;
+            b[at + 58] ^= 1;
         }
         std::fs::write(&i, &b).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = [0u8; 10];
         // B's bytes were overwritten by the lost L2: never returned as if current.
-        assert_eq!(v.read(200, &mut out).unwrap_err().errno, Errno::Io);
+        assert_eq!(v.read(F, 200, &mut out).unwrap_err().errno, Errno::Io);
         // Written after every lost record: read.
-        v.read(300, &mut out).unwrap();
+        v.read(F, 300, &mut out).unwrap();
         assert_eq!(out, [b'c'; 10]);
     }
 
@@ -317,7 +320,7 @@ mod tests {
         std::fs::write(&sums, &b).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = vec![0u8; all.len()];
-        let e = v.read(0, &mut out).unwrap_err();
+        let e = v.read(F, 0, &mut out).unwrap_err();
         assert!(e.message.contains("damaged checksum slot"), "{e}");
     }
 
@@ -326,19 +329,112 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (d, i) = paths(tmp.path());
         let mut w = LogWriter::open(&d, &i, H).unwrap();
-        w.append(0, b"first").unwrap();
-        w.mark(Entry::Truncated { size: 99, at: 0 }).unwrap();
-        w.append(5, b"second").unwrap();
-        w.sync_index().unwrap();
+        w.append(F, 0, b"first").unwrap();
+        w.mark(F, Entry::Truncated { size: 99, at: 0 }).unwrap();
+        w.append(F, 5, b"second").unwrap();
+        w.sync_index(F).unwrap();
         let mut b = std::fs::read(&i).unwrap();
         // The marker is the second pair (it closed the first run).
         let marker = index::HEADER_SIZE + index::PAIR_SIZE;
         b[marker + 1] ^= 1;
-        b[marker + 49] ^= 1;
+        b[marker + 57] ^= 1;
         std::fs::write(&i, &b).unwrap();
         let v = LogView::open(&d, &i).unwrap();
         let mut out = [0u8; 11];
-        assert!(v.read(0, &mut out).unwrap().is_empty());
+        assert!(v.read(F, 0, &mut out).unwrap().is_empty());
         assert_eq!(&out, b"firstsecond");
+    }
+}
+
+/// One log shared by several files, against a byte model of each file.
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tessera_core::index::IndexHeader;
+
+    const H: IndexHeader = IndexHeader {
+        log: 7,
+        node: 1,
+        epoch: 2,
+    };
+    const SPACE: usize = 48;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Write { file: u64, start: u64, len: u64 },
+        Sync { file: u64 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1u64..4, 0u64..40, 1u64..8).prop_map(|(file, start, len)| Op::Write { file, start, len }),
+            1 => (1u64..4).prop_map(|file| Op::Sync { file }),
+        ]
+    }
+
+    /// What a view shows of each file: `Some(byte)` where the log holds it.
+    fn seen(v: &LogView) -> Vec<Vec<Option<u8>>> {
+        (0..4u64)
+            .map(|file| {
+                let mut out = vec![0u8; SPACE];
+                let gaps = v.read(file, 0, &mut out).unwrap();
+                (0..SPACE)
+                    .map(|k| {
+                        let k64 = k as u64;
+                        (!gaps.iter().any(|(s, e)| *s <= k64 && k64 < *e)).then_some(out[k])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A reader sees each file as of its last sync, whatever the other files did; after
+        /// the writer is gone and its logs are sealed, every write; a resumed writer keeps
+        /// the unsynced writes of every file.
+        #[test]
+        fn readers_see_each_file_as_last_synced(ops in proptest::collection::vec(op(), 1..40)) {
+            let tmp = tempfile::tempdir().unwrap();
+            let (d, i) = (tmp.path().join("7.data"), tmp.path().join("7.index"));
+            let mut w = LogWriter::open(&d, &i, H).unwrap();
+            let mut written = vec![vec![None; SPACE]; 4];
+            let mut synced = written.clone();
+            let mut n = 0u8;
+            for op in &ops {
+                match *op {
+                    Op::Write { file, start, len } => {
+                        let bytes: Vec<u8> = (0..len).map(|_| { n = n.wrapping_add(1); n }).collect();
+                        w.append(file, start, &bytes).unwrap();
+                        for (k, b) in bytes.iter().enumerate() {
+                            written[file as usize][start as usize + k] = Some(*b);
+                        }
+                    }
+                    Op::Sync { file } => {
+                        w.sync_index(file).unwrap();
+                        synced[file as usize] = written[file as usize].clone();
+                    }
+                }
+            }
+            let v = LogView::open(&d, &i).unwrap();
+            prop_assert_eq!(seen(&v), synced);
+            // The daemon takes the logs up again for the process.
+            drop(w);
+            let mut r = LogWriter::resume(&d, &i, H).unwrap();
+            r.sync_all().unwrap();
+            let v = LogView::open(&d, &i).unwrap();
+            prop_assert_eq!(seen(&v), written.clone());
+            drop(r);
+            // Or seals them after it died.
+            let mut w = LogWriter::open(&d, &i, H).unwrap();
+            w.append(1, 0, &[0xee]).unwrap();
+            drop(w);
+            seal_logs(&d, &i).unwrap();
+            let v = LogView::open(&d, &i).unwrap();
+            written[1][0] = Some(0xee);
+            prop_assert_eq!(seen(&v), written);
+        }
     }
 }

@@ -1,46 +1,64 @@
-//! Reading another process's logs: its index log parsed incrementally into an extent map, its
-//! data log read through its block checksums.
+//! Reading another process's logs: its index log parsed incrementally into one extent map
+//! per file, its data log read through its block checksums.
 //!
 //! A damaged index record is repaired from its copy ([`tessera_core::index`]); a pair damaged
-//! twice loses what it described. Its bytes then read as missing (the caller reports them with
-//! [`LogView::damage_note`]), and since it may have overwritten earlier bytes of the log, a
-//! read served by data older than it fails with EIO instead of returning what may be stale.
-//! A lost pair proves harmless (a marker, not a write) when the next write record starts where
-//! the data log stood before it.
+//! twice loses what it described, and which file it was about. Its bytes then read as missing
+//! (the caller reports them with [`LogView::damage_note`]), and since it may have overwritten
+//! earlier bytes of its file, a read served by a record older than it (earlier in the index,
+//! of any file: each file's records are in the index in its write order) fails with EIO
+//! instead of returning what may be stale. A lost pair proves harmless (a marker, not a
+//! write) when the intact write records account for every byte of the data log: a lost
+//! write would have had bytes of its own.
 //!
-//! The index log only grows (its writer copies the journal's new records into it at sync
+//! The index log only grows (its writer appends a file's new records at that file's sync
 //! points), so each refresh reads only what was appended since the last one.
 
 use crate::checked::CheckedData;
 use crate::library_fds::HeldFile;
 use crate::{len_of, private, sums_path};
+use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use tessera_core::index::{self, Damage, Entry, IndexHeader, ParsedRecords, Tail};
-use tessera_core::{Errno, FsError, FsResult, RangeMap};
+use tessera_core::range_map::Slice;
+use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet};
 
-/// A reader's view of one process's logs of one file.
+/// Where a logical byte sits: its data-log position, and the index-log offset of the record
+/// that put it there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub pos: u64,
+    pub record: u64,
+}
+
+impl Slice for At {
+    fn advance(&self, by: u64) -> Self {
+        At {
+            pos: self.pos + by,
+            record: self.record,
+        }
+    }
+}
+
+/// A reader's view of one process's logs.
 #[derive(Debug)]
 pub struct LogView {
     index: HeldFile,
     index_path: PathBuf,
     data: CheckedData,
-    /// Bytes of the index log already applied to `map`.
+    /// Bytes of the index log already applied to `maps`.
     parsed: u64,
-    map: RangeMap<u64>,
+    maps: HashMap<u64, RangeMap<At>>,
+    /// Data-log positions the intact write records account for.
+    described: RangeSet,
     tail: Tail,
     damage: Vec<Damage>,
-    /// End of the data described by the write records so far.
-    log_end: u64,
-    /// A lost pair not yet known to be harmless: (its offset, `log_end` before it).
-    lost: Option<(u64, u64)>,
-    /// Data below this log position may be stale: (position, offset of the lost pair). The
-    /// latest lost pair counts: it may have overwritten anything stored before it.
-    horizon: Option<(u64, u64)>,
+    /// The index-log offset of the latest lost pair.
+    lost: Option<u64>,
 }
 
 impl LogView {
-    /// Opens the logs; `ENOENT` if the process never wrote this file on this node.
+    /// Opens the logs; `ENOENT` if the process never wrote on this node.
     pub fn open(data_path: &Path, index_path: &Path) -> FsResult<Self> {
         let sums = sums_path(data_path);
         let data = CheckedData::new(
@@ -54,12 +72,11 @@ impl LogView {
             index_path: index_path.to_path_buf(),
             data,
             parsed: 0,
-            map: RangeMap::new(),
+            maps: HashMap::new(),
+            described: RangeSet::new(),
             tail: Tail::Clean,
             damage: Vec::new(),
-            log_end: 0,
             lost: None,
-            horizon: None,
         };
         v.refresh()?;
         Ok(v)
@@ -89,39 +106,27 @@ impl LogView {
             self.parsed = index::HEADER_SIZE as u64;
         }
         let parsed = index::parse_records(body, self.parsed);
-        for e in &parsed.entries {
-            self.apply(e);
+        for (n, t) in parsed.entries.iter().enumerate() {
+            let record = self.parsed + (n * index::PAIR_SIZE) as u64;
+            match t.entry {
+                Entry::Write(r) => {
+                    let map = self.maps.entry(t.ino).or_default();
+                    for (s, e, pos) in r.pieces() {
+                        map.insert(s, e, At { pos, record });
+                    }
+                    if r.log_bytes() > 0 {
+                        self.described
+                            .add(r.log_offset, r.log_offset + r.log_bytes());
+                    }
+                }
+                Entry::Lost { offset } => self.lost = Some(offset),
+                _ => {}
+            }
         }
         self.damage.extend(parsed.damage);
         self.parsed += parsed.consumed as u64;
         self.tail = parsed.tail;
         Ok(())
-    }
-
-    fn apply(&mut self, e: &Entry) {
-        match e {
-            Entry::Write(r) => {
-                if let Some((offset, end)) = self.lost.take()
-                    && r.log_offset != end
-                {
-                    // The lost pair described data: whatever it overwrote is unknown.
-                    self.horizon =
-                        Some(self.horizon.map_or((end, offset), |h| h.max((end, offset))));
-                }
-                for (s, e, pos) in r.pieces() {
-                    self.map.insert(s, e, pos);
-                }
-                self.log_end = self.log_end.max(r.log_offset + r.log_bytes());
-            }
-            Entry::Lost { offset } => {
-                if let Some((first, end)) = self.lost {
-                    // Two in a row: the first one's data, if any, is as unknown.
-                    self.horizon = Some(self.horizon.map_or((end, first), |h| h.max((end, first))));
-                }
-                self.lost = Some((*offset, self.log_end));
-            }
-            _ => {}
-        }
     }
 
     /// How the index log ended at the last refresh.
@@ -154,24 +159,37 @@ impl LogView {
         ))
     }
 
-    /// Logical ranges this log holds, with their data-log positions.
-    pub fn map(&self) -> &RangeMap<u64> {
-        &self.map
+    /// Whether this log holds every byte of `[start, end)` of file `ino`.
+    pub fn covers(&self, ino: u64, start: u64, end: u64) -> bool {
+        self.maps.get(&ino).is_some_and(|m| m.covers(start, end))
     }
 
-    /// Fills `out` with logical bytes `[start, start + out.len())`, every block checked;
-    /// returns the sub-ranges this log does not hold (left untouched in `out`).
-    pub fn read(&self, start: u64, out: &mut [u8]) -> FsResult<Vec<(u64, u64)>> {
-        let end = start + out.len() as u64;
-        // A lost pair not yet known to be harmless makes older data suspect.
-        let horizon = match (self.horizon, self.lost) {
-            (Some(h), Some((off, at))) => Some(h.max((at, off))),
-            (h, None) => h,
-            (None, Some((off, at))) => Some((at, off)),
+    /// The files this log holds bytes of.
+    pub fn files(&self) -> impl Iterator<Item = u64> + '_ {
+        self.maps.keys().copied()
+    }
+
+    /// The index-log offset before which records may be stale: the latest lost pair's,
+    /// unless the intact records account for the whole data log.
+    fn stale_before(&self) -> FsResult<Option<u64>> {
+        let Some(lost) = self.lost else {
+            return Ok(None);
         };
-        for ext in self.map.overlapping(start, end) {
-            if let Some((below, offset)) = horizon
-                && ext.value < below
+        let data_len = self.data.data_len()?;
+        Ok((!self.described.covers(0, data_len)).then_some(lost))
+    }
+
+    /// Fills `out` with bytes `[start, start + out.len())` of file `ino`, every block
+    /// checked; returns the sub-ranges this log does not hold (left untouched in `out`).
+    pub fn read(&self, ino: u64, start: u64, out: &mut [u8]) -> FsResult<Vec<(u64, u64)>> {
+        let end = start + out.len() as u64;
+        let Some(map) = self.maps.get(&ino) else {
+            return Ok(vec![(start, end)]);
+        };
+        let stale_before = self.stale_before()?;
+        for ext in map.overlapping(start, end) {
+            if let Some(offset) = stale_before
+                && ext.value.record < offset
             {
                 return Err(FsError::new(
                     Errno::Io,
@@ -185,14 +203,14 @@ impl LogView {
                 ));
             }
             let dst = &mut out[(ext.start - start) as usize..(ext.end - start) as usize];
-            self.data.read(dst, ext.value)?;
+            self.data.read(dst, ext.value.pos)?;
         }
-        Ok(self.map.gaps(start, end))
+        Ok(map.gaps(start, end))
     }
 }
 
-/// Every entry of an index log, parsed once (for a daemon publishing what a process that
-/// died had not), with the log's identity.
+/// Every entry of an index log (or journal), parsed once (for a daemon publishing what a
+/// process that died had not), with the log's identity.
 pub fn read_entries(index_path: &Path) -> FsResult<(IndexHeader, ParsedRecords)> {
     let held = private::open_existing(index_path, false)?;
     let f = held.get();

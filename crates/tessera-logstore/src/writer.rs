@@ -1,26 +1,49 @@
-//! Appending one process's writes of one file: data log, block checksums, journal, index log.
+//! Appending one process's writes (of one or many files) to its logs: data log, block
+//! checksums, journal, index log.
 //!
-//! Every write is recorded at once in the journal (`tessera_core::index::IndexBuilder`: the
-//! open run's pair is rewritten in place as it grows), so a process killed at any moment loses
-//! no write that returned: its daemon publishes what the journal holds. Readers use the index
-//! log, which receives the journal's new records at each sync point
-//! ([`LogWriter::sync_index`], before an attach): a reader of an attached range must see the
-//! bytes as attached, not a newer write the process has not published. Both files have the
-//! same format; the index is a prefix of the journal. Block checksums are written at sync
-//! points and before the process reads its own log, so every byte a reader is sent to is
-//! covered; what a process left without checksums when it died is sealed by its daemon
-//! ([`seal_sums`]).
+//! Every write is recorded at once in the journal (one `tessera_core::index::IndexBuilder`
+//! per file: a file's open run's pair is rewritten in place as it grows), so a process killed
+//! at any moment loses no write that returned: its daemon publishes what the journal holds.
+//! Readers use the index log, which receives a file's new journal records at that file's
+//! sync points ([`LogWriter::sync_index`], before an attach): a reader of an attached range
+//! must see the bytes as attached, not a newer write the process has not published, of that
+//! file or of another. Both files have the same format and hold the same records; the index
+//! holds them in the order the files were synced, each file's in its write order. Block
+//! checksums are written at sync points and before the process reads its own log, so every
+//! byte a reader is sent to is covered; what a process left without checksums when it died
+//! is sealed by its daemon ([`seal_logs`]).
 
 use crate::library_fds::HeldFile;
 use crate::{journal_path, len_of, private, sums_path};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use tessera_core::index::{self, Append, Entry, IndexBuilder, IndexHeader};
+use tessera_core::index::{self, Append, Entry, IndexBuilder, IndexHeader, ParsedRecords};
 use tessera_core::sums::{self, Slot, SumsBuilder};
 use tessera_core::{Errno, FsError, FsResult};
 
-/// Appends one process's writes of one file.
+/// One file's records in a log: its builder, and what the index has not received yet.
+#[derive(Debug, Clone)]
+struct FileRecords {
+    builder: IndexBuilder,
+    /// Where the open run's pair sits in the journal (rewritten as the run grows).
+    open_at: Option<u64>,
+    /// The file's pairs written to the journal since its last sync, the open run's last.
+    unsynced: Vec<u8>,
+}
+
+impl FileRecords {
+    fn new(ino: u64) -> Self {
+        FileRecords {
+            builder: IndexBuilder::new(ino),
+            open_at: None,
+            unsynced: Vec::new(),
+        }
+    }
+}
+
+/// Appends one process's writes.
 #[derive(Debug)]
 pub struct LogWriter {
     data: HeldFile,
@@ -32,12 +55,9 @@ pub struct LogWriter {
     journal_path: PathBuf,
     sums_path: PathBuf,
     data_len: u64,
-    /// Bytes of the index log: the journal's bytes up to the last sync point.
     index_len: u64,
     journal_len: u64,
-    /// Where the open run's pair sits in the journal (rewritten as the run grows).
-    open_at: Option<u64>,
-    builder: IndexBuilder,
+    files: HashMap<u64, FileRecords>,
     sums: SumsBuilder,
     /// Reads of the process's own log, checked like everyone else's.
     checked: crate::checked::CheckedData,
@@ -49,14 +69,14 @@ impl LogWriter {
     pub const DESCRIPTORS: u64 = 6;
 
     /// Creates the logs, or continues existing ones (a process that reconnected keeps its id).
-    /// The directory of the logs (`<node>/logs/<ino>`) is made private; the directories
-    /// above it are the node's daemon's, which made them private when it started.
+    /// The directory of the logs is made private; the directories above it are the node's
+    /// daemon's, which made them private when it started.
     pub fn open(data_path: &Path, index_path: &Path, header: IndexHeader) -> FsResult<Self> {
         Self::open_with(data_path, index_path, header, false)
     }
 
-    /// As [`LogWriter::open`], keeping the journal's whole records past the index: the logs
-    /// of a process whose daemon writes them for it, taken up again after the daemon
+    /// As [`LogWriter::open`], keeping the journal's whole records that the index lacks: the
+    /// logs of a process whose daemon writes them for it, taken up again after the daemon
     /// restarted while the process went on (those records are its unpublished writes, which
     /// its next sync makes readable and its next attach publishes).
     pub fn resume(data_path: &Path, index_path: &Path, header: IndexHeader) -> FsResult<Self> {
@@ -79,11 +99,31 @@ impl LogWriter {
         let journal = private::create_or_open(&journal_path)?.0;
         let sums_file = private::create_or_open(&sums_path)?.0;
         let index_len = prepare_index(&index.get(), index_path, header)?;
-        let journal_len = len_of(&journal.get(), &journal_path)?;
-        let journal_len = if keep_journal && journal_len >= index_len {
+        let mut files = HashMap::new();
+        let journal_len = if keep_journal {
+            let indexed = read_body(&index.get(), index_path, index_len)?;
+            let journal_len = len_of(&journal.get(), &journal_path)?;
+            let journaled = read_body(&journal.get(), &journal_path, journal_len)?;
+            if journal_len < index::HEADER_SIZE as u64 {
+                // A journal that never got its header: the index is all there is.
+                copy_range(
+                    &index.get(),
+                    index_path,
+                    &journal.get(),
+                    &journal_path,
+                    0,
+                    index::HEADER_SIZE as u64,
+                )?;
+            }
+            for t in index::unsynced(&journaled, &indexed) {
+                files
+                    .entry(t.ino)
+                    .or_insert_with(|| FileRecords::new(t.ino))
+                    .unsynced
+                    .extend_from_slice(&index::encode_pair(t.ino, &t.entry));
+            }
             // Whole pairs only: a torn last one (a crash in the middle of an append) goes.
-            let body = journal_len - index::HEADER_SIZE as u64;
-            index::HEADER_SIZE as u64 + body / index::PAIR_SIZE as u64 * index::PAIR_SIZE as u64
+            (index::HEADER_SIZE + journaled.consumed) as u64
         } else {
             // The journal continues from the index: records a process left unsynced before
             // it reopened its logs are not its dirty writes any more.
@@ -127,17 +167,22 @@ impl LogWriter {
             data_len,
             index_len,
             journal_len,
-            open_at: None,
-            builder: IndexBuilder::new(),
+            files,
             sums,
             checked,
         })
     }
 
-    /// Appends `buf`, the bytes of logical offset `logical`, and records them in the journal;
-    /// returns their position in the data log. On failure (e.g. ENOSPC) nothing is recorded,
-    /// the data log is cut back and earlier data is untouched.
-    pub fn append(&mut self, logical: u64, buf: &[u8]) -> FsResult<u64> {
+    fn file(&mut self, ino: u64) -> &mut FileRecords {
+        self.files
+            .entry(ino)
+            .or_insert_with(|| FileRecords::new(ino))
+    }
+
+    /// Appends `buf`, the bytes of logical offset `logical` of file `ino`, and records them
+    /// in the journal; returns their position in the data log. On failure (e.g. ENOSPC)
+    /// nothing is recorded, the data log is cut back and earlier data is untouched.
+    pub fn append(&mut self, ino: u64, logical: u64, buf: &[u8]) -> FsResult<u64> {
         let pos = self.data_len;
         let failed = |this: &Self, what: &Path, e: std::io::Error| {
             // Drop whatever part made it, so the log ends where the journal says it does.
@@ -150,37 +195,43 @@ impl LogWriter {
         if let Err(e) = self.data.get().write_all_at(buf, pos) {
             return Err(failed(self, &self.data_path, e));
         }
-        // The builder changes only once the journal has the record.
-        let before = self.builder.clone();
-        let recorded = match self.builder.push(logical, buf.len() as u64, pos) {
-            Some(Append::Rewrite(pair)) => match self.open_at {
-                Some(at) => self.journal.get().write_all_at(&pair, at).map(|()| None),
+        // The file's records change only once the journal has the record.
+        let journal_len = self.journal_len;
+        let f = self
+            .files
+            .entry(ino)
+            .or_insert_with(|| FileRecords::new(ino));
+        let before = f.clone();
+        let journal = self.journal.get();
+        let recorded = match f.builder.push(logical, buf.len() as u64, pos) {
+            Some(Append::Rewrite(pair)) => match f.open_at {
+                Some(at) => journal.write_all_at(&pair, at).map(|()| {
+                    let n = f.unsynced.len();
+                    f.unsynced[n - index::PAIR_SIZE..].copy_from_slice(&pair);
+                    0
+                }),
                 None => Err(std::io::Error::other("no open run in the journal")),
             },
-            Some(Append::New(bytes)) => self
-                .journal
-                .get()
-                .write_all_at(&bytes, self.journal_len)
-                .map(|()| Some(bytes.len() as u64)),
-            None => Ok(None),
+            Some(Append::New(bytes)) => journal.write_all_at(&bytes, journal_len).map(|()| {
+                f.unsynced.extend_from_slice(&bytes);
+                f.open_at = Some(journal_len + (bytes.len() - index::PAIR_SIZE) as u64);
+                bytes.len() as u64
+            }),
+            None => Ok(0),
         };
+        drop(journal);
         match recorded {
-            Ok(appended) => {
-                if let Some(n) = appended {
-                    self.journal_len += n;
-                    self.open_at = Some(self.journal_len - index::PAIR_SIZE as u64);
-                }
-            }
+            Ok(appended) => self.journal_len += appended,
             Err(e) => {
                 // A pair that was being rewritten goes back to what it said (best effort:
                 // if it fails too, the pair's other copy or the next write mends it).
-                if let (Some(at), Some(open)) = (self.open_at, before.open_record()) {
+                if let (Some(at), Some(open)) = (before.open_at, before.builder.open_record()) {
                     let _ = self
                         .journal
                         .get()
-                        .write_all_at(&index::encode_pair(&Entry::Write(open)), at);
+                        .write_all_at(&index::encode_pair(ino, &Entry::Write(open)), at);
                 }
-                self.builder = before;
+                *self.file(ino) = before;
                 return Err(failed(self, &self.journal_path, e));
             }
         }
@@ -189,8 +240,8 @@ impl LogWriter {
         Ok(pos)
     }
 
-    /// Appends marker pairs to the journal (they closed the open run).
-    fn append_journal(&mut self, bytes: &[u8]) -> FsResult<()> {
+    /// Appends marker pairs of file `ino` to the journal (they closed its open run).
+    fn append_journal(&mut self, ino: u64, bytes: &[u8]) -> FsResult<()> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -199,42 +250,61 @@ impl LogWriter {
             .write_all_at(bytes, self.journal_len)
             .map_err(|e| FsError::io(format!("writing {}", self.journal_path.display()), &e))?;
         self.journal_len += bytes.len() as u64;
-        self.open_at = None;
+        let f = self.file(ino);
+        f.unsynced.extend_from_slice(bytes);
+        f.open_at = None;
         Ok(())
     }
 
-    /// Makes every write so far readable by others: writes the checksums of what was
-    /// appended, then gives the index log the journal's new records (the open run is closed
-    /// first: a pair in the index is never rewritten). Called before an attach.
-    pub fn sync_index(&mut self) -> FsResult<()> {
+    /// Makes every write of file `ino` so far readable by others: writes the checksums of
+    /// what was appended, then gives the index log the file's new journal records (its open
+    /// run is closed first: a pair in the index is never rewritten). Called before an
+    /// attach. The other files' records stay unsynced.
+    pub fn sync_index(&mut self, ino: u64) -> FsResult<()> {
         self.write_sums()?;
-        let pending = self.builder.flush_published();
-        self.append_journal(&pending)?;
-        self.builder.close();
-        self.open_at = None;
-        copy_range(
-            &self.journal.get(),
-            &self.journal_path,
-            &self.index.get(),
-            &self.index_path,
-            self.index_len,
-            self.journal_len,
-        )?;
-        self.index_len = self.journal_len;
+        let pending = self.file(ino).builder.flush_published();
+        self.append_journal(ino, &pending)?;
+        let f = self.file(ino);
+        f.builder.close();
+        f.open_at = None;
+        if f.unsynced.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::take(&mut f.unsynced);
+        let written = self.index.get().write_all_at(&bytes, self.index_len);
+        if let Err(e) = written {
+            self.file(ino).unsynced = bytes;
+            return Err(FsError::io(
+                format!("writing {}", self.index_path.display()),
+                &e,
+            ));
+        }
+        self.index_len += bytes.len() as u64;
         Ok(())
     }
 
-    /// Records that every write so far is published (attached); written to the journal
-    /// with the next new record. (The daemon learns it from the attach itself, so a process
-    /// that dies before the marker is written is not published twice.)
-    pub fn published(&mut self) {
-        self.builder.mark_published(self.data_len);
+    /// [`LogWriter::sync_index`] of every file of the log.
+    pub fn sync_all(&mut self) -> FsResult<()> {
+        let mut inos: Vec<u64> = self.files.keys().copied().collect();
+        inos.sort_unstable();
+        for ino in inos {
+            self.sync_index(ino)?;
+        }
+        self.write_sums()
     }
 
-    /// Records, in the journal at once, that a range was published or that the process
-    /// truncated the file (`at` is filled in): what a daemon publishes for a process that
+    /// Records that every write of file `ino` so far is published (attached); written to
+    /// the journal with the file's next new record. (The daemon learns it from the attach
+    /// itself, so a process that dies before the marker is written is not published twice.)
+    pub fn published(&mut self, ino: u64) {
+        let at = self.data_len;
+        self.file(ino).builder.mark_published(at);
+    }
+
+    /// Records, in the journal at once, that a range of file `ino` was published or that the
+    /// process truncated it (`at` is filled in): what a daemon publishes for a process that
     /// died is what it had written and not published, cut at its truncates.
-    pub fn mark(&mut self, e: Entry) -> FsResult<()> {
+    pub fn mark(&mut self, ino: u64, e: Entry) -> FsResult<()> {
         let e = match e {
             Entry::PublishedRange { start, end, .. } => Entry::PublishedRange {
                 start,
@@ -247,8 +317,8 @@ impl LogWriter {
             },
             other => other,
         };
-        let bytes = self.builder.mark(e);
-        self.append_journal(&bytes)
+        let bytes = self.file(ino).builder.mark(e);
+        self.append_journal(ino, &bytes)
     }
 
     /// Writes the checksums of everything appended so far.
@@ -265,9 +335,9 @@ impl LogWriter {
     }
 
     /// Makes the logs durable on their device (`fdatasync`), data and checksums before the
-    /// index that points at them.
+    /// index that points at them; every file is synced first.
     pub fn sync_durable(&mut self) -> FsResult<()> {
-        self.sync_index()?;
+        self.sync_all()?;
         for (f, p) in [
             (&self.data, &self.data_path),
             (&self.sums_file, &self.sums_path),
@@ -296,6 +366,15 @@ impl LogWriter {
     pub fn index_len(&self) -> u64 {
         self.index_len
     }
+}
+
+/// The records of a log file's first `len` bytes (header skipped; none if it has none).
+fn read_body(f: &File, path: &Path, len: u64) -> FsResult<ParsedRecords> {
+    let h = index::HEADER_SIZE as u64;
+    let mut buf = vec![0u8; len.saturating_sub(h) as usize];
+    f.read_exact_at(&mut buf, h)
+        .map_err(|e| FsError::io(format!("reading {}", path.display()), &e))?;
+    Ok(index::parse_records(&buf, h))
 }
 
 /// Copies bytes `[from, to)` of one log file into another at the same offsets.
@@ -425,16 +504,23 @@ pub fn seal_logs(data_path: &Path, index_path: &Path) -> FsResult<()> {
         len_of(&journal.get(), &journal_path)?,
         len_of(&index.get(), index_path)?,
     );
-    // Whole pairs only: a torn last one is not copied.
-    let body = journal_len.saturating_sub(index::HEADER_SIZE as u64);
-    let whole =
-        index::HEADER_SIZE as u64 + body / index::PAIR_SIZE as u64 * index::PAIR_SIZE as u64;
-    copy_range(
-        &journal.get(),
-        &journal_path,
-        &index.get(),
-        index_path,
-        index_len,
-        whole,
-    )
+    let journaled = read_body(&journal.get(), &journal_path, journal_len)?;
+    let indexed = read_body(&index.get(), index_path, index_len)?;
+    // Whole pairs only (a torn tail of the index is cut): the missing records go after them.
+    let whole = (index::HEADER_SIZE + indexed.consumed) as u64;
+    let mut bytes = Vec::new();
+    for t in index::unsynced(&journaled, &indexed) {
+        bytes.extend_from_slice(&index::encode_pair(t.ino, &t.entry));
+    }
+    if index_len < index::HEADER_SIZE as u64 {
+        return Err(FsError::new(
+            Errno::Io,
+            format!("{} has no complete header", index_path.display()),
+        ));
+    }
+    let index = index.get();
+    index
+        .set_len(whole)
+        .and_then(|()| index.write_all_at(&bytes, whole))
+        .map_err(|e| FsError::io(format!("writing {}", index_path.display()), &e))
 }

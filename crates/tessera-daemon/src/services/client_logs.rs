@@ -78,9 +78,9 @@ impl Node {
         // so no other request opens the same log meanwhile.
         let (d, i) = self.cfg.log_paths(self.id, ino, log);
         let header = IndexHeader {
-            ino,
-            client: log,
+            log,
             node: self.id,
+            epoch: 0,
         };
         let w = Arc::new(Mutex::new(tokio::task::block_in_place(|| {
             LogWriter::resume(&d, &i, header)
@@ -177,7 +177,7 @@ impl Node {
 impl ServeClient<LogAppend> for Node {
     async fn serve_client(&self, client: u64, r: LogAppend) -> FsResult<u64> {
         tessera_core::run::end_within_limit(r.offset, r.data.len() as u64, "write")?;
-        self.with_client_log(client, r.ino, r.log, |w| w.append(r.offset, &r.data))
+        self.with_client_log(client, r.ino, r.log, |w| w.append(r.ino, r.offset, &r.data))
     }
 }
 
@@ -187,7 +187,7 @@ impl ServeClient<LogSync> for Node {
             if r.durable {
                 w.sync_durable()?;
             } else {
-                w.sync_index()?;
+                w.sync_index(r.ino)?;
             }
             Ok(LogLens {
                 data: w.data_len(),
@@ -201,13 +201,13 @@ impl ServeClient<LogMarkIt> for Node {
     async fn serve_client(&self, client: u64, r: LogMarkIt) -> FsResult<()> {
         self.with_client_log(client, r.ino, r.log, |w| match r.mark {
             LogMark::Published => {
-                w.published();
+                w.published(r.ino);
                 Ok(())
             }
             LogMark::PublishedRange { start, end } => {
-                w.mark(Entry::PublishedRange { start, end, at: 0 })
+                w.mark(r.ino, Entry::PublishedRange { start, end, at: 0 })
             }
-            LogMark::Truncated { size } => w.mark(Entry::Truncated { size, at: 0 }),
+            LogMark::Truncated { size } => w.mark(r.ino, Entry::Truncated { size, at: 0 }),
         })
     }
 }

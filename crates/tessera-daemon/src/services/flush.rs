@@ -297,7 +297,7 @@ fn write_coalesced(
             let old = buf.len();
             buf.resize(old + take, 0);
             let (missing, note) = node.logs.with_view(ino, e.owner.client, |v| {
-                Ok((v.read(at, &mut buf[old..])?, v.damage_note()))
+                Ok((v.read(ino, at, &mut buf[old..])?, v.damage_note()))
             })?;
             if let Some((ms, me)) = missing.first() {
                 let note = note.map_or(String::new(), |n| format!("; {n}"));

@@ -109,14 +109,15 @@ pub fn run(data: &[u8]) {
         return;
     };
     let header = IndexHeader {
-        ino: input.ino,
-        client: input.client,
+        log: input.client,
         node: input.node,
+        epoch: input.ino as u32,
     };
+    let ino = input.ino;
     let entries: Vec<Entry> = input.entries.iter().filter_map(EntryIn::entry).collect();
     let mut log = index::encode_header(&header).to_vec();
     for e in &entries {
-        log.extend_from_slice(&index::encode_pair(e));
+        log.extend_from_slice(&index::encode_pair(ino, e));
     }
     let bytes = damaged(&log, &input.damage);
 
@@ -160,10 +161,14 @@ pub fn run(data: &[u8]) {
     let intact = |copy: &[u8]| {
         entries
             .iter()
-            .find(|e| index::encode_record(e)[..] == *copy)
+            .find(|e| index::encode_record(ino, e)[..] == *copy)
             .copied()
     };
-    for (p, got) in parsed.entries.iter().enumerate() {
+    for (p, tagged) in parsed.entries.iter().enumerate() {
+        let got = &tagged.entry;
+        if !matches!(got, Entry::Lost { .. }) {
+            assert_eq!(tagged.ino, ino, "pair {p} names another file");
+        }
         let at = p * PAIR_SIZE;
         let offset = base + at as u64;
         let a = intact(&body[at..at + RECORD_SIZE]);
@@ -198,7 +203,7 @@ pub fn run(data: &[u8]) {
         }
     }
 
-    for run in index::unpublished(&parsed.entries, input.floor) {
+    for run in index::unpublished(&parsed.of(ino), input.floor) {
         assert!(run.is_valid(), "unpublished returned {run:?}");
     }
 }

@@ -76,10 +76,12 @@ pub fn run(data: &[u8]) {
     let logs = dir.path().join("logs");
     let (data_path, index_path) = (logs.join("7.data"), logs.join("7.index"));
     let header = IndexHeader {
-        ino: 1,
-        client: 7,
+        log: 7,
         node: 0,
+        epoch: 0,
     };
+    // The file written; the view must show no other.
+    let ino = 1;
     let mut model: Vec<Option<u8>> = vec![None; (SPAN + 256) as usize];
     {
         let mut w = LogWriter::open(&data_path, &index_path, header).expect("opening the logs");
@@ -88,15 +90,15 @@ pub fn run(data: &[u8]) {
                 Step::Write { at, len } => {
                     let at = at as u64 % SPAN;
                     let bytes: Vec<u8> = (0..len as u64 + 1).map(|i| byte(n, at + i)).collect();
-                    w.append(at, &bytes).expect("appending");
+                    w.append(ino, at, &bytes).expect("appending");
                     for (i, b) in bytes.iter().enumerate() {
                         model[at as usize + i] = Some(*b);
                     }
                 }
-                Step::Sync => w.sync_index().expect("syncing"),
+                Step::Sync => w.sync_index(ino).expect("syncing"),
             }
         }
-        w.sync_index().expect("syncing");
+        w.sync_index(ino).expect("syncing");
     }
 
     let damaged = damage_file(&data_path, &input.data, false)
@@ -117,7 +119,7 @@ pub fn run(data: &[u8]) {
     );
     for (start, len) in reads {
         let mut out = vec![0u8; len as usize];
-        let got = view.read(start, &mut out);
+        let got = view.read(ino, start, &mut out);
         may_fail(damaged, "reading", &got);
         let Ok(gaps) = got else {
             continue;
