@@ -62,7 +62,13 @@ fn refused_then_hung_up(s: &mut UnixStream, what: &str) {
     let e = answer.expect_err("garbage was answered as a request");
     assert!(e.to_string().contains(what), "{e}");
     let mut rest = Vec::new();
-    s.read_to_end(&mut rest).expect("the daemon hangs up");
+    match s.read_to_end(&mut rest) {
+        Ok(_) => {}
+        // The daemon closed with a bell of ours unread (it found the request before the
+        // bell came): a hang-up too.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the daemon did not hang up: {e}"),
+    }
     assert!(rest.is_empty(), "bytes after the refusal: {rest:?}");
 }
 
