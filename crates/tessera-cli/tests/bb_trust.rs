@@ -21,13 +21,13 @@ fn burst_buffer_files_are_private() {
     f.write_at(b"data", 0).unwrap();
     f.commit().unwrap();
     let node = inst.root.join("bb/node-0");
-    let ino_dir = node.join(format!("logs/{:016x}", f.ino()));
+    let logs = node.join("logs");
     let client = c.identity().1;
     assert_eq!(mode(&node), 0o700, "node directory");
-    assert_eq!(mode(&node.join("logs")), 0o700, "logs directory");
-    assert_eq!(mode(&ino_dir), 0o700, "a file's log directory");
-    for file in [format!("{client}.data"), format!("{client}.index")] {
-        assert_eq!(mode(&ino_dir.join(&file)), 0o600, "{file}");
+    assert_eq!(mode(&logs), 0o700, "logs directory");
+    for kind in ["data", "index", "journal", "sums"] {
+        let file = format!("{client}.{kind}");
+        assert_eq!(mode(&logs.join(&file)), 0o600, "{file}");
     }
     for file in ["meta.wal", "meta.redb"] {
         assert_eq!(mode(&node.join(file)), 0o600, "{file}");
@@ -46,7 +46,7 @@ fn a_planted_log_link_is_not_written_through() {
             OpenOptions::new().read(true).write(true).create(true),
         )
         .unwrap();
-    let dir = inst.root.join(format!("bb/node-0/logs/{:016x}", f.ino()));
+    let dir = inst.root.join("bb/node-0/logs");
     std::fs::create_dir_all(&dir).unwrap();
     let client = c.identity().1;
     symlink(outside.join("target"), dir.join(format!("{client}.data"))).unwrap();

@@ -103,7 +103,14 @@ fn a_torn_state_log_tail_is_dropped_and_reported() {
 
 /// One process's logs of one file on node 0, and a reader on node 1 (remote reads) and on
 /// node 0 (its own daemon's read of another process's logs happens in the reader itself).
-fn written_file(inst: &Inst, pieces: u64, piece: u64) -> (std::path::PathBuf, Vec<u8>) {
+/// Writes the file; returns its data log's path (without extension), its bytes, and the
+/// writer, kept connected so that its daemon does not look at the log while the test
+/// damages it.
+fn written_file(
+    inst: &Inst,
+    pieces: u64,
+    piece: u64,
+) -> (std::path::PathBuf, Vec<u8>, tessera_client::Client) {
     let c = inst.client(0);
     let mut f = c.create("/tessera/logged").unwrap();
     let mut all = Vec::new();
@@ -118,11 +125,8 @@ fn written_file(inst: &Inst, pieces: u64, piece: u64) -> (std::path::PathBuf, Ve
     for off in 0..pieces * piece {
         all.push((off % 251) as u8 + 1);
     }
-    let dir = inst.root.join(format!(
-        "bb/node-0/logs/{:016x}",
-        c.stat("/tessera/logged").unwrap().ino
-    ));
-    (dir.join(format!("{}", c.identity().1)), all)
+    let dir = inst.root.join("bb/node-0/logs");
+    (dir.join(format!("{}", c.identity().1)), all, c)
 }
 
 fn read_back(inst: &Inst, node: u32, len: usize) -> Result<Vec<u8>, tessera_client::FsError> {
@@ -135,7 +139,7 @@ fn read_back(inst: &Inst, node: u32, len: usize) -> Result<Vec<u8>, tessera_clie
 #[test]
 fn a_flipped_data_byte_is_an_error_naming_file_and_offset() {
     let inst = Inst::start(2);
-    let (base, all) = written_file(&inst, 8, 50_000);
+    let (base, all, _writer) = written_file(&inst, 8, 50_000);
     let data = base.with_extension("data");
     common::damage_on_device(&data, 123_456);
     for node in [1, 0] {
@@ -163,7 +167,7 @@ fn a_flipped_data_byte_is_an_error_naming_file_and_offset() {
 #[test]
 fn a_corrupt_index_record_loses_only_what_it_described() {
     let inst = Inst::start(2);
-    let (base, all) = written_file(&inst, 8, 50_000);
+    let (base, all, _writer) = written_file(&inst, 8, 50_000);
     let index = base.with_extension("index");
     let mut bytes = std::fs::read(&index).unwrap();
     let records = (bytes.len() - 32) / 56;

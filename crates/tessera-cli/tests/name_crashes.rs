@@ -8,7 +8,6 @@
 mod common;
 
 use common::Inst;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tessera_client::{Client, Errno, FsResult};
 use tessera_core::placement::{ino_shard, path_shard};
@@ -61,11 +60,6 @@ fn file_on(c: &Client, inode: u32, name: &str, bytes: &[u8]) -> u64 {
     ino
 }
 
-/// The directory of a file's logs on a node.
-fn logs_of(inst: &Inst, node: u32, ino: u64) -> PathBuf {
-    inst.root.join(format!("bb/node-{node}/logs/{ino:016x}"))
-}
-
 /// Waits until no daemon holds an operation on names that has not ended.
 fn wait_intents_ended(inst: &Inst) {
     inst.wait_none_left("operations on names not ended", |s| s.name_intents);
@@ -96,7 +90,7 @@ fn removed_everywhere(inst: &Inst, name: &str, ino: u64, point: &str) {
     assert_eq!(c.stat(name).unwrap_err().errno, Errno::NoEnt, "{point}");
     wait_dropped(inst);
     for n in 0..NODES {
-        assert!(!logs_of(inst, n, ino).exists(), "{point}: node {n}");
+        assert!(!common::log_holds(inst, n, ino), "{point}: node {n}");
     }
     counts_match_names(&c);
 }
@@ -175,7 +169,7 @@ fn a_rename_over_another_file_completes_after_a_crash_at_any_step() {
         let (from, to) = two_names(i, (1, "from"), (2, "to"));
         let ino = file_on(&c, 0, &from, b"the renamed file");
         let replaced = file_on(&inst.client(2), 2, &to, b"the replaced file");
-        assert!(logs_of(&inst, 2, replaced).exists());
+        assert!(common::log_holds(&inst, 2, replaced));
         let answer = crash_during(&inst, 0, point, 1, |c| c.rename(&from, &to));
         host_down(answer, point);
         // Done: the new name leads to the file, the old one is gone, and the replaced
@@ -186,7 +180,7 @@ fn a_rename_over_another_file_completes_after_a_crash_at_any_step() {
         assert_eq!(c.stat(&to).unwrap().nlink, 1, "{point}");
         assert_eq!(c.stat(&from).unwrap_err().errno, Errno::NoEnt, "{point}");
         wait_dropped(&inst);
-        assert!(!logs_of(&inst, 2, replaced).exists(), "{point}");
+        assert!(!common::log_holds(&inst, 2, replaced), "{point}");
         counts_match_names(&c);
         // A retry converges: the rename happened.
         assert_eq!(c.rename(&from, &to).unwrap_err().errno, Errno::NoEnt);
@@ -212,7 +206,7 @@ fn a_replaced_file_goes_whole_after_a_crash_of_its_own_daemon() {
         let c = inst.client(0);
         assert_eq!(read(&c, &to).unwrap(), b"new contents", "{point}");
         wait_dropped(&inst);
-        assert!(!logs_of(&inst, 2, replaced).exists(), "{point}");
+        assert!(!common::log_holds(&inst, 2, replaced), "{point}");
         counts_match_names(&c);
     }
 }
@@ -272,7 +266,7 @@ fn an_unlink_is_done_after_a_crash_at_any_step() {
     {
         let a = on_shard(1, &format!("last{i}-"));
         let ino = one_name_bytes_on_two_nodes(&inst, &a);
-        assert!(logs_of(&inst, 2, ino).exists());
+        assert!(common::log_holds(&inst, 2, ino));
         host_down(crash_during(&inst, 0, point, 2, |c| c.unlink(&a)), point);
         removed_everywhere(&inst, &a, ino, point);
     }

@@ -5,16 +5,10 @@
 mod common;
 
 use common::Inst;
-use std::path::PathBuf;
 use tessera_client::{Client, Errno, OpenOptions};
 use tessera_core::placement::ino_shard;
 
 const NODES: u32 = 3;
-
-/// The directory of a file's logs on a node.
-fn logs_of(inst: &Inst, node: u32, ino: u64) -> PathBuf {
-    inst.root.join(format!("bb/node-{node}/logs/{ino:016x}"))
-}
 
 fn write(c: &Client, path: &str, bytes: &[u8]) {
     let mut f = c
@@ -73,7 +67,7 @@ fn a_removal_answers_at_once_and_its_bytes_go_after_a_crash() {
     let (ino, shard) = inode_node(&inst, path);
     hold_releases(&inst, shard);
     for n in 0..NODES {
-        assert!(logs_of(&inst, n, ino).exists(), "node {n}");
+        assert!(common::log_holds(&inst, n, ino), "node {n}");
     }
     inst.client((shard + 1) % NODES).unlink(path).unwrap();
     // The name is gone on every node at once, while the bytes are still listed to go.
@@ -84,7 +78,7 @@ fn a_removal_answers_at_once_and_its_bytes_go_after_a_crash() {
         assert_eq!(open.unwrap_err().errno, Errno::NoEnt, "node {n}");
     }
     assert_eq!(files_to_drop(&inst, shard), 1);
-    assert!(logs_of(&inst, 0, ino).exists());
+    assert!(common::log_holds(&inst, 0, ino));
     let status = common::tessera_in(&inst.layout, &["status"]);
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(
@@ -95,7 +89,7 @@ fn a_removal_answers_at_once_and_its_bytes_go_after_a_crash() {
     let_go(&inst, shard);
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
     for n in 0..NODES {
-        assert!(!logs_of(&inst, n, ino).exists(), "node {n}");
+        assert!(!common::log_holds(&inst, n, ino), "node {n}");
     }
     inst.wait_bb_used_at_most(before, "the removed file's logs");
 }
@@ -126,7 +120,7 @@ fn a_new_file_of_the_same_name_is_never_touched_by_the_release() {
     let_go(&inst, shard);
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
     for n in 0..NODES {
-        assert!(!logs_of(&inst, n, old).exists(), "node {n}");
+        assert!(!common::log_holds(&inst, n, old), "node {n}");
         assert_eq!(read(&inst.client(n), path), b"the second", "node {n}");
     }
     assert_eq!(std::fs::read(&pfs_copy).unwrap(), b"the second");
@@ -147,6 +141,8 @@ fn removing_many_files_gives_their_space_back() {
         c.unlink(&format!("/tessera/many/f{i}")).unwrap();
     }
     c.rmdir("/tessera/many").unwrap();
+    // The writer's log goes with it: a log is deleted once its files went and its writer did.
+    drop(c);
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
     inst.wait_bb_used_at_most(before, "the removed files' logs");
     let logs: Vec<_> = (0..NODES)

@@ -160,8 +160,7 @@ fn torn_index_tail_is_reported_at_startup() {
     f.close().unwrap();
     let (_, client) = c.identity();
     let cfg = c.config();
-    let ino = c.stat("/tessera/torn").unwrap().ino;
-    let (_, index) = cfg.log_paths(0, ino, client);
+    let (_, index) = cfg.log_paths(0, client);
     drop(c);
     inst.kill9(0);
     // A crash mid-append leaves half a record behind.

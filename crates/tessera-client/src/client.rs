@@ -23,16 +23,6 @@ use serde::{Deserialize, Serialize};
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
 const GRANT_CHUNK: u64 = 64 << 20;
 
-/// How many log writers a process keeps open at most: a quarter of its descriptor limit's
-/// worth (42 under the common limit of 1024), at most 4096. Beyond, the writers of files
-/// with nothing unpublished are closed, oldest first (reopened if written again): a program
-/// that writes a file after another would otherwise run out of descriptors (after 170 files
-/// under a limit of 1024).
-fn writers_kept() -> usize {
-    let quarter = tessera_logstore::library_fds::descriptor_limit() / 4;
-    (quarter / LogWriter::DESCRIPTORS).clamp(2, 4096) as usize
-}
-
 /// The way a request takes to the daemon: a blocking lock (byte-range or list) on the
 /// socket, where the daemon notices the process going away while it waits; the rest through
 /// the ring when they fit.
@@ -118,7 +108,9 @@ pub struct ReadSources {
 /// What one process knows about one file, shared by all its handles of that file.
 #[derive(Default)]
 pub(crate) struct FileState {
-    pub writer: Option<crate::log_sink::LogSink>,
+    /// The process told its daemon it writes this file under its current log id: its
+    /// writes go to that log ([`Inner::writer`]).
+    pub writing: bool,
     /// Logical range -> position in this process's data log (newest write wins).
     pub local: RangeMap<u64>,
     /// Written but not yet attached.
@@ -147,11 +139,11 @@ pub(crate) struct Inner {
     pub client_id: u64,
     pid: u32,
     pub files: HashMap<u64, FileState>,
-    /// Logs of other processes on this node, read directly: (ino, client) -> (view, generation).
-    pub foreign: HashMap<(u64, u64), (LogView, u64)>,
+    /// Logs of other processes on this node, read directly: log id -> (view, generation).
+    pub foreign: HashMap<u64, (LogView, u64)>,
     /// The keys of `foreign`, oldest first: beyond [`views_kept`] the oldest view is closed
     /// (and opened again when needed).
-    foreign_order: std::collections::VecDeque<(u64, u64)>,
+    foreign_order: std::collections::VecDeque<u64>,
     /// Bumped by every query answer: views older than this are refreshed before use.
     pub query_gen: u64,
     grant: u64,
@@ -172,18 +164,17 @@ pub(crate) struct Inner {
     /// The process works through its daemon alone (its descriptor limit is too low to keep
     /// its own logs out of the program's way): see [`crate::log_sink`].
     pub(crate) through_daemon: bool,
-    /// Writers of logs this process no longer writes (it joined or left a transaction),
-    /// oldest first: closed first when the open writers are more than [`writers_kept`], not
-    /// when the process switches. Closing a writer's six descriptors costs about 5 us of CPU,
-    /// paid for every file at every join and leave when it was done there.
-    retired: std::collections::VecDeque<crate::log_sink::LogSink>,
-    /// The files this process has written under its current log id (each got a writer since
-    /// the last switch): the only ones whose writes a switch checks and forgets, so that
-    /// joining or leaving costs what the transaction wrote, not every file the process has
-    /// opened.
+    /// The log this process writes now (its log id's, for every file it writes on this
+    /// node), opened at its first write under that id.
+    log: Option<(u64, crate::log_sink::LogSink)>,
+    /// The writer of the log of a transaction this process left after it committed, kept
+    /// open until the next switch: the transaction's files stay part of the data set, and a
+    /// reader of them on this node finds the log's descriptors still open.
+    retired: Option<crate::log_sink::LogSink>,
+    /// The files this process has written under its current log id: the only ones whose
+    /// writes a switch checks and forgets, so that joining or leaving costs what the
+    /// transaction wrote, not every file the process has opened.
     written: std::collections::HashSet<u64>,
-    /// The files whose writer (of the current log id) is open, oldest first.
-    open_writers: std::collections::VecDeque<u64>,
     /// The host table as last read, and the time its file was changed then.
     pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
     /// Attributes kept under this connection's daemon's leases.
@@ -275,9 +266,9 @@ impl Client {
                 txn: None,
                 join_after_fork: None,
                 leave_untold: false,
-                retired: Default::default(),
+                log: None,
+                retired: None,
                 written: Default::default(),
-                open_writers: Default::default(),
                 hosts: None,
                 through_daemon,
                 attrs: AttrCache::open(bound.board),
@@ -658,9 +649,10 @@ impl Client {
 
     /// Leaves this process's transaction without a round trip: its daemon is told before the
     /// process's next request (a transaction that was decided has no use for it before).
-    /// Every write must be published first (`EBUSY` otherwise). The logs written under a
-    /// transaction that `committed` stay open a while (see `Inner::retired`); those of one
-    /// that aborted are closed at once: their files are deleted, and would stay allocated.
+    /// Every write must be published first (`EBUSY` otherwise). The log written under a
+    /// transaction that `committed` stays open until the next switch (see `Inner::retired`);
+    /// that of one that aborted is closed at once: its files are deleted, and would stay
+    /// allocated.
     pub fn txn_leave(&self, committed: bool) -> FsResult<()> {
         let mut g = self.lock();
         if g.txn.is_none() {
@@ -705,28 +697,22 @@ impl Inner {
     }
 
     /// Writes from now on go under `txn` (transaction, log id), or this process's own id.
-    /// The writers of the logs written until now are kept a while (`retire`) or closed.
+    /// The writer of the log written until now is kept until the next switch (`retire`) or
+    /// closed.
     fn switch_logs(&mut self, txn: Option<(u64, u64)>, retire: bool) {
         self.attrs.clear();
-        // New writes go to the new log id's logs; the old ones stay readable through
+        // New writes go to the new log id's log; the old one stays readable through
         // ownership like any other process's.
         for ino in std::mem::take(&mut self.written) {
             let Some(fs) = self.files.get_mut(&ino) else {
                 continue;
             };
-            let old = fs.writer.take();
-            if retire {
-                self.retired.extend(old);
-            }
+            fs.writing = false;
             fs.local = RangeMap::default();
             fs.attached = RangeSet::default();
             fs.forgot = true;
         }
-        self.open_writers.clear();
-        let kept = writers_kept();
-        while self.retired.len() > kept {
-            self.retired.pop_front();
-        }
+        self.retired = self.log.take().filter(|_| retire).map(|(_, s)| s);
         self.txn = txn;
     }
 
@@ -753,9 +739,9 @@ impl Inner {
         self.client_id = 0;
         self.grant = 0;
         self.files.clear();
-        self.retired.clear();
+        self.log = None;
+        self.retired = None;
         self.written.clear();
-        self.open_writers.clear();
         self.foreign.clear();
         self.foreign_order.clear();
         // The parent's copies stay the parent's; the child's next connection brings its own.
@@ -831,7 +817,7 @@ impl Inner {
                     if resume == Some(id) {
                         // A restarted daemon learns again which files this process writes.
                         for (ino, fs) in &self.files {
-                            if fs.writer.is_some() {
+                            if fs.writing {
                                 conn.call(Writing { ino: *ino })?;
                             }
                         }
@@ -952,86 +938,55 @@ impl Inner {
         Ok(())
     }
 
-    /// The writer of this process's logs for `ino`, created on first use (after telling the
-    /// daemon, which publishes what the process leaves unpublished if it dies): the process's
-    /// own, or its daemon's for it when it works through its daemon alone.
+    /// The writer of this process's log for `ino`, told to the daemon on the file's first
+    /// write under the current log id (the daemon publishes what the process leaves
+    /// unpublished if it dies) and opened on the first write of all: the process's own, or its
+    /// daemon's for it when it works through its daemon alone. One log holds every file the
+    /// process writes on its node.
     pub fn writer(&mut self, ino: u64) -> FsResult<crate::log_sink::LogHandle<'_>> {
         use crate::log_sink::{DaemonLog, LogSink};
         self.client_id()?;
-        let client = self.log_id();
-        if self.files.get(&ino).is_none_or(|fs| fs.writer.is_none()) {
+        let log = self.log_id();
+        if !self.files.get(&ino).is_some_and(|fs| fs.writing) {
             self.call(Writing { ino })?;
         }
-        let (node, cfg, through) = (self.node, &self.cfg, self.through_daemon);
-        let fs = self.files.entry(ino).or_default();
-        if fs.writer.is_none() {
-            fs.writer = Some(if through {
+        if self.log.as_ref().is_none_or(|(id, _)| *id != log) {
+            let sink = if self.through_daemon {
                 LogSink::Daemon(DaemonLog {
-                    log: client,
+                    log,
                     lens: Default::default(),
                 })
             } else {
-                let (d, i) = cfg.log_paths(node, ino, client);
+                let (d, i) = self.cfg.log_paths(self.node, log);
                 LogSink::Local(Box::new(LogWriter::open(
                     &d,
                     &i,
                     IndexHeader {
-                        log: client,
-                        node,
+                        log,
+                        node: self.node,
                         epoch: 0,
                     },
                 )?))
-            });
+            };
+            self.log = Some((log, sink));
+        }
+        let fs = self.files.entry(ino).or_default();
+        if !fs.writing {
+            fs.writing = true;
             self.written.insert(ino);
-            self.open_writers.push_back(ino);
-            self.close_idle_writers(ino);
         }
         Ok(crate::log_sink::LogHandle { g: self, ino })
     }
 
-    /// The writer of `ino` if this process has one now (none is made).
+    /// The writer of `ino` if this process writes it now (none is made).
     pub fn written_log(&mut self, ino: u64) -> Option<crate::log_sink::LogHandle<'_>> {
-        self.files
-            .get(&ino)
-            .is_some_and(|fs| fs.writer.is_some())
+        (self.log.is_some() && self.files.get(&ino).is_some_and(|fs| fs.writing))
             .then_some(crate::log_sink::LogHandle { g: self, ino })
     }
 
-    /// Closes writers while more than [`writers_kept`] are open: those of logs left behind
-    /// first, then, oldest first, those of files (other than `keep`) with nothing
-    /// unpublished, their index synced first. What the process wrote stays in `local`: the
-    /// log continues where it was when the file is written again, and is read by its index
-    /// meanwhile.
-    fn close_idle_writers(&mut self, keep: u64) {
-        if self.through_daemon {
-            // Its writers hold no descriptor: nothing to close.
-            return;
-        }
-        let kept = writers_kept();
-        while self.retired.len() + self.open_writers.len() > kept && !self.retired.is_empty() {
-            self.retired.pop_front();
-        }
-        let mut tries = self.open_writers.len();
-        while self.open_writers.len() > kept && tries > 0 {
-            tries -= 1;
-            let Some(ino) = self.open_writers.pop_front() else {
-                break;
-            };
-            let Some(fs) = self.files.get_mut(&ino) else {
-                continue;
-            };
-            let Some(mut w) = fs.writer.take() else {
-                continue;
-            };
-            let synced = match &mut w {
-                crate::log_sink::LogSink::Local(l) => l.sync_index(ino).is_ok(),
-                crate::log_sink::LogSink::Daemon(_) => false,
-            };
-            if ino == keep || !fs.dirty.is_empty() || !synced {
-                fs.writer = Some(w);
-                self.open_writers.push_back(ino);
-            }
-        }
+    /// The log this process writes now, if it opened one.
+    pub(crate) fn log_sink(&mut self) -> Option<&mut crate::log_sink::LogSink> {
+        self.log.as_mut().map(|(_, s)| s)
     }
 
     /// The id of the logs this process writes now: its client id, or its transaction's log.
@@ -1054,9 +1009,9 @@ impl Inner {
     }
 
     /// The log of another process on this node, refreshed if a query happened since.
-    pub fn foreign_view(&mut self, ino: u64, client: u64) -> FsResult<&LogView> {
+    pub fn foreign_view(&mut self, client: u64) -> FsResult<&LogView> {
         let gen_now = self.query_gen;
-        let key = (ino, client);
+        let key = client;
         if !self.foreign.contains_key(&key) {
             while self.foreign.len() >= views_kept() {
                 let Some(old) = self.foreign_order.pop_front() else {
@@ -1071,7 +1026,7 @@ impl Inner {
         let entry = match self.foreign.entry(key) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let (d, i) = cfg.log_paths(node, ino, client);
+                let (d, i) = cfg.log_paths(node, client);
                 let view = LogView::open(&d, &i)?;
                 v.insert((view, gen_now))
             }
@@ -1160,6 +1115,13 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if self.pid == std::process::id() {
             self.release_grant();
+            // This id is done: its daemon deals with what it left now, not when the
+            // process ends (a library user may go on for long without it).
+            self.log = None;
+            self.retired = None;
+            if let Some(c) = self.conn.as_mut() {
+                let _ = c.call(tessera_proto::Goodbye);
+            }
         }
     }
 }

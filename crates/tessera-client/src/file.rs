@@ -812,23 +812,24 @@ impl File {
         let wrote = g
             .files
             .get(&self.ino)
-            .is_some_and(|f| f.writer.is_some() || !f.local.is_empty());
+            .is_some_and(|f| f.writing || !f.local.is_empty());
         if wrote {
             g.writer(self.ino)?.sync_durable()?;
         }
         Ok(())
     }
 
-    /// Bytes of this process's data log and index log of the file (its burst-buffer footprint).
+    /// Bytes of the data log and index log this process writes the file to (its
+    /// burst-buffer footprint, with the other files it writes on its node).
     pub fn log_bytes(&self) -> (u64, u64) {
-        let g = self.client.lock();
-        g.files
-            .get(&self.ino)
-            .and_then(|f| f.writer.as_ref())
-            .map_or((0, 0), |w| match w {
-                crate::log_sink::LogSink::Local(w) => (w.data_len(), w.index_len()),
-                crate::log_sink::LogSink::Daemon(d) => (d.lens.data, d.lens.index),
-            })
+        let mut g = self.client.lock();
+        if !g.files.get(&self.ino).is_some_and(|f| f.writing) {
+            return (0, 0);
+        }
+        g.log_sink().map_or((0, 0), |w| match w {
+            crate::log_sink::LogSink::Local(w) => (w.data_len(), w.index_len()),
+            crate::log_sink::LogSink::Daemon(d) => (d.lens.data, d.lens.index),
+        })
     }
 
     /// Session open: learn the current owners of the whole file (done by open already).

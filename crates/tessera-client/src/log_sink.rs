@@ -1,4 +1,4 @@
-//! Where a process's writes of one file go: its own logs on its node's burst buffer, which it
+//! Where a process's writes go: its own log on its node's burst buffer, which it
 //! appends to without a message, or, under a descriptor limit too low to keep them out of the
 //! program's way, the same logs written by its daemon for it (every append, sync, mark and
 //! read of them a request: slower, but the process then holds no descriptor but its
@@ -17,7 +17,7 @@ use tessera_proto::{LogAppend, LogLens, LogMark, LogMarkIt, LogReadAt, LogSync};
 /// (six descriptors each) and the views of others' logs it keeps.
 pub const THROUGH_DAEMON_BELOW: u64 = 64;
 
-/// A process's logs of one file.
+/// A process's log (of every file it writes on its node).
 #[derive(Debug)]
 pub(crate) enum LogSink {
     /// Written by the process itself (boxed: the daemon's variant is a few words).
@@ -33,7 +33,7 @@ pub(crate) struct DaemonLog {
     pub lens: LogLens,
 }
 
-/// The logs of one file this process writes, with what it takes to reach them.
+/// This process's log, for one file it writes, with what it takes to reach it.
 pub struct LogHandle<'a> {
     pub(crate) g: &'a mut Inner,
     pub(crate) ino: u64,
@@ -42,10 +42,8 @@ pub struct LogHandle<'a> {
 impl LogHandle<'_> {
     fn sink(&mut self) -> &mut LogSink {
         self.g
-            .files
-            .get_mut(&self.ino)
-            .and_then(|fs| fs.writer.as_mut())
-            .expect("a handle is made for a file with a writer")
+            .log_sink()
+            .expect("a handle is made while the process has a log")
     }
 
     /// The daemon's log id, if the daemon writes this log.

@@ -206,7 +206,7 @@ fn read_node_log(
         g.stats.read.node_logs += dst.len() as u64;
         return Ok(());
     }
-    let view = g.foreign_view(ino, client)?;
+    let view = g.foreign_view(client)?;
     if let Some((a, b)) = view.read(ino, at, dst)?.first() {
         let note = view
             .damage_note()
@@ -274,7 +274,7 @@ pub(crate) fn fill(
 
     // 1. Own unattached writes.
     let own: Vec<(u64, u64, u64)> = match g.files.get(&ino) {
-        Some(fs) if fs.writer.is_some() => fs
+        Some(fs) if fs.writing => fs
             .dirty
             .overlapping(offset, end)
             .iter()
@@ -307,7 +307,7 @@ pub(crate) fn fill(
             let (writing, forgot) = g
                 .files
                 .get(&ino)
-                .map_or((false, false), |fs| (fs.writer.is_some(), fs.forgot));
+                .map_or((false, false), |fs| (fs.writing, fs.forgot));
             if o.value == me && writing {
                 // Our own bytes, from our log. A cached owner list can be older than our own
                 // truncate or detach: bytes we no longer hold are left to the PFS copy / zeros.

@@ -79,22 +79,26 @@ impl Node {
         }
     }
 
-    /// Records every file of which `client` has a journal on this node.
+    /// Records every file that `client`'s journal on this node holds records of.
     fn scan_writing(&self, client: u64) {
-        let Ok(dirs) = std::fs::read_dir(self.cfg.bb_dir(self.id).join("logs")) else {
+        let (data, _) = self.cfg.log_paths(self.id, client);
+        let journal = tessera_logstore::journal_path(&data);
+        if !journal.exists() {
             return;
-        };
-        let name = format!("{client}.journal");
-        for d in dirs.flatten() {
-            let ino = d
-                .file_name()
-                .to_str()
-                .and_then(|n| u64::from_str_radix(n, 16).ok());
-            if let Some(ino) = ino
-                && d.path().join(&name).exists()
-            {
-                self.clients.note_writing(client, ino);
+        }
+        match tessera_logstore::read_entries(&journal) {
+            Ok((_, parsed)) => {
+                let inos: std::collections::HashSet<u64> = parsed
+                    .entries
+                    .iter()
+                    .filter(|t| !matches!(t.entry, Entry::Lost { .. }))
+                    .map(|t| t.ino)
+                    .collect();
+                for ino in inos {
+                    self.clients.note_writing(client, ino);
+                }
             }
+            Err(e) => tracing::warn!("reading {}: {e}", journal.display()),
         }
     }
 
@@ -148,55 +152,59 @@ impl Node {
     /// migrated-away log is: after the grace period, once nothing owns a byte of it (one the
     /// member published from is kept if the transaction commits).
     pub fn release_unpublished(&self, client: u64, log: u64) {
-        for ino in self.clients.writing(client) {
-            let (data, _) = self.cfg.log_paths(self.id, ino, log);
-            if data.exists() {
+        let (data, index) = self.cfg.log_paths(self.id, log);
+        if data.exists() {
+            // Its index then describes every write it made, so that the release finds them.
+            if let Err(e) = tessera_logstore::seal_logs(&data, &index) {
+                tracing::warn!("sealing the logs of {}: {e}", data.display());
+            }
+            for ino in self.clients.writing(client) {
                 self.list_for_release(ino, [log]);
             }
         }
         self.clients.forget(client);
     }
 
-    /// Every file `client` said it keeps logs of on this node, and what it left unpublished.
+    /// Every file `client` said it writes on this node, and what it left unpublished in its
+    /// log.
     fn find_leftovers(&self, client: u64) -> Vec<Leftover> {
-        let mut out = Vec::new();
-        for ino in self.clients.writing(client) {
-            let (data, _) = self.cfg.log_paths(self.id, ino, client);
-            let path = tessera_logstore::journal_path(&data);
-            if !path.exists() {
-                continue;
-            }
-            let (header, parsed) = match tessera_logstore::read_entries(&path) {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("reading {}: {e}", path.display());
-                    continue;
-                }
-            };
-            if header.log != client || header.node != self.id {
-                tracing::warn!("{} names another log ({header:?}); skipped", path.display());
-                continue;
-            }
-            // The process may have died before it synced its last writes.
-            if let Err(e) = tessera_logstore::seal_logs(
-                &path.with_extension("data"),
-                &path.with_extension("index"),
-            ) {
-                tracing::warn!("sealing the logs of {}: {e}", path.display());
-                continue;
-            }
-            let entries = parsed.of(ino);
-            let lost = entries
-                .iter()
-                .filter(|e| matches!(e, Entry::Lost { .. }))
-                .count();
-            let floor = self.clients.published(client, ino);
-            out.push(Leftover {
-                ino,
-                runs: index::unpublished(&entries, floor),
-                lost,
-            });
+        let writing = self.clients.writing(client);
+        let (data, index) = self.cfg.log_paths(self.id, client);
+        let path = tessera_logstore::journal_path(&data);
+        if writing.is_empty() || !path.exists() {
+            return Vec::new();
         }
-        out
+        let (header, parsed) = match tessera_logstore::read_entries(&path) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("reading {}: {e}", path.display());
+                return Vec::new();
+            }
+        };
+        if header.log != client || header.node != self.id {
+            tracing::warn!("{} names another log ({header:?}); skipped", path.display());
+            return Vec::new();
+        }
+        // The process may have died before it synced its last writes.
+        if let Err(e) = tessera_logstore::seal_logs(&data, &index) {
+            tracing::warn!("sealing the logs of {}: {e}", path.display());
+            return Vec::new();
+        }
+        writing
+            .into_iter()
+            .map(|ino| {
+                let entries = parsed.of(ino);
+                let lost = entries
+                    .iter()
+                    .filter(|e| matches!(e, Entry::Lost { .. }))
+                    .count();
+                let floor = self.clients.published(client, ino);
+                Leftover {
+                    ino,
+                    runs: index::unpublished(&entries, floor),
+                    lost,
+                }
+            })
+            .collect()
     }
 }

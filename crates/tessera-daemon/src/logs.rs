@@ -1,7 +1,10 @@
 //! The read service and the burst-buffer accounting of one node.
 //!
 //! Logs on this node are read through cached [`LogView`]s (the index is parsed once and then
-//! only its new tail), for remote readers and for flush.
+//! only its new tail), for remote readers and for flush. A log is a process's (or a
+//! transaction's) for every file it writes on this node: when a file is removed, or a
+//! migration moved its bytes away, each log holding it lists it as let go (`N.dead`), and a
+//! log whose files are all let go and whose writer is gone is deleted whole.
 //!
 //! Capacity is accounted from what the logs really hold (their sizes on disk), plus the part
 //! of each live client's reservations it has not written yet: a client reserves space in
@@ -10,9 +13,9 @@
 //! connection, and a client cannot release more than it was granted, so neither a process that
 //! dies nor a crafted request moves the count away from the truth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use tessera_core::{Errno, FsError, FsResult};
+use tessera_core::{Errno, FsError, FsResult, RangeSet};
 use tessera_logstore::LogView;
 use tessera_proto::InstanceConfig;
 
@@ -30,9 +33,9 @@ fn max_views() -> usize {
     })
 }
 
-/// Open views of the logs on this node, by (ino, client), least recently used dropped first.
+/// Open views of the logs on this node, by log id, least recently used dropped first.
 struct Views<V = Arc<Mutex<LogView>>> {
-    open: HashMap<(u64, u64), (V, u64)>,
+    open: HashMap<u64, (V, u64)>,
     tick: u64,
 }
 
@@ -46,14 +49,14 @@ impl<V> Default for Views<V> {
 }
 
 impl<V: Clone> Views<V> {
-    fn get(&mut self, key: (u64, u64)) -> Option<V> {
+    fn get(&mut self, key: u64) -> Option<V> {
         self.tick += 1;
         let (view, used) = self.open.get_mut(&key)?;
         *used = self.tick;
         Some(view.clone())
     }
 
-    fn insert(&mut self, key: (u64, u64), view: V) {
+    fn insert(&mut self, key: u64, view: V) {
         if self.open.len() >= max_views()
             && let Some(oldest) = self
                 .open
@@ -67,7 +70,7 @@ impl<V: Clone> Views<V> {
         self.open.insert(key, (view, self.tick));
     }
 
-    fn retain(&mut self, keep: impl Fn(&(u64, u64)) -> bool) {
+    fn retain(&mut self, keep: impl Fn(&u64) -> bool) {
         self.open.retain(|k, _| keep(k));
     }
 }
@@ -80,6 +83,12 @@ pub struct Logs {
     /// Per live client: bytes granted (less what it released), and bytes of its logs that
     /// were deleted since (written under those grants, gone from the disk).
     granted: Mutex<HashMap<u64, Grant>>,
+    /// Per log: the files it lists as let go (as read from its `N.dead`, and added since).
+    let_go: Mutex<HashMap<u64, HashSet<u64>>>,
+    /// Per log: the data-log positions of the files let go that its index describes (built
+    /// at the first release after a start, then grown), from which whole dead blocks are
+    /// punched out while the writer goes on.
+    dead_at: Mutex<HashMap<u64, RangeSet>>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -104,6 +113,12 @@ pub struct Space {
     pub reserved: u64,
 }
 
+/// The bytes a log file holds: its length, less the blocks punched out of it (its disk
+/// blocks, when fewer: a file is not charged for the rounding of its last block).
+fn held(m: &std::fs::Metadata) -> u64 {
+    m.len().min(std::os::unix::fs::MetadataExt::blocks(m) * 512)
+}
+
 /// The client whose log a file is (`<client>.<kind>`).
 fn client_of(name: &std::ffi::OsStr) -> Option<u64> {
     name.to_str()?.split('.').next()?.parse().ok()
@@ -117,26 +132,36 @@ impl Logs {
             views: Mutex::new(Views::default()),
             capacity: cfg.bb_capacity,
             granted: Mutex::new(HashMap::new()),
+            let_go: Mutex::new(HashMap::new()),
+            dead_at: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The log files on this node (`logs/<ino>/<client>.<kind>`); directories that vanish
-    /// or cannot be read while this walks are passed over.
+    /// The log files on this node (`logs/<log>.<kind>`).
     fn log_files(&self) -> impl Iterator<Item = std::fs::DirEntry> {
-        std::fs::read_dir(self.cfg.bb_dir(self.node).join("logs"))
+        std::fs::read_dir(self.cfg.logs_dir(self.node))
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|ino_dir| std::fs::read_dir(ino_dir.path()).ok())
-            .flatten()
-            .flatten()
+    }
+
+    /// The ids of the logs on this node (those with an index log).
+    fn log_ids(&self) -> Vec<u64> {
+        self.log_files()
+            .filter(|f| f.path().extension().is_some_and(|x| x == "index"))
+            .filter_map(|f| client_of(&f.file_name()))
+            .collect()
     }
 
     /// The sizes of the log files on this node.
     fn usage(&self) -> Usage {
         let mut u = Usage::default();
         for f in self.log_files() {
-            let len = f.metadata().map_or(0, |m| m.len());
+            // The list of files let go is the daemon's bookkeeping, not data.
+            if f.path().extension().is_some_and(|x| x == "dead") {
+                continue;
+            }
+            let len = f.metadata().map_or(0, |m| held(&m));
             u.total += len;
             if let Some(c) = client_of(&f.file_name()) {
                 *u.per_client.entry(c).or_default() += len;
@@ -168,10 +193,10 @@ impl Logs {
     }
 
     fn view(&self, ino: u64, client: u64) -> FsResult<Arc<Mutex<LogView>>> {
-        if let Some(v) = self.views.lock().expect("views lock").get((ino, client)) {
+        if let Some(v) = self.views.lock().expect("views lock").get(client) {
             return Ok(v);
         }
-        let (d, i) = self.cfg.log_paths(self.node, ino, client);
+        let (d, i) = self.cfg.log_paths(self.node, client);
         let view = LogView::open(&d, &i).map_err(|e| {
             if e.errno == Errno::NoEnt {
                 FsError::new(
@@ -189,7 +214,7 @@ impl Logs {
         self.views
             .lock()
             .expect("views lock")
-            .insert((ino, client), v.clone());
+            .insert(client, v.clone());
         Ok(v)
     }
 
@@ -326,55 +351,177 @@ impl Logs {
         f(&v)
     }
 
-    /// Deletes the logs of `ino` written by `client` (a migration moved every byte they held
-    /// elsewhere); returns the bytes freed.
-    pub fn drop_log(&self, ino: u64, client: u64) -> FsResult<u64> {
-        self.views
-            .lock()
-            .expect("views lock")
-            .retain(|k| *k != (ino, client));
+    /// Lets file `ino` go from the log of `client` (a migration moved every byte it held
+    /// there elsewhere); the log is deleted if nothing in it is needed any more and
+    /// `in_use` says its writer is gone. Returns the bytes freed.
+    pub fn drop_log(&self, ino: u64, client: u64, in_use: impl Fn(u64) -> bool) -> FsResult<u64> {
+        self.let_go(client, &[ino])?;
+        self.delete_if_done(client, &in_use)
+    }
+
+    /// Lets removed files `inos` go from every log on this node that holds bytes of one of
+    /// them, or whose writer said it writes one (`announced`: the logs of the processes that
+    /// said so, which may not have made their writes readable yet). A log whose files are all
+    /// let go and whose writer is gone (`in_use` says no) is deleted: its space is free at
+    /// once (usage is what the logs hold).
+    pub fn drop_files(
+        &self,
+        inos: &[u64],
+        announced: impl Fn(u64) -> Vec<u64>,
+        in_use: impl Fn(u64) -> bool,
+    ) -> FsResult<()> {
+        let mut hits: HashMap<u64, Vec<u64>> = HashMap::new();
+        for &ino in inos {
+            for log in announced(ino) {
+                hits.entry(log).or_default().push(ino);
+            }
+        }
+        for log in self.log_ids() {
+            let Ok(view) = self.view(0, log) else {
+                continue; // deleted meanwhile
+            };
+            let mut v = view.lock().expect("view lock");
+            v.refresh()?;
+            let held = inos.iter().filter(|i| v.positions_of(**i).is_some());
+            hits.entry(log).or_default().extend(held);
+        }
+        for (log, mut inos) in hits {
+            inos.sort_unstable();
+            inos.dedup();
+            self.let_go(log, &inos)?;
+            self.delete_if_done(log, &in_use)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the log `log` if its writer is gone and it holds nothing needed: every file
+    /// it has bytes of was let go. Returns the bytes freed.
+    pub fn delete_if_done(&self, log: u64, in_use: &impl Fn(u64) -> bool) -> FsResult<u64> {
+        if in_use(log) {
+            return Ok(0);
+        }
+        let (d, i) = self.cfg.log_paths(self.node, log);
+        if !i.exists() {
+            return Ok(0);
+        }
+        let view = self.view(0, log)?;
+        let needed = {
+            let mut v = view.lock().expect("view lock");
+            v.refresh()?;
+            let gone = self.let_go_of(log)?;
+            // A log read before its header was written, or whose data no record describes,
+            // is kept: nothing says its bytes are not needed.
+            let described =
+                v.written_files().next().is_some() || d.metadata().is_ok_and(|m| m.len() == 0);
+            !v.has_header() || !described || v.written_files().any(|ino| !gone.contains(&ino))
+        };
+        if needed {
+            return Ok(0);
+        }
+        self.views.lock().expect("views lock").retain(|k| *k != log);
+        self.let_go.lock().expect("let go").remove(&log);
+        self.dead_at.lock().expect("dead at").remove(&log);
         let mut freed = 0;
-        let (d, i) = self.cfg.log_paths(self.node, ino, client);
         // The journal first: a crash part way must not leave a journal whose writes a
         // restarted daemon would publish from a log that is gone.
         let journal = tessera_logstore::journal_path(&d);
         let sums = tessera_logstore::sums_path(&d);
-        for p in [journal, d, i, sums] {
-            let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+        let dead = tessera_logstore::dead_path(&d);
+        for p in [journal, d, i, sums, dead] {
+            let len = std::fs::metadata(&p).map_or(0, |m| held(&m));
             match std::fs::remove_file(&p) {
                 Ok(()) => freed += len,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(FsError::io(format!("removing log {}", p.display()), &e)),
             }
         }
-        if let Some(g) = self.granted.lock().expect("granted lock").get_mut(&client) {
+        if let Some(g) = self.granted.lock().expect("granted lock").get_mut(&log) {
             g.retired += freed;
         }
+        tracing::debug!(log, freed, "deleted a log whose files are all gone");
         Ok(freed)
     }
 
-    /// Deletes every log of `ino` on this node (its space is free at once: usage is what the
-    /// logs hold).
-    pub fn drop_file(&self, ino: u64) -> FsResult<()> {
-        self.views
-            .lock()
-            .expect("views lock")
-            .retain(|(i, _)| *i != ino);
-        let dir = self.cfg.log_dir(self.node, ino);
-        // Bytes written under live clients' grants leave the disk: remember they were written.
-        if let Ok(files) = std::fs::read_dir(&dir) {
-            let mut granted = self.granted.lock().expect("granted lock");
-            for f in files.flatten() {
-                if let Some(g) = client_of(&f.file_name()).and_then(|c| granted.get_mut(&c)) {
-                    g.retired += f.metadata().map_or(0, |m| m.len());
-                }
+    /// The files `log` lists as let go, read from its `N.dead` at first use.
+    fn let_go_of(&self, log: u64) -> FsResult<HashSet<u64>> {
+        let mut all = self.let_go.lock().expect("let go");
+        Ok(Self::listed(&mut all, &self.cfg, self.node, log)?.clone())
+    }
+
+    /// The entry of `log` in the let-go lists, read from its file if not yet.
+    fn listed<'a>(
+        all: &'a mut HashMap<u64, HashSet<u64>>,
+        cfg: &InstanceConfig,
+        node: u32,
+        log: u64,
+    ) -> FsResult<&'a mut HashSet<u64>> {
+        match all.entry(log) {
+            std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let (d, _) = cfg.log_paths(node, log);
+                Ok(v.insert(tessera_logstore::read_dead(&d)?))
             }
         }
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(FsError::io(format!("removing logs {}", dir.display()), &e)),
+    }
+
+    /// Lists `inos` as let go in `log`, durably, and forgets their bytes in its view. The
+    /// lists' lock is held throughout: two releases of the same log must not both append at
+    /// its list's end.
+    fn let_go(&self, log: u64, inos: &[u64]) -> FsResult<()> {
+        let (d, _) = self.cfg.log_paths(self.node, log);
+        {
+            let mut all = self.let_go.lock().expect("let go");
+            if !d.exists() {
+                return Ok(());
+            }
+            let known = Self::listed(&mut all, &self.cfg, self.node, log)?;
+            let new: Vec<u64> = inos
+                .iter()
+                .copied()
+                .filter(|i| !known.contains(i))
+                .collect();
+            tessera_logstore::append_dead(&d, &new)?;
+            known.extend(new);
         }
+        let Ok(view) = self.view(0, log) else {
+            return Ok(()); // deleted meanwhile
+        };
+        let blocks = {
+            let mut v = view.lock().expect("view lock");
+            v.refresh()?;
+            let mut fresh = RangeSet::new();
+            for ino in inos {
+                v.forget(*ino);
+                if let Some(p) = v.positions_of(*ino) {
+                    fresh.union_with(p.clone());
+                }
+            }
+            let mut dead_at = self.dead_at.lock().expect("dead at");
+            let dead = match dead_at.entry(log) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    // Every file let go before, as far as the index describes it.
+                    let mut all = RangeSet::new();
+                    for ino in self.let_go_of(log)? {
+                        if let Some(p) = v.positions_of(ino) {
+                            all.union_with(p.clone());
+                        }
+                    }
+                    fresh = all.clone();
+                    e.insert(all)
+                }
+            };
+            dead.union_with(fresh.clone());
+            tessera_logstore::reclaim::whole_dead_blocks(dead, &fresh)
+        };
+        let freed = tessera_logstore::reclaim::punch(&d, &blocks)?;
+        if freed > 0 {
+            if let Some(g) = self.granted.lock().expect("granted lock").get_mut(&log) {
+                g.retired += freed;
+            }
+            tracing::debug!(log, freed, "gave back the dead blocks of a log");
+        }
+        Ok(())
     }
 
     /// Grants `client` `bytes` of burst-buffer space, or ENOSPC naming the numbers.
@@ -426,7 +573,7 @@ impl Logs {
         self.views
             .lock()
             .expect("views lock")
-            .retain(|(_, c)| *c != client);
+            .retain(|c| *c != client);
     }
 
     pub fn capacity(&self) -> u64 {
@@ -443,18 +590,14 @@ mod tests {
         let mut v: Views<u64> = Views::default();
         let most = max_views();
         for c in 0..most as u64 {
-            v.insert((1, c), c);
+            v.insert(c, c);
         }
-        assert_eq!(v.get((1, 0)), Some(0)); // used again: now the newest
-        v.insert((1, 1000), 1000);
+        assert_eq!(v.get(0), Some(0)); // used again: now the newest
+        v.insert(1000, 1000);
         assert_eq!(v.open.len(), most);
-        assert_eq!(
-            v.get((1, 1)),
-            None,
-            "the least recently used view stays open"
-        );
-        assert_eq!(v.get((1, 0)), Some(0));
-        v.retain(|(_, c)| *c != 0);
-        assert_eq!(v.get((1, 0)), None);
+        assert_eq!(v.get(1), None, "the least recently used view stays open");
+        assert_eq!(v.get(0), Some(0));
+        v.retain(|c| *c != 0);
+        assert_eq!(v.get(0), None);
     }
 }

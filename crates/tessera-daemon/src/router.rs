@@ -65,6 +65,10 @@ impl Node {
             Request::TxnReserve(r) => self.client_answer(client, r).await,
             Request::StatLeased(r) => self.client_answer(client, r).await,
             Request::Nop(_) => Encoded::answer::<()>(Ok(())),
+            Request::Goodbye(_) => {
+                self.clients.said_goodbye(client);
+                Encoded::answer::<()>(Ok(()))
+            }
         }
     }
 

@@ -125,6 +125,17 @@ impl CheckedData {
     /// comes from the device and is checked again rather than handed out from the cache.
     fn corrupt(&self, k: u64, why: &str) -> FsError {
         let b = 1u64 << self.log2;
+        if self.has_hole(k * b, (k + 1) * b) {
+            return FsError::new(
+                Errno::Stale,
+                format!(
+                    "bytes [{}, {}) of data log {} were given back (every file they held was removed, or moved away): a reader that learned of them before must ask where the file's bytes are now",
+                    k * b,
+                    (k + 1) * b,
+                    self.data_path.display()
+                ),
+            );
+        }
         self.drop_from_cache(k * b, b);
         FsError::new(
             Errno::Io,
@@ -163,6 +174,17 @@ impl CheckedData {
                 "has no checksum for the bytes asked for"
             },
         ))
+    }
+
+    /// Whether `[start, end)` of the data log, within its length, holds a hole (a block
+    /// punched out when its files went: see [`crate::reclaim`]).
+    fn has_hole(&self, start: u64, end: u64) -> bool {
+        let data = self.data.get();
+        let len = data.metadata().map_or(0, |m| m.len());
+        match rustix::fs::seek(&*data, rustix::fs::SeekFrom::Hole(start)) {
+            Ok(hole) => hole < end.min(len),
+            Err(_) => false,
+        }
     }
 
     /// Drops `[at, at + len)` from the page cache. A page another reader's device read holds

@@ -19,10 +19,11 @@ pub mod checked;
 pub mod library_fds;
 pub mod page_cache;
 pub mod private;
+pub mod reclaim;
 mod view;
 mod writer;
 
-pub use view::{LogView, read_entries};
+pub use view::{At, LogView, read_entries};
 pub use writer::{LogWriter, seal_logs};
 
 use std::fs::File;
@@ -37,6 +38,51 @@ pub fn sums_path(data_path: &Path) -> PathBuf {
 /// The journal of a data log (`N.data` -> `N.journal`): every write, recorded at once.
 pub fn journal_path(data_path: &Path) -> PathBuf {
     data_path.with_extension("journal")
+}
+
+/// The list of removed files of a data log (`N.data` -> `N.dead`): inode numbers, 8 bytes
+/// each, appended as the node lets the files go. A log whose files are all listed there and
+/// whose writer is gone is deleted; a restarted daemon reads the list again.
+pub fn dead_path(data_path: &Path) -> PathBuf {
+    data_path.with_extension("dead")
+}
+
+/// The removed files listed for the log of `data_path` (none if it has no list yet). A torn
+/// last entry is ignored.
+pub fn read_dead(data_path: &Path) -> FsResult<std::collections::HashSet<u64>> {
+    let p = dead_path(data_path);
+    let bytes = match private::open_existing(&p, false) {
+        Ok(f) => {
+            let f = f.get();
+            let mut b = vec![0u8; len_of(&f, &p)? as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&*f, &mut b, 0)
+                .map_err(|e| FsError::io(format!("reading {}", p.display()), &e))?;
+            b
+        }
+        Err(e) if e.errno == tessera_core::Errno::NoEnt => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// Lists `inos` as removed files of the log of `data_path`, durably (a file whose release is
+/// done must never be forgotten as removed, or its log would never go).
+pub fn append_dead(data_path: &Path, inos: &[u64]) -> FsResult<()> {
+    if inos.is_empty() {
+        return Ok(());
+    }
+    let p = dead_path(data_path);
+    let (f, _) = private::create_or_open(&p)?;
+    let f = f.get();
+    // Whole entries only: a torn one from a crash is written over.
+    let at = len_of(&f, &p)? / 8 * 8;
+    let bytes: Vec<u8> = inos.iter().flat_map(|i| i.to_le_bytes()).collect();
+    std::os::unix::fs::FileExt::write_all_at(&*f, &bytes, at)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| FsError::io(format!("writing {}", p.display()), &e))
 }
 
 fn len_of(f: &File, p: &Path) -> FsResult<u64> {

@@ -49,8 +49,9 @@ pub struct LogView {
     /// Bytes of the index log already applied to `maps`.
     parsed: u64,
     maps: HashMap<u64, RangeMap<At>>,
-    /// Data-log positions the intact write records account for.
+    /// Data-log positions the intact write records account for, in all and per file.
     described: RangeSet,
+    described_by: HashMap<u64, RangeSet>,
     tail: Tail,
     damage: Vec<Damage>,
     /// The index-log offset of the latest lost pair.
@@ -74,6 +75,7 @@ impl LogView {
             parsed: 0,
             maps: HashMap::new(),
             described: RangeSet::new(),
+            described_by: HashMap::new(),
             tail: Tail::Clean,
             damage: Vec::new(),
             lost: None,
@@ -115,8 +117,9 @@ impl LogView {
                         map.insert(s, e, At { pos, record });
                     }
                     if r.log_bytes() > 0 {
-                        self.described
-                            .add(r.log_offset, r.log_offset + r.log_bytes());
+                        let (s, e) = (r.log_offset, r.log_offset + r.log_bytes());
+                        self.described.add(s, e);
+                        self.described_by.entry(t.ino).or_default().add(s, e);
                     }
                 }
                 Entry::Lost { offset } => self.lost = Some(offset),
@@ -127,6 +130,11 @@ impl LogView {
         self.parsed += parsed.consumed as u64;
         self.tail = parsed.tail;
         Ok(())
+    }
+
+    /// Whether the index log's header was read (a log being created has none yet).
+    pub fn has_header(&self) -> bool {
+        self.parsed > 0
     }
 
     /// How the index log ended at the last refresh.
@@ -164,9 +172,30 @@ impl LogView {
         self.maps.get(&ino).is_some_and(|m| m.covers(start, end))
     }
 
-    /// The files this log holds bytes of.
+    /// The files whose bytes this log serves (those it was told to forget are not).
     pub fn files(&self) -> impl Iterator<Item = u64> + '_ {
         self.maps.keys().copied()
+    }
+
+    /// Every file this log holds writes of, forgotten ones too.
+    pub fn written_files(&self) -> impl Iterator<Item = u64> + '_ {
+        self.described_by.keys().copied()
+    }
+
+    /// The data-log positions of every write of file `ino` the index holds (superseded ones
+    /// too): what the log would give back if the file went.
+    pub fn positions_of(&self, ino: u64) -> Option<&RangeSet> {
+        self.described_by.get(&ino)
+    }
+
+    /// Forgets file `ino` (it was removed): its bytes read as missing from now on.
+    pub fn forget(&mut self, ino: u64) {
+        self.maps.remove(&ino);
+    }
+
+    /// The data log's path.
+    pub fn data_path(&self) -> &Path {
+        self.data.data_path()
     }
 
     /// The index-log offset before which records may be stale: the latest lost pair's,

@@ -275,17 +275,18 @@ impl InstanceConfig {
         self.bb_dir(node).join("daemon.sock")
     }
 
-    /// Directory holding the logs of file `ino` on `node`.
-    pub fn log_dir(&self, node: u32, ino: u64) -> PathBuf {
-        self.bb_dir(node).join("logs").join(format!("{ino:016x}"))
+    /// Directory holding the logs on `node`.
+    pub fn logs_dir(&self, node: u32) -> PathBuf {
+        self.bb_dir(node).join("logs")
     }
 
-    /// Data and index log of one client for one file on `node`.
-    pub fn log_paths(&self, node: u32, ino: u64, client: u64) -> (PathBuf, PathBuf) {
-        let d = self.log_dir(node, ino);
+    /// Data and index log of log id `log` (a process, or a transaction's members) on `node`:
+    /// one log for every file it writes there.
+    pub fn log_paths(&self, node: u32, log: u64) -> (PathBuf, PathBuf) {
+        let d = self.logs_dir(node);
         (
-            d.join(format!("{client}.data")),
-            d.join(format!("{client}.index")),
+            d.join(format!("{log}.data")),
+            d.join(format!("{log}.index")),
         )
     }
 

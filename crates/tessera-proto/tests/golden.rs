@@ -620,6 +620,7 @@ fn client_samples(s: &mut Samples) {
         },
     );
     s.client(Nop, ());
+    s.client(Goodbye, ());
 }
 
 fn peer_samples(s: &mut Samples) {

@@ -793,3 +793,26 @@ pub fn damage_on_device(path: &std::path::Path, at: u64) {
         path.display()
     );
 }
+
+/// Whether a log on `node` holds bytes of file `ino` that it has not let go (a removed file's
+/// bytes, and a migrated-away one's, are let go; a log whose files all went is deleted).
+pub fn log_holds(inst: &Inst, node: u32, ino: u64) -> bool {
+    let dir = inst.root.join(format!("bb/node-{node}/logs"));
+    std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "index"))
+        .any(|index| {
+            let data = index.with_extension("data");
+            let held = tessera_logstore::read_entries(&tessera_logstore::journal_path(&data))
+                .is_ok_and(|(_, parsed)| {
+                    parsed
+                        .of(ino)
+                        .iter()
+                        .any(|e| matches!(e, tessera_core::index::Entry::Write(_)))
+                });
+            held && !tessera_logstore::read_dead(&data).is_ok_and(|d| d.contains(&ino))
+        })
+}

@@ -20,13 +20,13 @@ use tessera_proto::{LogAppend, LogLens, LogMark, LogMarkIt, LogReadAt, LogSync, 
 /// A log the daemon writes for a client, used by one request at a time.
 type SharedWriter = Arc<Mutex<LogWriter>>;
 
-/// Writers the daemon keeps open per client (six descriptors each); beyond, the one used
-/// least recently closes (and resumes when used again: [`LogWriter::resume`] keeps what its
-/// journal holds).
-const WRITERS_PER_CLIENT: usize = 16;
+/// Writers the daemon keeps open per client (six descriptors each): its own log and its
+/// transaction's; beyond, the one used least recently closes (and resumes when used again:
+/// [`LogWriter::resume`] keeps what its journal holds that its index lacks).
+const WRITERS_PER_CLIENT: usize = 2;
 
-/// A client's log: (client, ino, log id).
-type LogKey = (u64, u64, u64);
+/// A client's log: (client, log id).
+type LogKey = (u64, u64);
 
 /// The writers this daemon holds for its clients: key -> (writer, last use).
 #[derive(Default)]
@@ -42,13 +42,13 @@ impl ClientLogs {
         self.writers
             .lock()
             .expect("client logs")
-            .retain(|(c, _, _), _| *c != client);
+            .retain(|(c, _), _| *c != client);
     }
 }
 
 impl Node {
-    /// The writer of `client`'s log `log` of `ino`, opened on first use. `log` must be the
-    /// client's own id or its transaction's log id: a process writes no other's logs.
+    /// The writer of `client`'s log `log`, for file `ino`, opened on first use. `log` must be
+    /// the client's own id or its transaction's log id: a process writes no other's logs.
     fn client_log(&self, client: u64, ino: u64, log: u64) -> FsResult<SharedWriter> {
         if log != client && log != self.txns.log_of(client) {
             return Err(FsError::new(
@@ -63,7 +63,7 @@ impl Node {
             .client_logs
             .uses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let key = (client, ino, log);
+        let key = (client, log);
         if let Some((w, used)) = self
             .client_logs
             .writers
@@ -76,7 +76,7 @@ impl Node {
         }
         // Opened outside the map's lock (file I/O); a client's requests come one at a time,
         // so no other request opens the same log meanwhile.
-        let (d, i) = self.cfg.log_paths(self.id, ino, log);
+        let (d, i) = self.cfg.log_paths(self.id, log);
         let header = IndexHeader {
             log,
             node: self.id,

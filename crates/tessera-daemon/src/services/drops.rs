@@ -1,8 +1,8 @@
 //! Releasing removed files' bytes in the background. An unlink of a file's last name answers
 //! once the file's inode shard recorded it in its list of files to drop (in the same write that
 //! ends the removal); this task then tells every node, in batches ([`DropFiles`]), to drop the
-//! files' ownership and delete their logs, and takes them off the list once every node
-//! answered. A restart finds the list and finishes it; a node that does not answer is asked
+//! files' ownership and let them go from their logs (a log whose files are all gone is
+//! deleted once its writer is), and takes them off the list once every node answered. A restart finds the list and finishes it; a node that does not answer is asked
 //! again.
 //!
 //! Why this is safe: the file has no name left, so no new open reaches it, and its inode number
@@ -27,18 +27,49 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 impl ServePeer<DropFiles> for Node {
     async fn serve_peer(&self, r: DropFiles) -> FsResult<()> {
-        for ino in r.inos {
+        for &ino in &r.inos {
             let touching = self.txns.pending().touching_file(ino);
             self.complete_decided(touching).await?;
             self.change_ownership(Stale::File(ino), |own| ((), own.drop_file(ino)))
                 .await?;
-            self.logs.drop_file(ino)?;
         }
-        Ok(())
+        self.release_files(&r.inos)
     }
 }
 
 impl Node {
+    /// Lets removed files go from the logs of this node (see [`crate::logs::Logs::drop_files`]).
+    pub(crate) fn release_files(&self, inos: &[u64]) -> FsResult<()> {
+        tokio::task::block_in_place(|| {
+            self.logs.drop_files(
+                inos,
+                |ino| {
+                    self.clients
+                        .writers_of(ino)
+                        .into_iter()
+                        .map(|c| self.txns.log_of(c))
+                        .collect()
+                },
+                |log| self.log_in_use(log),
+            )
+        })
+    }
+
+    /// Whether a process may still write the log `log`: its own id is connected, or expected
+    /// back after a restart, or it is the log of a transaction a connected process is a
+    /// member of.
+    pub(crate) fn log_in_use(&self, log: u64) -> bool {
+        self.clients.is_live(log)
+            || self.clients.is_absent(log)
+            || self
+                .txns
+                .members
+                .lock()
+                .expect("members")
+                .values()
+                .any(|(_, l)| *l == log)
+    }
+
     /// The background task: releases the listed files on every node, a batch at a time.
     pub async fn keep_dropping(self: Arc<Self>) {
         loop {

@@ -351,6 +351,10 @@ impl Node {
             self.list_for_release(ino, [client]);
             return Ok(None);
         }
-        self.logs.drop_log(ino, client).map(Some)
+        tokio::task::block_in_place(|| {
+            self.logs
+                .drop_log(ino, client, |log| self.log_in_use(log))
+                .map(Some)
+        })
     }
 }

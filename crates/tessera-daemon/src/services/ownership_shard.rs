@@ -76,7 +76,7 @@ impl ServePeer<DropFile> for Node {
         self.complete_decided(touching).await?;
         self.change_ownership(Stale::File(r.ino), |own| ((), own.drop_file(r.ino)))
             .await?;
-        self.logs.drop_file(r.ino)
+        self.release_files(&[r.ino])
     }
 }
 

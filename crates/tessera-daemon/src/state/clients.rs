@@ -23,6 +23,8 @@ pub struct Clients {
     /// Clients that were connected when this daemon last stopped and have not come back:
     /// id -> (pid, process start time).
     absent: Mutex<HashMap<u64, (u32, u64)>>,
+    /// Connected clients that said they will not resume their id (`Goodbye`).
+    leaving: Mutex<HashSet<u64>>,
 }
 
 impl Clients {
@@ -120,6 +122,27 @@ impl Clients {
             .get(&client)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// Notes that `client` will not resume its id (see `Goodbye`).
+    pub fn said_goodbye(&self, client: u64) {
+        self.leaving.lock().expect("clients").insert(client);
+    }
+
+    /// Whether `client` said goodbye; forgotten as it is asked (once, as its connection ends).
+    pub fn take_goodbye(&self, client: u64) -> bool {
+        self.leaving.lock().expect("clients").remove(&client)
+    }
+
+    /// The clients that said they write `ino`.
+    pub fn writers_of(&self, ino: u64) -> Vec<u64> {
+        self.writing
+            .lock()
+            .expect("clients")
+            .iter()
+            .filter(|(_, inos)| inos.contains(&ino))
+            .map(|(c, _)| *c)
+            .collect()
     }
 
     /// Forgets what `client` wrote and published (its connection is gone and its leftovers

@@ -74,14 +74,15 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     // The logs the daemon wrote for it close first: what it left is read from them below.
     node.client_logs.client_gone(c);
-    let ended = process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
+    let ended = node.clients.take_goodbye(c)
+        || process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
     // A member of a transaction leaves it; what it did not publish before its vote is not
     // part of it, and not published outside it either: its space is given back.
     let undecided_log = node.txn_client_gone(c).await;
     if ended {
         match undecided_log {
             None => node.publish_leftovers(c).await,
-            Some(log) => node.release_unpublished(c, log),
+            Some(log) => tokio::task::block_in_place(|| node.release_unpublished(c, log)),
         }
     }
     node.client_gone(c).await;
@@ -96,6 +97,15 @@ async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
         node.clients.expect_back(&[(c, pid, start)]);
     }
     node.clients.unbind(c);
+    if ended {
+        // Its log goes if every file in it was removed while it ran.
+        let deleted = tokio::task::block_in_place(|| {
+            node.logs.delete_if_done(c, &|log| node.log_in_use(log))
+        });
+        if let Err(e) = deleted {
+            tracing::warn!(client = c, "keeping the log of a process that ended: {e}");
+        }
+    }
 }
 
 /// The client id bound to a connection, and its process (pid, start time) when known.

@@ -38,6 +38,12 @@ pub struct RegionAt {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Nop;
 
+/// The process is done with this connection and its client id: it will not resume it, so
+/// the daemon deals with what the id left (publishes it, deletes a log it no longer needs) as
+/// for a process that ended. Sent when the client library lets go of its connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Goodbye;
+
 /// Is the peer there? Answered with its node number.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ping;

@@ -178,6 +178,7 @@ protocol! {
         /// A stat whose answer the client may keep while its lease holds.
         StatLeased = "stat_leased" -> Leased,
         Nop = "nop" -> (),
+        Goodbye = "goodbye" -> (),
     }
 }
 
@@ -306,6 +307,8 @@ impl Request {
             Request::LogAppend(_) | Request::LogMarkIt(_) => false,
             Request::LogSync(_) | Request::LogReadAt(_) | Request::ReadPfs(_) => true,
             Request::StatLeased(_) | Request::Nop(_) => true,
+            // A new connection has another id: a goodbye is never resent.
+            Request::Goodbye(_) => false,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
