@@ -11,8 +11,9 @@ use libc::{c_char, c_int, c_void, size_t, ssize_t};
 use tessera_client::{Errno, FsError, FsResult, SetMode};
 
 /// Answers programs probe for and expect (`ls -l` and `cp -a` ask for ACLs and SELinux labels
-/// on every file): quiet unless `TESSERA_VERBOSE` asks.
-const PROBED: &[Errno] = &[Errno::NotSup, Errno::NoData];
+/// on every file; a buffer too small is how a program learns a value's size: Python's
+/// `os.getxattr` tries 128 bytes first): quiet unless `TESSERA_VERBOSE` asks.
+const PROBED: &[Errno] = &[Errno::NotSup, Errno::NoData, Errno::Range];
 
 /// The attribute name the caller passed.
 ///
