@@ -819,15 +819,17 @@ impl File {
         Ok(())
     }
 
-    /// Bytes of the data log and index log this process writes the file to (its
-    /// burst-buffer footprint, with the other files it writes on its node).
+    /// Bytes of this file in the data log and the index log this process writes it to (its
+    /// burst-buffer footprint; the index's share counts the log's header). Through the
+    /// daemon, the whole log's.
     pub fn log_bytes(&self) -> (u64, u64) {
         let mut g = self.client.lock();
         if !g.files.get(&self.ino).is_some_and(|f| f.writing) {
             return (0, 0);
         }
+        let ino = self.ino;
         g.log_sink().map_or((0, 0), |w| match w {
-            crate::log_sink::LogSink::Local(w) => (w.data_len(), w.index_len()),
+            crate::log_sink::LogSink::Local(w) => w.file_bytes(ino),
             crate::log_sink::LogSink::Daemon(d) => (d.lens.data, d.lens.index),
         })
     }

@@ -31,6 +31,10 @@ struct FileRecords {
     open_at: Option<u64>,
     /// The file's pairs written to the journal since its last sync, the open run's last.
     unsynced: Vec<u8>,
+    /// Bytes of the file this writer appended to the data log, and of its pairs it gave
+    /// the index (the file's share of the log).
+    data_bytes: u64,
+    index_bytes: u64,
 }
 
 impl FileRecords {
@@ -39,6 +43,8 @@ impl FileRecords {
             builder: IndexBuilder::new(ino),
             open_at: None,
             unsynced: Vec::new(),
+            data_bytes: 0,
+            index_bytes: 0,
         }
     }
 }
@@ -236,6 +242,7 @@ impl LogWriter {
             }
         }
         self.data_len += buf.len() as u64;
+        self.file(ino).data_bytes += buf.len() as u64;
         self.sums.push(buf);
         Ok(pos)
     }
@@ -280,6 +287,7 @@ impl LogWriter {
             ));
         }
         self.index_len += bytes.len() as u64;
+        self.file(ino).index_bytes += bytes.len() as u64;
         Ok(())
     }
 
@@ -365,6 +373,14 @@ impl LogWriter {
     /// Bytes of the index log on disk (header included).
     pub fn index_len(&self) -> u64 {
         self.index_len
+    }
+
+    /// File `ino`'s share of the log, as this writer made it: bytes of its data, and of its
+    /// index records with the log's header.
+    pub fn file_bytes(&self, ino: u64) -> (u64, u64) {
+        self.files.get(&ino).map_or((0, 0), |f| {
+            (f.data_bytes, index::HEADER_SIZE as u64 + f.index_bytes)
+        })
     }
 }
 
