@@ -51,6 +51,14 @@ impl Node {
                         .submit(vec![crate::store::DbOp::DelClient(client)])
                         .durable()
                         .await;
+                    // Its log goes if every file in it was removed meanwhile.
+                    let deleted = tokio::task::block_in_place(|| {
+                        self.logs
+                            .delete_if_done(client, &|log| self.log_in_use(log))
+                    });
+                    if let Err(e) = deleted {
+                        tracing::warn!(client, "keeping the log of a process that ended: {e}");
+                    }
                 }
             }
             if self.stopping() {

@@ -146,7 +146,7 @@ impl Logs {
     }
 
     /// The ids of the logs on this node (those with an index log).
-    fn log_ids(&self) -> Vec<u64> {
+    pub fn log_ids(&self) -> Vec<u64> {
         self.log_files()
             .filter(|f| f.path().extension().is_some_and(|x| x == "index"))
             .filter_map(|f| client_of(&f.file_name()))
@@ -427,8 +427,15 @@ impl Logs {
         let journal = tessera_logstore::journal_path(&d);
         let sums = tessera_logstore::sums_path(&d);
         let dead = tessera_logstore::dead_path(&d);
-        for p in [journal, d, i, sums, dead] {
-            let len = std::fs::metadata(&p).map_or(0, |m| held(&m));
+        for (p, counted) in [
+            (journal, true),
+            (d, true),
+            (i, true),
+            (sums, true),
+            (dead, false),
+        ] {
+            // The list of files let go is not counted in the usage: nor in what is freed.
+            let len = std::fs::metadata(&p).map_or(0, |m| if counted { held(&m) } else { 0 });
             match std::fs::remove_file(&p) {
                 Ok(()) => freed += len,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

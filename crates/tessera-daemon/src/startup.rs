@@ -249,6 +249,16 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
             problems = problems.len(),
             "every log on this node checked"
         );
+        // Logs whose files all went while their writer ended, or before this daemon stopped
+        // part way through deleting them, go now.
+        for log in checking.logs.log_ids() {
+            if let Err(e) = checking
+                .logs
+                .delete_if_done(log, &|l| checking.log_in_use(l))
+            {
+                tracing::warn!(log, "keeping a log: {e}");
+            }
+        }
     });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
