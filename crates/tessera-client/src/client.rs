@@ -965,6 +965,7 @@ impl Inner {
                         log,
                         node: self.node,
                         epoch: 0,
+                        txn: self.txn.is_some(),
                     },
                 )?))
             };

@@ -7,7 +7,7 @@
 //! the log's epoch). The byte layout is specified in `docs/format.md`; in short:
 //!
 //! ```text
-//! header  (32 B)  magic "TSXI" | version u16 | record size u16 | log u64 | node u32 | epoch u32 | 0 u32 | crc32c u32
+//! header  (32 B)  magic "TSXI" | version u16 | record size u16 | log u64 | node u32 | epoch u32 | txn u32 | crc32c u32
 //! record  (56 B)  ino u64 | a u64 | b u64 | c u64 | d u64 | e u64 | kind u8 | 0 0 0 | crc32c u32
 //! ```
 //!
@@ -60,6 +60,8 @@ pub struct IndexHeader {
     /// Which of the log's successive files this is (a log moves to a new epoch when its
     /// files have grown large, so that space is given back by dropping whole epochs).
     pub epoch: u32,
+    /// A transaction's log (written by one of its members), not a process's own.
+    pub txn: bool,
 }
 
 /// An entry and the file it is about.
@@ -145,6 +147,7 @@ pub fn encode_header(h: &IndexHeader) -> [u8; HEADER_SIZE] {
     b[8..16].copy_from_slice(&h.log.to_le_bytes());
     b[16..20].copy_from_slice(&h.node.to_le_bytes());
     b[20..24].copy_from_slice(&h.epoch.to_le_bytes());
+    b[24..28].copy_from_slice(&u32::from(h.txn).to_le_bytes());
     let crc = crc32c::crc32c(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
@@ -173,6 +176,7 @@ pub fn parse_header(b: &[u8]) -> Result<Option<IndexHeader>, FormatError> {
         log: u64_at(h, 8),
         node: u32::from_le_bytes(h[16..20].try_into().expect("4 bytes")),
         epoch: u32::from_le_bytes(h[20..24].try_into().expect("4 bytes")),
+        txn: u32::from_le_bytes(h[24..28].try_into().expect("4 bytes")) != 0,
     }))
 }
 
@@ -676,6 +680,7 @@ mod tests {
             log: 42,
             node: 3,
             epoch: 5,
+            txn: false,
         };
         let ino = (3 << 48) | 17;
         let entries = [
@@ -772,6 +777,7 @@ mod tests {
             log: 9,
             node: 2,
             epoch: 7,
+            txn: true,
         };
         let mut b = encode_header(&h);
         assert_eq!(parse_header(&b), Ok(Some(h)));

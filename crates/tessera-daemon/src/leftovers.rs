@@ -35,8 +35,23 @@ impl Node {
         // runtime's end (after `block_in_place`) would panic at its next timer. What an ended
         // process left and was not published yet is published by the daemon's successor (the
         // process stays in the store's clients table until then).
+        let mut had_absent = false;
         while !self.stopping() {
+            if !self.clients.any_absent() && std::mem::take(&mut had_absent) {
+                // Transaction logs were kept while a member might come back: look again.
+                tokio::task::block_in_place(|| {
+                    for log in self.logs.log_ids() {
+                        if let Err(e) = self
+                            .logs
+                            .delete_if_done(log, &|log, txn| self.log_in_use(log, txn))
+                        {
+                            tracing::warn!(log, "keeping a log: {e}");
+                        }
+                    }
+                });
+            }
             if self.clients.any_absent() {
+                had_absent = true;
                 for client in self.clients.take_ended() {
                     tokio::task::block_in_place(|| {
                         self.hold_while_serving();
@@ -54,7 +69,7 @@ impl Node {
                     // Its log goes if every file in it was removed meanwhile.
                     let deleted = tokio::task::block_in_place(|| {
                         self.logs
-                            .delete_if_done(client, &|log| self.log_in_use(log))
+                            .delete_if_done(client, &|log, txn| self.log_in_use(log, txn))
                     });
                     if let Err(e) = deleted {
                         tracing::warn!(client, "keeping the log of a process that ended: {e}");

@@ -354,7 +354,12 @@ impl Logs {
     /// Lets file `ino` go from the log of `client` (a migration moved every byte it held
     /// there elsewhere); the log is deleted if nothing in it is needed any more and
     /// `in_use` says its writer is gone. Returns the bytes freed.
-    pub fn drop_log(&self, ino: u64, client: u64, in_use: impl Fn(u64) -> bool) -> FsResult<u64> {
+    pub fn drop_log(
+        &self,
+        ino: u64,
+        client: u64,
+        in_use: impl Fn(u64, bool) -> bool,
+    ) -> FsResult<u64> {
         self.let_go(client, &[ino])?;
         self.delete_if_done(client, &in_use)
     }
@@ -368,7 +373,7 @@ impl Logs {
         &self,
         inos: &[u64],
         announced: impl Fn(u64) -> Vec<u64>,
-        in_use: impl Fn(u64) -> bool,
+        in_use: impl Fn(u64, bool) -> bool,
     ) -> FsResult<()> {
         let mut hits: HashMap<u64, Vec<u64>> = HashMap::new();
         for &ino in inos {
@@ -394,12 +399,10 @@ impl Logs {
         Ok(())
     }
 
-    /// Deletes the log `log` if its writer is gone and it holds nothing needed: every file
-    /// it has bytes of was let go. Returns the bytes freed.
-    pub fn delete_if_done(&self, log: u64, in_use: &impl Fn(u64) -> bool) -> FsResult<u64> {
-        if in_use(log) {
-            return Ok(0);
-        }
+    /// Deletes the log `log` if its writer is gone (`in_use`, asked with the log id and
+    /// whether it is a transaction's log, says no) and it holds nothing needed: every file it
+    /// has bytes of was let go. Returns the bytes freed.
+    pub fn delete_if_done(&self, log: u64, in_use: &impl Fn(u64, bool) -> bool) -> FsResult<u64> {
         let (d, i) = self.cfg.log_paths(self.node, log);
         if !i.exists() {
             return Ok(0);
@@ -408,6 +411,9 @@ impl Logs {
         let needed = {
             let mut v = view.lock().expect("view lock");
             v.refresh()?;
+            if in_use(log, v.header().is_some_and(|h| h.txn)) {
+                return Ok(0);
+            }
             let gone = self.let_go_of(log)?;
             // A log read before its header was written, or whose data no record describes,
             // is kept: nothing says its bytes are not needed.

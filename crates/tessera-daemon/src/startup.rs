@@ -254,7 +254,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         for log in checking.logs.log_ids() {
             if let Err(e) = checking
                 .logs
-                .delete_if_done(log, &|l| checking.log_in_use(l))
+                .delete_if_done(log, &|l, txn| checking.log_in_use(l, txn))
             {
                 tracing::warn!(log, "keeping a log: {e}");
             }

@@ -301,6 +301,7 @@ mod tests {
             log: 1,
             node: 0,
             epoch: 0,
+            txn: false,
         };
         let mut w = LogWriter::open(&d, &i, header).unwrap();
         let len = (blocks << sums::BLOCK_LOG2) as usize;

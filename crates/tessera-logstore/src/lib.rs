@@ -106,6 +106,7 @@ mod tests {
         log: 1,
         node: 0,
         epoch: 0,
+        txn: false,
     };
     /// The file the tests write.
     const F: u64 = 5;
@@ -403,6 +404,7 @@ mod shared_tests {
         log: 7,
         node: 1,
         epoch: 2,
+        txn: false,
     };
     const SPACE: usize = 48;
 

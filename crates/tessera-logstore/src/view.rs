@@ -56,6 +56,7 @@ pub struct LogView {
     damage: Vec<Damage>,
     /// The index-log offset of the latest lost pair.
     lost: Option<u64>,
+    header: Option<IndexHeader>,
 }
 
 impl LogView {
@@ -79,6 +80,7 @@ impl LogView {
             tail: Tail::Clean,
             damage: Vec::new(),
             lost: None,
+            header: None,
         };
         v.refresh()?;
         Ok(v)
@@ -104,6 +106,7 @@ impl LogView {
             if header.is_none() {
                 return Ok(()); // header not written yet
             }
+            self.header = header;
             body = &buf[index::HEADER_SIZE..];
             self.parsed = index::HEADER_SIZE as u64;
         }
@@ -135,6 +138,11 @@ impl LogView {
     /// Whether the index log's header was read (a log being created has none yet).
     pub fn has_header(&self) -> bool {
         self.parsed > 0
+    }
+
+    /// The log's identity, once its header was read.
+    pub fn header(&self) -> Option<IndexHeader> {
+        self.header
     }
 
     /// How the index log ended at the last refresh.

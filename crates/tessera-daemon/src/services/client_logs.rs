@@ -81,6 +81,7 @@ impl Node {
             log,
             node: self.id,
             epoch: 0,
+            txn: log != client,
         };
         let w = Arc::new(Mutex::new(tokio::task::block_in_place(|| {
             LogWriter::resume(&d, &i, header)

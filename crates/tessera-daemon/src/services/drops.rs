@@ -50,17 +50,19 @@ impl Node {
                         .map(|c| self.txns.log_of(c))
                         .collect()
                 },
-                |log| self.log_in_use(log),
+                |log, txn| self.log_in_use(log, txn),
             )
         })
     }
 
     /// Whether a process may still write the log `log`: its own id is connected, or expected
-    /// back after a restart, or it is the log of a transaction a connected process is a
-    /// member of.
-    pub(crate) fn log_in_use(&self, log: u64) -> bool {
+    /// back after a restart, or it is the log of a transaction (`txn`) a connected process is
+    /// a member of, or may be one of a process expected back (a restart cut its membership,
+    /// which it takes up again when it reconnects).
+    pub(crate) fn log_in_use(&self, log: u64, txn: bool) -> bool {
         self.clients.is_live(log)
             || self.clients.is_absent(log)
+            || (txn && self.clients.any_absent())
             || self
                 .txns
                 .members

@@ -353,7 +353,7 @@ impl Node {
         }
         tokio::task::block_in_place(|| {
             self.logs
-                .drop_log(ino, client, |log| self.log_in_use(log))
+                .drop_log(ino, client, |log, txn| self.log_in_use(log, txn))
                 .map(Some)
         })
     }

@@ -100,7 +100,8 @@ async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     if ended {
         // Its log goes if every file in it was removed while it ran.
         let deleted = tokio::task::block_in_place(|| {
-            node.logs.delete_if_done(c, &|log| node.log_in_use(log))
+            node.logs
+                .delete_if_done(c, &|log, txn| node.log_in_use(log, txn))
         });
         if let Err(e) = deleted {
             tracing::warn!(client = c, "keeping the log of a process that ended: {e}");

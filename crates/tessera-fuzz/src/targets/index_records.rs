@@ -112,6 +112,7 @@ pub fn run(data: &[u8]) {
         log: input.client,
         node: input.node,
         epoch: input.ino as u32,
+        txn: input.node % 2 == 1,
     };
     let ino = input.ino;
     let entries: Vec<Entry> = input.entries.iter().filter_map(EntryIn::entry).collect();

@@ -79,6 +79,7 @@ pub fn run(data: &[u8]) {
         log: 7,
         node: 0,
         epoch: 0,
+        txn: false,
     };
     // The file written; the view must show no other.
     let ino = 1;
