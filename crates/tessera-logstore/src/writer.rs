@@ -64,6 +64,10 @@ pub struct LogWriter {
     index_len: u64,
     journal_len: u64,
     files: HashMap<u64, FileRecords>,
+    /// The files with something the index has not received (records, or a published
+    /// marker): the only ones [`LogWriter::sync_all`] visits, so that a durable sync costs
+    /// what changed, not every file the process ever wrote.
+    changed: std::collections::BTreeSet<u64>,
     sums: SumsBuilder,
     /// Reads of the process's own log, checked like everyone else's.
     checked: crate::checked::CheckedData,
@@ -106,6 +110,7 @@ impl LogWriter {
         let sums_file = private::create_or_open(&sums_path)?.0;
         let index_len = prepare_index(&index.get(), index_path, header)?;
         let mut files = HashMap::new();
+        let mut changed = std::collections::BTreeSet::new();
         let journal_len = if keep_journal {
             let indexed = read_body(&index.get(), index_path, index_len)?;
             let journal_len = len_of(&journal.get(), &journal_path)?;
@@ -122,6 +127,7 @@ impl LogWriter {
                 )?;
             }
             for t in index::unsynced(&journaled, &indexed) {
+                changed.insert(t.ino);
                 files
                     .entry(t.ino)
                     .or_insert_with(|| FileRecords::new(t.ino))
@@ -174,12 +180,15 @@ impl LogWriter {
             index_len,
             journal_len,
             files,
+            changed,
             sums,
             checked,
         })
     }
 
+    /// File `ino`'s records, noted as changed since its last sync.
     fn file(&mut self, ino: u64) -> &mut FileRecords {
+        self.changed.insert(ino);
         self.files
             .entry(ino)
             .or_insert_with(|| FileRecords::new(ino))
@@ -275,6 +284,7 @@ impl LogWriter {
         f.builder.close();
         f.open_at = None;
         if f.unsynced.is_empty() {
+            self.changed.remove(&ino);
             return Ok(());
         }
         let bytes = std::mem::take(&mut f.unsynced);
@@ -288,13 +298,13 @@ impl LogWriter {
         }
         self.index_len += bytes.len() as u64;
         self.file(ino).index_bytes += bytes.len() as u64;
+        self.changed.remove(&ino);
         Ok(())
     }
 
-    /// [`LogWriter::sync_index`] of every file of the log.
+    /// [`LogWriter::sync_index`] of every file of the log with something to sync.
     pub fn sync_all(&mut self) -> FsResult<()> {
-        let mut inos: Vec<u64> = self.files.keys().copied().collect();
-        inos.sort_unstable();
+        let inos: Vec<u64> = self.changed.iter().copied().collect();
         for ino in inos {
             self.sync_index(ino)?;
         }
