@@ -309,16 +309,21 @@ mod tests {
         w.append(1, 0, &bytes).unwrap();
         w.sync_durable().unwrap();
         drop(w);
-        let s = crate::sums_path(&d);
-        let reader = CheckedData::new(
-            private::open_existing(&d, false).unwrap(),
-            &d,
+        let reader = reader_of(&d);
+        drop_all(&d);
+        (d, reader, bytes)
+    }
+
+    /// A checked reader of the data log at `d` and its checksums.
+    fn reader_of(d: &Path) -> CheckedData {
+        let s = crate::sums_path(d);
+        CheckedData::new(
+            private::open_existing(d, false).unwrap(),
+            d,
             private::open_existing(&s, false).unwrap(),
             &s,
         )
-        .unwrap();
-        drop_all(&d);
-        (d, reader, bytes)
+        .unwrap()
     }
 
     fn drop_all(p: &Path) {
@@ -365,14 +370,7 @@ mod tests {
             none_cached(f.as_fd(), 2 * block, block),
             "the damaged block stayed in the cache"
         );
-        let s = crate::sums_path(&d);
-        let second = CheckedData::new(
-            private::open_existing(&d, false).unwrap(),
-            &d,
-            private::open_existing(&s, false).unwrap(),
-            &s,
-        )
-        .unwrap();
+        let second = reader_of(&d);
         for _ in 0..3 {
             let e = second.read(&mut out, 0).unwrap_err();
             assert_eq!(e.errno, Errno::Io, "{e}");
