@@ -192,23 +192,22 @@ impl Logs {
         }
     }
 
-    fn view(&self, ino: u64, client: u64) -> FsResult<Arc<Mutex<LogView>>> {
+    /// The view of log `client`, opened at first use. `reading`: the file a reader wants
+    /// from it, named in the error if the log is not there (the reader was sent to it).
+    fn view(&self, client: u64, reading: Option<u64>) -> FsResult<Arc<Mutex<LogView>>> {
         if let Some(v) = self.views.lock().expect("views lock").get(client) {
             return Ok(v);
         }
         let (d, i) = self.cfg.log_paths(self.node, client);
-        let view = LogView::open(&d, &i).map_err(|e| {
-            if e.errno == Errno::NoEnt {
-                FsError::new(
-                    Errno::Io,
-                    format!(
-                        "node {} holds no log of client {client} for inode {ino:#x}: {}",
-                        self.node, e.message
-                    ),
-                )
-            } else {
-                e
-            }
+        let view = LogView::open(&d, &i).map_err(|e| match reading {
+            Some(ino) if e.errno == Errno::NoEnt => FsError::new(
+                Errno::Io,
+                format!(
+                    "node {} holds no log of client {client} for inode {ino:#x}: {}",
+                    self.node, e.message
+                ),
+            ),
+            _ => e,
         })?;
         let v = Arc::new(Mutex::new(view));
         self.views
@@ -281,7 +280,7 @@ impl Logs {
                 ));
             }
         }
-        let view = self.view(ino, client)?;
+        let view = self.view(client, Some(ino))?;
         let mut v = view.lock().expect("view lock");
         v.refresh()?;
         let mut out = vec![0u8; total as usize];
@@ -315,7 +314,7 @@ impl Logs {
                 ),
             )
         };
-        let view = match self.view(ino, client) {
+        let view = match self.view(client, Some(ino)) {
             Ok(v) => v,
             Err(_) => {
                 let (s, e) = runs.first().map_or((0, 0), |r| (r.start, r.end()));
@@ -345,7 +344,7 @@ impl Logs {
         client: u64,
         f: impl FnOnce(&LogView) -> FsResult<T>,
     ) -> FsResult<T> {
-        let view = self.view(ino, client)?;
+        let view = self.view(client, Some(ino))?;
         let mut v = view.lock().expect("view lock");
         v.refresh()?;
         f(&v)
@@ -382,11 +381,15 @@ impl Logs {
             }
         }
         for log in self.log_ids() {
-            let Ok(view) = self.view(0, log) else {
+            let Ok(view) = self.view(log, None) else {
                 continue; // deleted meanwhile
             };
             let mut v = view.lock().expect("view lock");
-            v.refresh()?;
+            if let Err(e) = v.refresh() {
+                // One unreadable log must not hold every removal back: it keeps its bytes.
+                tracing::warn!(log, "not looking in a log for removed files: {e}");
+                continue;
+            }
             let held = inos.iter().filter(|i| v.positions_of(**i).is_some());
             hits.entry(log).or_default().extend(held);
         }
@@ -394,7 +397,9 @@ impl Logs {
             inos.sort_unstable();
             inos.dedup();
             self.let_go(log, &inos)?;
-            self.delete_if_done(log, &in_use)?;
+            if let Err(e) = self.delete_if_done(log, &in_use) {
+                tracing::warn!(log, "keeping a log whose files all went: {e}");
+            }
         }
         Ok(())
     }
@@ -407,7 +412,7 @@ impl Logs {
         if !i.exists() {
             return Ok(0);
         }
-        let view = self.view(0, log)?;
+        let view = self.view(log, None)?;
         let needed = {
             let mut v = view.lock().expect("view lock");
             v.refresh()?;
@@ -496,7 +501,7 @@ impl Logs {
             tessera_logstore::append_dead(&d, &new)?;
             known.extend(new);
         }
-        let Ok(view) = self.view(0, log) else {
+        let Ok(view) = self.view(log, None) else {
             return Ok(()); // deleted meanwhile
         };
         let blocks = {
