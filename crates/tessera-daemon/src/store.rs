@@ -3,14 +3,14 @@
 //! The authoritative state lives in memory (see `namespace` and `ownership`); every mutation
 //! also produces [`DbOp`]s that are made durable here before the mutation is acknowledged.
 //!
-//! Two files, one committer thread:
+//! Two files, one committer thread (`crate::committer`):
 //!
-//! * `meta.wal`, a write-ahead log (framing: `tessera_core::wal`): the committer drains every
-//!   batch waiting, appends them as one checksummed record with a single `write` (and, with
-//!   `state_durability = "machine"`,
-//!   an `fdatasync`), and only then acknowledges them (group commit). A record in the page
-//!   cache survives `kill -9` of the daemon; only "machine" survives a power cut, at the price
-//!   of a device flush per group.
+//! * `meta.wal`, a write-ahead log (framing: `tessera_core::wal`): each batch is one
+//!   checksummed record, appended by a single `write` before it is acknowledged. With
+//!   `state_durability = "process"` the submitting thread appends it itself; with
+//!   `"machine"` the committer drains every batch waiting, appends them as one record and an
+//!   `fdatasync` (group commit). A record in the page cache survives `kill -9` of the daemon;
+//!   only "machine" survives a power cut, at the price of a device flush per group.
 //! * `meta.redb`, the checkpoint: in the background (when idle for a moment, or after enough
 //!   operations) the committer applies the logged operations to redb in one transaction with
 //!   immediate durability and empties the log.
@@ -20,16 +20,16 @@
 //! stops the daemon: see [`crate::state_log`]), then the tables are loaded. Operations are queued while the caller still holds the lock of the
 //! in-memory structure they came from, so the log holds them in memory order.
 
+use crate::committer::{Batch, InlineLog, group_committer};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
 use tessera_core::catalogue::{CatalogueChange, PendingOp, VersionView};
 use tessera_core::name_ops::{Intent, Outcome, StepKey};
 use tessera_core::namespace::NamespaceChange;
@@ -105,15 +105,6 @@ const FILES_TO_DROP: TableDefinition<u64, ()> = TableDefinition::new("files_to_d
 /// Set in `meta` when a database is upgraded from before schema 7: its names are checked
 /// against their files' link counts once (a crash in a rename could leave a name more).
 const NAMES_UNCHECKED_KEY: &str = "names_unchecked";
-
-/// The log is checkpointed into redb after `StoreOptions::checkpoint_idle` without new
-/// operations, or after this many logged operations, or this long, whichever comes first. A checkpoint
-/// (thousands of B-tree inserts and an fsync on the burst-buffer device) competes with the
-/// application for CPU and disk; checkpointing every 2 s made a 4-rank checkpoint write phase
-/// 8% slower on the 2-core development machine. It only bounds the log's size and the replay
-/// time at startup, so it waits for quiet.
-const CHECKPOINT_OPS: usize = 200_000;
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 
 /// Version of the layout of the database's tables and values (`meta["schema"]`). Checked at
 /// every start: a database of another version is refused with both versions named. A
@@ -536,15 +527,12 @@ pub struct Loaded {
     pub names_unchecked: bool,
 }
 
-struct Batch {
-    ops: Vec<DbOp>,
-    done: oneshot::Sender<FsResult<()>>,
-}
-
-/// Handle to the committer thread.
+/// Handle to the state log's writers (`crate::committer`).
 pub struct Store {
-    /// `None` once closed.
+    /// Machine durability: the committer thread's queue; `None` once closed.
     tx: std::sync::Mutex<Option<mpsc::Sender<Batch>>>,
+    /// Process durability: the log, written by the submitting thread.
+    inline: Option<Arc<InlineLog>>,
     committer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Sees every batch as it is queued (see [`Store::observe`]).
     observer: std::sync::OnceLock<Observer>,
@@ -598,7 +586,7 @@ fn db_err(what: &str, e: impl Into<redb::Error>) -> FsError {
 }
 
 /// Encodes a batch of operations as one state-log record.
-fn encode_record(ops: &[&DbOp]) -> Vec<u8> {
+pub(crate) fn encode_record(ops: &[&DbOp]) -> Vec<u8> {
     tessera_core::wal::encode_record(&postcard::to_stdvec(ops).expect("plain data serializes"))
 }
 
@@ -720,14 +708,21 @@ impl Store {
         crate::state_log::empty(&files)?;
         let mut loaded = load(&files.db)?;
         loaded.wal_problems.extend(problems);
-        let (tx, rx) = mpsc::channel::<Batch>();
-        let committer = std::thread::Builder::new()
-            .name("tessera-committer".into())
-            .spawn(move || committer(files.db, files.wal, opts, rx))
-            .map_err(|e| FsError::io("starting the committer thread", &e))?;
+        let (tx, inline, committer) = if opts.durability == StateDurability::Process {
+            let (inline, thread) = InlineLog::start(files.db, files.wal, opts)?;
+            (None, Some(inline), thread)
+        } else {
+            let (tx, rx) = mpsc::channel::<Batch>();
+            let thread = std::thread::Builder::new()
+                .name("tessera-committer".into())
+                .spawn(move || group_committer(files.db, files.wal, opts, rx))
+                .map_err(|e| FsError::io("starting the committer thread", &e))?;
+            (Some(tx), None, thread)
+        };
         Ok((
             Store {
-                tx: std::sync::Mutex::new(Some(tx)),
+                tx: std::sync::Mutex::new(tx),
+                inline,
                 committer: std::sync::Mutex::new(Some(committer)),
                 observer: std::sync::OnceLock::new(),
             },
@@ -739,6 +734,9 @@ impl Store {
     /// and waits for it: afterwards the database and the state log are closed. Blocks.
     pub fn close(&self) {
         drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(inline) = &self.inline {
+            inline.close();
+        }
         let handle = self
             .committer
             .lock()
@@ -761,6 +759,12 @@ impl Store {
         }
     }
 
+    /// The state log written in place (process durability).
+    #[cfg(test)]
+    pub(crate) fn inline_log(&self) -> Option<&Arc<InlineLog>> {
+        self.inline.as_ref()
+    }
+
     /// Installs the observer of every later batch (once; a second one is refused).
     pub fn observe(&self, observer: Observer) -> bool {
         self.observer.set(observer).is_ok()
@@ -773,6 +777,12 @@ impl Store {
     }
 
     fn queue(&self, ops: Vec<DbOp>) -> Pending {
+        if let Some(inline) = &self.inline {
+            return Pending {
+                durable: inline.submit(ops),
+                told: None,
+            };
+        }
         let (done, rx) = oneshot::channel();
         let batch = Batch { ops, done };
         let refused = match self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -987,79 +997,12 @@ fn load(db: &Database) -> FsResult<Loaded> {
 
 /// Stops the daemon after a state write failed: memory is ahead of what is durable, and
 /// continuing would let the two drift apart silently. A restart reloads the durable state.
-fn die(what: &str, e: &FsError) -> ! {
+pub(crate) fn die(what: &str, e: &FsError) -> ! {
     tracing::error!(
         "{what} failed: {e}; stopping: restart this daemon to reload its durable state"
     );
     std::thread::sleep(Duration::from_millis(200));
     std::process::exit(70)
-}
-
-fn committer(db: Database, wal: File, opts: StoreOptions, rx: mpsc::Receiver<Batch>) {
-    let header = tessera_core::wal::HEADER_LEN as u64;
-    let mut wal_len = header;
-    let mut logged: Vec<DbOp> = Vec::new();
-    let mut last_checkpoint = Instant::now();
-    let checkpoint = |logged: &mut Vec<DbOp>, wal_len: &mut u64, last: &mut Instant| {
-        if logged.is_empty() {
-            return;
-        }
-        if let Err(e) = apply(&db, logged.iter()) {
-            die("checkpoint of the state log", &e);
-        }
-        // The operations are durable in redb: the log can be emptied (its header stays).
-        if let Err(e) = wal.set_len(header) {
-            die("emptying the state log", &FsError::io("truncate", &e));
-        }
-        *wal_len = header;
-        logged.clear();
-        *last = Instant::now();
-    };
-    loop {
-        let first = match rx.recv_timeout(opts.checkpoint_idle) {
-            Ok(b) => b,
-            Err(RecvTimeoutError::Timeout) => {
-                checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
-                return;
-            }
-        };
-        let mut batches = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            batches.push(more);
-        }
-        if batches.iter().all(|b| b.ops.is_empty()) {
-            // Barriers only: everything queued before them was written by an earlier round.
-            for b in batches {
-                let _ = b.done.send(Ok(()));
-            }
-            continue;
-        }
-        let record = encode_record(&batches.iter().flat_map(|b| &b.ops).collect::<Vec<_>>());
-        let mut result = wal
-            .write_all_at(&record, wal_len)
-            .map_err(|e| FsError::io("appending to the state log", &e));
-        wal_len += record.len() as u64;
-        if result.is_ok() && opts.durability == StateDurability::Machine {
-            result = wal
-                .sync_data()
-                .map_err(|e| FsError::io("syncing the state log", &e));
-        }
-        let failed = result.is_err();
-        for b in batches {
-            logged.extend(b.ops);
-            let _ = b.done.send(result.clone());
-        }
-        if let (true, Err(e)) = (failed, &result) {
-            die("appending to the state log", e);
-        }
-        if logged.len() >= CHECKPOINT_OPS || last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-            checkpoint(&mut logged, &mut wal_len, &mut last_checkpoint);
-        }
-    }
 }
 
 /// Applies operations to the database in one durable transaction.
