@@ -13,10 +13,14 @@
 //! (easy) or the whole shared directory (the others); its rate counts entries. Locally, where
 //! one pass over the files takes milliseconds, stat, read and readdir make several passes.
 //!
-//! Durability differs and is part of the result: a Tessera create is acknowledged after the
-//! namespace shard committed it to its redb database (fsync, group commit); a direct create is
-//! acknowledged by the kernel with no fsync. `direct_create_durable_per_s` is the local create
-//! with an fsync of the directory after every batch of creates.
+//! Durability is part of the result: a Tessera create is acknowledged once the namespace
+//! shard appended it to its state log (a `write`, no fsync, with the default
+//! `state_durability = "process"`: it survives kill -9 of any daemon, not a power cut), as a
+//! direct create is acknowledged by the kernel with no fsync. `direct_create_durable_per_s` is
+//! the local create with an fsync of the directory after every batch of creates, the
+//! baseline of `state_durability = "machine"`.
+//!
+//! After the phases, [`super::meta_poll`] measures a writer with stat-polling readers.
 
 use super::verify;
 use crate::args::Shape;
@@ -244,6 +248,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
         cx.ok(std::fs::remove_dir(&direct.base));
         cx.ok(std::fs::remove_dir(&durable.base));
     }
+    m.extend(super::meta_poll::run(cx, rep));
     m
 }
 

@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod consistency;
 pub mod dl;
 pub mod meta;
+pub mod meta_poll;
 pub mod ops;
 pub mod scale;
 pub mod scr;
