@@ -229,3 +229,52 @@ fn a_listing_warms_the_cache_for_the_stats_that_follow() {
         Errno::NoEnt
     );
 }
+
+#[test]
+fn a_sweep_of_stats_lists_the_directory_ahead_and_still_sees_changes() {
+    let inst = Inst::start(NODES);
+    let writer = inst.client(1);
+    writer.mkdir("/tessera/sweep", 0o755).unwrap();
+    // Two writers' files, as in mdtest's shared directory: the sweep wants only the second's.
+    for owner in 1..=2 {
+        for i in 0..300u64 {
+            posix_write(
+                &writer,
+                &format!("/tessera/sweep/f.{owner}.{i:03}"),
+                &vec![7u8; i as usize],
+                0,
+            );
+        }
+    }
+    let sweeper = inst.client(0);
+    let before = sweeper.stats();
+    for i in 0..300u64 {
+        let a = sweeper.stat(&format!("/tessera/sweep/f.2.{i:03}")).unwrap();
+        assert_eq!(a.size, i, "f.2.{i:03}");
+    }
+    let after = sweeper.stats();
+    let misses = after.attr_misses - before.attr_misses;
+    // Misses until the listing starts, then a page's worth of hits for each.
+    assert!(misses <= 40, "{misses} of 300 stats went to a shard");
+    assert_eq!(after.attr_hits - before.attr_hits, 300 - misses);
+    // What stat-ahead cached is still told of every change.
+    writer.truncate("/tessera/sweep/f.2.250", 1).unwrap();
+    assert_eq!(sweeper.stat("/tessera/sweep/f.2.250").unwrap().size, 1);
+    writer.unlink("/tessera/sweep/f.2.260").unwrap();
+    assert_eq!(
+        sweeper.stat("/tessera/sweep/f.2.260").unwrap_err().errno,
+        Errno::NoEnt
+    );
+    posix_write(&writer, "/tessera/sweep/f.2.270", &[1u8; 10], 270);
+    assert_eq!(sweeper.stat("/tessera/sweep/f.2.270").unwrap().size, 280);
+
+    // A few stats in a directory list nothing: each is one request.
+    let few = inst.client(2);
+    let before = few.stats();
+    for i in 0..20u64 {
+        few.stat(&format!("/tessera/sweep/f.1.{i:03}")).unwrap();
+    }
+    let after = few.stats();
+    assert_eq!(after.attr_misses - before.attr_misses, 20);
+    assert_eq!(after.requests - before.requests, 20, "{after:?}");
+}

@@ -4,6 +4,7 @@
 use crate::attr_cache::AttrCache;
 use crate::conn::{Conn, Way, is_disconnect};
 use crate::file::{File, OpenOptions};
+use crate::stat_ahead::{PageDue, StatAhead};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -20,6 +21,9 @@ use tessera_proto::{
 
 use serde::{Deserialize, Serialize};
 
+/// Entries per shard in a stat-ahead page: with a few shards, a few dozen misses' worth of
+/// budget (`stat_ahead::ENTRIES_PER_MISS`) at a time.
+const STAT_AHEAD_PAGE: u32 = 512;
 /// Bytes of burst-buffer space reserved per request to the daemon (when capacity is limited).
 const GRANT_CHUNK: u64 = 64 << 20;
 
@@ -179,6 +183,8 @@ pub(crate) struct Inner {
     pub(crate) hosts: Option<(std::time::SystemTime, tessera_proto::hosts::HostTable)>,
     /// Attributes kept under this connection's daemon's leases.
     attrs: AttrCache,
+    /// Which directories' listings warm `attrs` ahead of a sweep of stats.
+    stat_ahead: StatAhead,
 }
 
 /// A connection to a Tessera instance. Cheap to clone; all clones share one connection.
@@ -272,6 +278,7 @@ impl Client {
                 hosts: None,
                 through_daemon,
                 attrs: AttrCache::open(bound.board),
+                stat_ahead: StatAhead::default(),
             })),
         })
     }
@@ -359,6 +366,7 @@ impl Client {
         let p = g.resolve(path)?;
         // A member of a transaction sees it through its view: never from the cache.
         let cached = g.attrs.enabled() && g.txn.is_none() && !g.leave_untold;
+        let mut ahead = None;
         let mut a = if !cached {
             g.call(Stat { path: p })?
         } else if let Some(a) = g.attrs.get(&p) {
@@ -368,12 +376,30 @@ impl Client {
             g.stats.attr_misses += 1;
             let got = g.call(StatLeased { path: p.clone() })?;
             if let Some(lease) = got.lease {
-                g.attrs.put(p, got.attr.clone(), lease);
+                g.attrs.put(p.clone(), got.attr.clone(), lease);
+                if let Some((dir, name)) = path::split(&p) {
+                    ahead = g.stat_ahead.miss(dir, name);
+                }
             }
             got.attr
         };
         g.count_own_writes(&mut a);
+        drop(g);
+        if let Some(due) = ahead {
+            self.stat_ahead(due);
+        }
         Ok(a)
+    }
+
+    /// Fetches a page of a directory's listing for stat-ahead (`stat_ahead`): it warms the
+    /// attribute cache. A page that cannot be fetched only ends that listing.
+    fn stat_ahead(&self, due: PageDue) {
+        let user = self.lock().user_path(&due.dir);
+        let page = self
+            .readdir_page(&user, due.after, STAT_AHEAD_PAGE)
+            .ok()
+            .map(|p| (p.entries.len() as u64, p.next));
+        self.lock().stat_ahead.fetched(&due.dir, page);
     }
 
     /// Like [`Client::stat`], but a symbolic link (found in the PFS directory) is followed to
@@ -701,6 +727,7 @@ impl Inner {
     /// closed.
     fn switch_logs(&mut self, txn: Option<(u64, u64)>, retire: bool) {
         self.attrs.clear();
+        self.stat_ahead.clear();
         // New writes go to the new log id's log; the old one stays readable through
         // ownership like any other process's.
         for ino in std::mem::take(&mut self.written) {

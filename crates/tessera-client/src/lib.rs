@@ -32,6 +32,7 @@ mod locality;
 pub mod log_sink;
 mod migrate;
 mod read;
+mod stat_ahead;
 mod xattr;
 
 pub use client::{Client, ReadSources, Stats};
