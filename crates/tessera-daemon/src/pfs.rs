@@ -38,6 +38,24 @@ pub struct Temp {
 pub struct Pfs {
     root: OwnedFd,
     dir: PathBuf,
+    /// On a file system of this machine's own disks or memory (see [`answers_locally`]).
+    local: bool,
+}
+
+/// Whether a file system of type `f_type` (statfs) answers metadata calls from this
+/// machine's own disks or memory: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS. Anything else
+/// (NFS, Lustre, GPFS, BeeGFS, CIFS, FUSE, or a type not known here) may wait on a network.
+pub fn answers_locally(f_type: i64) -> bool {
+    const LOCAL: [i64; 7] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0x0102_1994, // tmpfs
+        0xF2F5_2010, // F2FS
+        0x2FC1_2FC1, // ZFS
+        0x8584_58F6, // ramfs
+    ];
+    LOCAL.contains(&f_type)
 }
 
 fn beneath() -> ResolveFlags {
@@ -81,10 +99,18 @@ impl Pfs {
             Mode::empty(),
         )
         .map_err(|e| io_err(format!("opening the PFS directory {}", dir.display()), e))?;
+        let local = rustix::fs::fstatfs(&root).is_ok_and(|s| answers_locally(s.f_type));
         Ok(Pfs {
             root,
             dir: dir.to_path_buf(),
+            local,
         })
+    }
+
+    /// Whether the PFS directory is on a local file system ([`answers_locally`]): its
+    /// metadata calls then never stall for long.
+    pub fn is_local(&self) -> bool {
+        self.local
     }
 
     /// Where an internal path lives on the PFS, for messages.
@@ -499,6 +525,17 @@ pub fn copy_sparse(src: &File, dst: &File) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+
+    #[test]
+    fn only_file_systems_of_this_machine_count_as_local() {
+        let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+        assert!(Pfs::open(shm.path()).unwrap().is_local(), "tmpfs");
+        // NFS, Lustre, GPFS, FUSE: calls go to the blocking pool.
+        for remote in [0x6969, 0x0BD0_0BD0, 0x4750_4653, 0x6573_5546] {
+            assert!(!answers_locally(remote), "{remote:#x}");
+        }
+        assert!(answers_locally(0xEF53));
+    }
 
     fn setup() -> (tempfile::TempDir, tempfile::TempDir, Pfs) {
         let root = tempfile::tempdir().unwrap();
