@@ -117,7 +117,8 @@ pub struct Params {
     /// checkpoint: bytes per write (units allowed: 47001, 1MiB).
     #[arg(long, default_value = "47001", value_parser = tessera_cli::size::parse_size)]
     pub xfer: u64,
-    /// checkpoint: bytes per rank, rounded up to whole writes (units allowed: 64MiB).
+    /// checkpoint: bytes per rank, rounded up to whole writes; consistency without --ops:
+    /// bytes each writing rank writes (units allowed: 64MiB).
     #[arg(long, default_value = "64MiB", value_parser = tessera_cli::size::parse_size)]
     pub per_rank: u64,
     /// checkpoint: fsync (direct) / fsync = commit + durable logs (Tessera) before close.
@@ -129,8 +130,10 @@ pub struct Params {
     /// consistency: bytes per access (the paper: 8k and 8m).
     #[arg(long, default_value = "8k", value_parser = tessera_cli::size::parse_size)]
     pub size: u64,
-    /// consistency: writes per writing rank (the paper: 10; more so a run lasts long enough to measure).
-    #[arg(long, default_value_t = 2000)]
+    /// consistency: writes per writing rank (the paper: 10). 0, the default: as many of
+    /// --size as fit in --per-rank, at least 10 and at most 2000 (2000 for 8 KiB accesses,
+    /// 10 for 8 MiB).
+    #[arg(long, default_value_t = 0)]
     pub ops: u64,
     /// dl-read: samples each rank preloads.
     #[arg(long, default_value_t = 256)]
@@ -168,6 +171,16 @@ pub struct Params {
     #[arg(long, hide = true)]
     #[serde(default)]
     pub inject_fault: bool,
+}
+
+impl Params {
+    /// consistency: the accesses each writing rank makes (`--ops`, or sized by `--per-rank`).
+    pub fn accesses(&self) -> u64 {
+        match self.ops {
+            0 => (self.per_rank / self.size.max(1)).clamp(10, 2000),
+            n => n,
+        }
+    }
 }
 
 /// Where a rank finds the instance and the direct-I/O directory.

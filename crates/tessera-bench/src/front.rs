@@ -97,6 +97,13 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
         bail!("--ranks, --daemons and --reps must be positive");
     }
     std::fs::create_dir_all(&opts.dir)?;
+    if let Some(needs) = crate::fits::needs(workload, &params) {
+        let memory = crate::fits::available_memory().unwrap_or(u64::MAX);
+        let disk = crate::fits::free_space(&opts.dir).unwrap_or(u64::MAX);
+        if let Err(e) = crate::fits::check(&needs, memory, disk, &params) {
+            bail!("{} does not fit this machine: {e}", workload.name());
+        }
+    }
     let root = opts
         .dir
         .join(format!("tessera-bench-{:08x}", rand::random::<u32>()));

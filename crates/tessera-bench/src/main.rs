@@ -15,6 +15,7 @@
 mod args;
 mod atomic;
 mod atomic_report;
+mod fits;
 mod front;
 mod locality;
 mod locality_report;

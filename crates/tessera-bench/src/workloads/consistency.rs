@@ -68,7 +68,8 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let p = &cx.params;
     let (n, r) = (cx.size as u64, cx.rank as u64);
     let size = p.size;
-    let plan = plan(p.pattern, n, r, p.ops, size);
+    let ops = p.accesses();
+    let plan = plan(p.pattern, n, r, ops, size);
     // Data is made before, and checked after, the timed phases (the same for every way).
     let sz = size as usize;
     let mut wdata = vec![0u8; plan.writes.len() * sz];
@@ -77,7 +78,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     }
     let mut rdata = vec![0u8; plan.reads.len() * sz];
     let mut m = Metrics::new();
-    let write_bytes = plan.writers * p.ops * size;
+    let write_bytes = plan.writers * ops * size;
     let read_bytes = cx.sum_u64(plan.reads.len() as u64 * size);
 
     let mut garbage = Vec::new();
