@@ -211,7 +211,7 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
     for name in unsteady_baselines(&record.reps) {
         let (lo, _, hi) = summary(&record.reps, &name).expect("name comes from the reps");
         eprintln!(
-            "note: the local baseline {name} moved {:.1}x between repetitions ({lo:.1} to {hi:.1}): find out why before quoting it",
+            "note: the baseline {name} moved {:.1}x between repetitions ({lo:.1} to {hi:.1}): find out why before quoting it",
             hi / lo
         );
     }
@@ -230,13 +230,30 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
 /// Largest max/min of a local baseline across repetitions that is quoted without a note.
 const STEADY_SPREAD: f64 = 1.25;
 
-/// The local baselines (`direct_` rates) whose spread across repetitions is too wide to quote:
-/// on a journal-less ext4, for one, creates right after many removes scan the inodes removed in
-/// the last 30 seconds and run 10x slower.
+/// The physical limits some workloads measure beside Tessera (ops, `--hosts`): baselines too.
+const LIMITS: [&str; 5] = [
+    "tcp_stream_mibs",
+    "memcpy_mibs",
+    "mac_mibs",
+    "tcp_bulk_mibs",
+    "unix_bulk_mibs",
+];
+
+/// Whether a metric is a baseline Tessera is compared with: a rate or bandwidth of the local
+/// file system (`direct_`), or a physical limit.
+fn is_baseline(name: &str) -> bool {
+    (name.starts_with("direct_") && (name.ends_with("_per_s") || name.ends_with("_mibs")))
+        || LIMITS.contains(&name)
+}
+
+/// The baselines whose spread across repetitions is too wide to quote: on a journal-less
+/// ext4, for one, creates right after many removes scan the inodes removed in the last 30
+/// seconds and run 10x slower, and a direct read that finds its file in the page cache runs
+/// 5x faster than one that does not.
 fn unsteady_baselines(reps: &[Metrics]) -> Vec<String> {
     metric_names(reps)
         .into_iter()
-        .filter(|n| n.starts_with("direct_") && n.ends_with("_per_s"))
+        .filter(|n| is_baseline(n))
         .filter(|n| {
             summary(reps, n).is_some_and(|(lo, _, hi)| lo <= 0.0 || hi / lo > STEADY_SPREAD)
         })
@@ -361,5 +378,18 @@ mod tests {
         // Tessera's own rates and CPU figures are not baselines.
         let ours = reps(&[("create_per_s", 1.0), ("create_per_s", 10.0)]);
         assert!(unsteady_baselines(&ours).is_empty());
+        let cpu = reps(&[
+            ("direct_create_rank_cpu_us", 1.0),
+            ("direct_create_rank_cpu_us", 10.0),
+        ]);
+        assert!(unsteady_baselines(&cpu).is_empty());
+        // Bandwidths and physical limits are.
+        let read = reps(&[
+            ("direct_nn_read_mibs", 1074.0),
+            ("direct_nn_read_mibs", 11469.0),
+            ("tcp_stream_mibs", 1948.0),
+            ("tcp_stream_mibs", 2060.0),
+        ]);
+        assert_eq!(unsteady_baselines(&read), ["direct_nn_read_mibs"]);
     }
 }
