@@ -2,7 +2,9 @@
 //! `ranks * xfer` into one shared file, then reads back the pieces of the next rank. Three ways
 //! with the same data on the same disk: direct N-1 (pwrite into one file), direct N-N (one file
 //! per rank, sequential), Tessera N-1 (commit model; reads with session). The order of the
-//! three rotates with the repetition so none always runs first.
+//! three rotates with the repetition so none always runs first. Every phase starts from the
+//! same page-cache state: dirty pages written back and, as root, the cache dropped, so the
+//! reads are cold reads of the device.
 
 use super::verify;
 use crate::rank::{Ctx, mibs, remove_quietly};
@@ -107,6 +109,10 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let mut buf = vec![0u8; xfer * count as usize];
     for way in ways {
         buf.fill(0);
+        // Every read starts cold: without this the way written last found its file in the
+        // page cache and the others did not, and the rotation of ways made each read 2-5x
+        // faster in one repetition of three.
+        cx.sync_disks();
         let secs = cx.timed(|| match way {
             Way::DirectN1 => {
                 let f = cx.ok(std::fs::File::open(&n1));
