@@ -28,6 +28,13 @@ fn posix_write(c: &Client, path: &str, bytes: &[u8], at: u64) {
     f.close().unwrap();
 }
 
+/// Files `<prefix>000` to `<prefix><count - 1>`, file `i` of `i` bytes.
+fn write_sized_by_index(c: &Client, prefix: &str, count: u64) {
+    for i in 0..count {
+        posix_write(c, &format!("{prefix}{i:03}"), &vec![5u8; i as usize], 0);
+    }
+}
+
 /// Paths in `dir` whose entries live on each node in turn.
 fn one_per_shard(dir: &str) -> Vec<String> {
     (0..NODES)
@@ -202,14 +209,7 @@ fn a_listing_warms_the_cache_for_the_stats_that_follow() {
     let inst = Inst::start(NODES);
     let writer = inst.client(1);
     writer.mkdir("/tessera/big", 0o755).unwrap();
-    for i in 0..300u64 {
-        posix_write(
-            &writer,
-            &format!("/tessera/big/f{i:03}"),
-            &vec![5u8; i as usize],
-            0,
-        );
-    }
+    write_sized_by_index(&writer, "/tessera/big/f", 300);
     let lister = inst.client(0);
     let entries = lister.readdir_plus("/tessera/big").unwrap();
     assert_eq!(entries.len(), 300);
@@ -237,14 +237,7 @@ fn a_sweep_of_stats_lists_the_directory_ahead_and_still_sees_changes() {
     writer.mkdir("/tessera/sweep", 0o755).unwrap();
     // Two writers' files, as in mdtest's shared directory: the sweep wants only the second's.
     for owner in 1..=2 {
-        for i in 0..300u64 {
-            posix_write(
-                &writer,
-                &format!("/tessera/sweep/f.{owner}.{i:03}"),
-                &vec![7u8; i as usize],
-                0,
-            );
-        }
+        write_sized_by_index(&writer, &format!("/tessera/sweep/f.{owner}."), 300);
     }
     let sweeper = inst.client(0);
     let before = sweeper.stats();
