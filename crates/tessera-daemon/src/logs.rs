@@ -421,10 +421,14 @@ impl Logs {
             }
             let gone = self.let_go_of(log)?;
             // A log read before its header was written, or whose data no record describes,
-            // is kept: nothing says its bytes are not needed.
-            let described =
-                v.written_files().next().is_some() || d.metadata().is_ok_and(|m| m.len() == 0);
-            !v.has_header() || !described || v.written_files().any(|ino| !gone.contains(&ino))
+            // is kept: nothing says its bytes are not needed. One with no data holds nothing,
+            // header or not (its writer may have died between creating it and its first
+            // write).
+            let empty = d.metadata().is_ok_and(|m| m.len() == 0);
+            let described = v.written_files().next().is_some() || empty;
+            (!v.has_header() && !empty)
+                || !described
+                || v.written_files().any(|ino| !gone.contains(&ino))
         };
         if needed {
             return Ok(0);
@@ -602,6 +606,30 @@ impl Logs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_without_data_or_header_goes_once_its_writer_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = InstanceConfig::new(1, dir.path().join("pfs"), dir.path().join("bb"));
+        std::fs::create_dir_all(cfg.logs_dir(0)).unwrap();
+        let (d, i) = cfg.log_paths(0, 7);
+        // What a writer killed between creating its log and writing to it leaves.
+        std::fs::write(&d, b"").unwrap();
+        std::fs::write(&i, b"").unwrap();
+        std::fs::write(tessera_logstore::journal_path(&d), b"").unwrap();
+        let sums = tessera_core::sums::encode_header(tessera_core::sums::BLOCK_LOG2);
+        std::fs::write(tessera_logstore::sums_path(&d), sums).unwrap();
+        let logs = Logs::new(0, &cfg);
+        assert_eq!(
+            logs.delete_if_done(7, &|_, _| true).unwrap(),
+            0,
+            "writer alive"
+        );
+        assert!(d.exists());
+        logs.delete_if_done(7, &|_, _| false).unwrap();
+        assert!(!d.exists() && !i.exists(), "an empty log was kept");
+        assert_eq!(std::fs::read_dir(cfg.logs_dir(0)).unwrap().count(), 0);
+    }
 
     #[test]
     fn views_keep_the_most_recently_used() {
