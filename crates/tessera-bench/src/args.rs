@@ -171,6 +171,33 @@ pub struct Params {
     #[arg(long, hide = true)]
     #[serde(default)]
     pub inject_fault: bool,
+    /// The instance's peer security level: auth (the default), integrity or privacy; none
+    /// only in a build with `--features insecure-bench`.
+    #[arg(long, value_enum, default_value = "auth")]
+    #[serde(default)]
+    pub security: SecurityArg,
+}
+
+/// `--security` (tessera_proto's `Security`, for the command line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecurityArg {
+    None,
+    #[default]
+    Auth,
+    Integrity,
+    Privacy,
+}
+
+impl SecurityArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityArg::None => "none",
+            SecurityArg::Auth => "auth",
+            SecurityArg::Integrity => "integrity",
+            SecurityArg::Privacy => "privacy",
+        }
+    }
 }
 
 impl Params {

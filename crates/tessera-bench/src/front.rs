@@ -66,6 +66,9 @@ fn param_args(p: &Params) -> Vec<String> {
     if p.inject_fault {
         a.push("--inject-fault".into());
     }
+    if p.security != crate::args::SecurityArg::Auth {
+        a.push(format!("--security {}", p.security.name()));
+    }
     a
 }
 
@@ -133,7 +136,10 @@ pub fn run(workload: Workload, params: Params, opts: FrontOpts) -> Result<()> {
             set: match hosts {
                 Some(_) => vec!["listen_host='auto'".to_string()],
                 None => Vec::new(),
-            },
+            }
+            .into_iter()
+            .chain([format!("security='{}'", params.security.name())])
+            .collect(),
         },
     )?;
     match &hosts {

@@ -84,6 +84,7 @@ pub fn create(layout: &InstanceLayout, o: &CreateOptions) -> Result<InstanceConf
     cfg.default_model = o.model;
     cfg.state_durability = o.state_durability;
     let cfg = apply_settings(&cfg, &o.set)?;
+    tessera_daemon::check_security(&cfg)?;
     let secret: [u8; 32] = rand::random();
     let sp = layout.secret_path();
     instance_dir::create_new(&sp)?
@@ -326,6 +327,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         "list locks"
     );
     let mut all = true;
+    let mut levels = std::collections::BTreeSet::new();
     let mut to_drop = 0;
     let (mut leases, mut leased, mut asked) = (0, 0, 0);
     for n in 0..cfg.nodes {
@@ -340,6 +342,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         match admin.status(n) {
             Ok(s) => {
                 to_drop += s.files_to_drop;
+                levels.insert(s.security);
                 leases += s.attr_leases;
                 leased += s.stats_leased;
                 asked += s.stats_leased + s.stats_unleased;
@@ -365,6 +368,21 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                     e.host, e.addr, "down", err.message
                 );
             }
+        }
+    }
+    match levels.len() {
+        0 => {}
+        1 => println!("peer security: {}", levels.first().expect("one level")),
+        _ => {
+            all = false;
+            println!(
+                "peer security: daemons disagree ({}); stop the instance and start it again",
+                levels
+                    .iter()
+                    .map(|l| l.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
     if asked > 0 {

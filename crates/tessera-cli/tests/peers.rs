@@ -146,6 +146,7 @@ fn a_squatter_on_a_dead_peers_port_learns_nothing() {
                 version: tessera_proto::PROTOCOL_VERSION,
                 node: 1,
                 nonce: [7; 32],
+                security: Default::default(),
             };
             let _ = tessera_proto::frame::write_frame(&mut s, &tessera_proto::frame::encode(&ch));
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

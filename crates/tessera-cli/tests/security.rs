@@ -404,3 +404,103 @@ fn crafted_requests_are_refused() {
     assert_eq!(other.flush_path("/tessera/shared").unwrap(), 10);
     alive(&inst);
 }
+
+/// A file of `len` patterned bytes written on node 1 and published; returns its bytes.
+fn written_on_node_1(inst: &Inst, path: &str, len: usize) -> Vec<u8> {
+    let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    let c = inst.client(1);
+    let mut f = c.create(path).unwrap();
+    f.write_at(&bytes, 0).unwrap();
+    f.close().unwrap();
+    bytes
+}
+
+#[test]
+fn every_security_level_carries_remote_reads_and_status_names_it() {
+    for level in ["auth", "integrity", "privacy"] {
+        let inst = Inst::start_with(2, &["--set", &format!("security={level}")]);
+        let want = written_on_node_1(&inst, "/tessera/levels", 3 << 20);
+        let mut got = vec![0u8; want.len()];
+        inst.client(0)
+            .open_read("/tessera/levels")
+            .unwrap()
+            .read_exact_at(&mut got, 0)
+            .unwrap();
+        assert!(
+            got == want,
+            "a remote read under {level} returned other bytes"
+        );
+        let out = inst.tessera(&["status"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("peer security: {level}")),
+            "status does not name the level {level}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn security_none_is_refused_by_a_build_without_insecure_bench() {
+    let why = |out: &std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "security = none was accepted");
+        assert!(
+            err.contains("insecure-bench") && err.contains("\"auth\""),
+            "the refusal does not say why and what to use: {err}"
+        );
+    };
+    // Asked for at start.
+    let root = tessera_cli::instance::temp_dir("tessera-test").unwrap();
+    let start = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("start")
+        .arg("--instance")
+        .arg(root.join("inst"))
+        .arg("--pfs")
+        .arg(root.join("pfs"))
+        .arg("--bb-root")
+        .arg(root.join("bb"))
+        .args(["--daemons", "1", "--set", "security=none"])
+        .output()
+        .unwrap();
+    why(&start);
+    // Written into instance.toml by hand: the daemon refuses it.
+    let layout = common::fresh_instance(&root.join("edited"));
+    let mut cfg = layout.load_config().unwrap();
+    cfg.security = tessera_proto::peer_auth::Security::None;
+    std::fs::remove_file(layout.config_path()).unwrap();
+    layout.save_config(&cfg).unwrap();
+    why(&common::tessera_in(&layout, &["serve", "--node", "0"]));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn file_bytes_damaged_in_flight_fail_the_read_with_eio_naming_the_node() {
+    let inst = Inst::start(2);
+    let want = written_on_node_1(&inst, "/tessera/damaged", 1 << 20);
+    inst.kill9(1);
+    inst.restart_with(1, &[("TESSERA_FAILPOINT", "peer-corrupt-bulk")]);
+    let c = inst.client(0);
+    let mut got = vec![0u8; want.len()];
+    let e = c
+        .open_read("/tessera/damaged")
+        .unwrap()
+        .read_exact_at(&mut got, 0)
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::Io, "{e}");
+    assert!(
+        e.message.contains("node 1") && e.message.contains("damaged in transit"),
+        "the error does not name the node and the damage: {e}"
+    );
+    // The daemons carry on; without the failpoint the same read returns the bytes.
+    alive(&inst);
+    inst.kill9(1);
+    inst.restart(1);
+    c.open_read("/tessera/damaged")
+        .unwrap()
+        .read_exact_at(&mut got, 0)
+        .unwrap();
+    assert!(
+        got == want,
+        "the read after the damage returned other bytes"
+    );
+}

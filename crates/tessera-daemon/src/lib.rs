@@ -42,3 +42,16 @@ pub mod transport;
 pub use node::{Node, blocking_failed};
 pub use startup::run;
 pub use transport::{listen, peer};
+
+/// Refuses a security level this build may not run: `none` exists only in builds made with
+/// the `insecure-bench` feature, for measuring what the other levels cost.
+pub fn check_security(cfg: &tessera_proto::InstanceConfig) -> tessera_core::FsResult<()> {
+    if cfg.security == tessera_proto::peer_auth::Security::None && !cfg!(feature = "insecure-bench")
+    {
+        return Err(tessera_core::FsError::new(
+            tessera_core::Errno::Inval,
+            "instance.toml: security = \"none\" turns off the checks of frames between daemons and is accepted only by a daemon built with `--features insecure-bench` (for benchmarks); use \"auth\" (the default), \"integrity\" or \"privacy\"",
+        ));
+    }
+    Ok(())
+}

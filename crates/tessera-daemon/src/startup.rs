@@ -74,6 +74,7 @@ fn raise_descriptor_limit() {
 
 async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let cfg = layout.load_config()?;
+    crate::check_security(&cfg)?;
     if id >= cfg.nodes {
         return Err(FsError::new(
             Errno::Inval,

@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 22;
+pub const PROTOCOL_VERSION: u32 = 23;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -126,4 +126,7 @@ pub struct NodeStatus {
     pub stats_leased: u64,
     #[serde(default)]
     pub stats_unleased: u64,
+    /// The peer security level this daemon runs with.
+    #[serde(default)]
+    pub security: crate::peer_auth::Security,
 }

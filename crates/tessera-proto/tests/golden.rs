@@ -172,6 +172,7 @@ fn status() -> NodeStatus {
         attr_leases: 120,
         stats_leased: 900,
         stats_unleased: 100,
+        security: peer_auth::Security::Integrity,
     }
 }
 
@@ -1170,6 +1171,7 @@ fn samples() -> Samples {
             version: PROTOCOL_VERSION,
             node: 1,
             nonce: [0xab; 32],
+            security: peer_auth::Security::Auth,
         }),
     );
     s.add(

@@ -213,17 +213,36 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 std::hint::black_box(&dst);
             }),
         );
-        use tessera_proto::peer_auth::{Authenticator, Challenge, Direction};
-        let challenge = Challenge {
-            version: 0,
-            node: 0,
-            nonce: [1; 32],
+        use tessera_proto::peer_auth::{Authenticator, Challenge, Direction, Security};
+        let at = |security| {
+            let challenge = Challenge {
+                version: 0,
+                node: 0,
+                nonce: [1; 32],
+                security,
+            };
+            Authenticator::new(b"bench", &challenge, 1, [2; 32])
         };
-        let auth = Authenticator::new(b"bench", &challenge, 1, [2; 32]);
+        let auth = at(Security::Integrity);
         m.insert(
             "mac_mibs".into(),
             rate(src.len(), || {
-                std::hint::black_box(auth.body_mac(Direction::ToAcceptor, 0, &[&src]));
+                std::hint::black_box(auth.mac_of(&src));
+            }),
+        );
+        // What each peer security level costs a byte: the CRC32C of `auth`, the cipher of
+        // `privacy` (which also copies the body, as its sender does).
+        m.insert(
+            "crc32c_mibs".into(),
+            rate(src.len(), || {
+                std::hint::black_box(crc32c::crc32c(&src));
+            }),
+        );
+        let private = at(Security::Privacy);
+        m.insert(
+            "aes_gcm_mibs".into(),
+            rate(src.len(), || {
+                std::hint::black_box(private.seal(Direction::ToConnector, 0, &[], &[&src]));
             }),
         );
         daemon_round_trips(cx, samples, &mut m);

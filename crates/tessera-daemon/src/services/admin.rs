@@ -87,6 +87,7 @@ impl Node {
                 .unleased
                 .load(std::sync::atomic::Ordering::Relaxed),
             txns_open,
+            security: self.cfg.security,
             txns_pending: self.txns.pending().transactions().count() as u64,
             logs_to_release: self.released.lock().expect("released").count() as u64,
         }

@@ -30,8 +30,7 @@ use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
 use tessera_proto::peer_auth::{
-    Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, MAC_LEN, Welcome,
-    accept_hello,
+    Authenticator, Challenge, Direction, HANDSHAKE_MAX, HEADER_LEN, Hello, Welcome, accept_hello,
 };
 use tessera_proto::{
     InstanceLayout, PROTOCOL_VERSION, PeerCall, PeerRequest, ReadLog, check_data, decode_answer,
@@ -122,6 +121,8 @@ pub fn codec(max_frame: u32) -> FrameCodec {
 }
 
 /// Reads sealed frames: the header first, checked; then, only if it is genuine, the body.
+/// File bytes damaged in flight (under `auth`) are an `InvalidData` error, any other refusal
+/// another kind: either way the connection is not read further.
 pub struct SealedCodec {
     auth: Authenticator,
     /// The direction of the frames read.
@@ -129,8 +130,8 @@ pub struct SealedCodec {
     /// The sequence number of the next frame read.
     seq: u64,
     max: usize,
-    /// The body length of a frame whose header was checked.
-    pending: Option<usize>,
+    /// A frame whose header was checked: the header, its body length and bulk bytes.
+    pending: Option<([u8; HEADER_LEN], usize, usize)>,
 }
 
 impl SealedCodec {
@@ -150,44 +151,50 @@ impl Decoder for SealedCodec {
     type Error = std::io::Error;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, std::io::Error> {
-        let refuse = |e: FsError| std::io::Error::other(e.to_string());
-        let len = match self.pending {
-            Some(len) => len,
+        let refuse = |e: FsError| {
+            let kind = if e.errno == Errno::Io {
+                std::io::ErrorKind::InvalidData
+            } else {
+                std::io::ErrorKind::Other
+            };
+            std::io::Error::new(kind, e.to_string())
+        };
+        let (header, len, bulk) = match self.pending {
+            Some(p) => p,
             None => {
                 if src.len() < HEADER_LEN {
                     src.reserve(HEADER_LEN - src.len());
                     return Ok(None);
                 }
-                let len = self
+                let header: [u8; HEADER_LEN] =
+                    src[..HEADER_LEN].try_into().expect("HEADER_LEN bytes");
+                let (len, bulk) = self
                     .auth
-                    .open_header(
-                        self.dir,
-                        self.seq,
-                        src[..HEADER_LEN].try_into().expect("HEADER_LEN bytes"),
-                        self.max,
-                    )
+                    .open_header(self.dir, self.seq, &header, self.max)
                     .map_err(refuse)?;
                 src.advance(HEADER_LEN);
-                self.pending = Some(len);
-                len
+                self.pending = Some((header, len, bulk));
+                (header, len, bulk)
             }
         };
-        if src.len() < len + MAC_LEN {
-            src.reserve(len + MAC_LEN - src.len());
+        let tail_len = self.auth.level().tail_len();
+        if src.len() < len + tail_len {
+            src.reserve(len + tail_len - src.len());
             return Ok(None);
         }
-        let body = src.split_to(len).freeze();
-        let mac = src.split_to(MAC_LEN);
+        let mut body = src.split_to(len);
+        let tail = src.split_to(tail_len);
         self.auth
-            .check_body(self.dir, self.seq, &body, &mac)
+            .open(self.dir, self.seq, &header, bulk, &mut body, &tail)
             .map_err(refuse)?;
         self.seq += 1;
         self.pending = None;
-        Ok(Some(body))
+        Ok(Some(body.freeze()))
     }
 }
 
-/// Writes one sealed frame whose body is the concatenation of `parts`.
+/// Writes one sealed frame whose body is `parts`: the first the control message, the rest
+/// file bytes.
 async fn write_sealed<W: AsyncWrite + Unpin>(
     w: &mut W,
     auth: &Authenticator,
@@ -196,13 +203,19 @@ async fn write_sealed<W: AsyncWrite + Unpin>(
     parts: &[&[u8]],
 ) -> std::io::Result<()> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    let len = u32::try_from(len).map_err(|_| std::io::Error::other("frame larger than 4 GiB"))?;
-    let header = auth.seal_header(dir, seq, len);
-    let mac = auth.body_mac(dir, seq, parts);
+    if u32::try_from(len).is_err() {
+        return Err(std::io::Error::other("frame larger than 4 GiB"));
+    }
+    const EMPTY: &[u8] = &[];
+    let (control, bulk) = parts.split_first().unwrap_or((&EMPTY, &[]));
+    let sealed = auth.seal(dir, seq, control, bulk);
     let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
-    all.push(&header);
-    all.extend_from_slice(parts);
-    all.push(&mac);
+    all.push(&sealed.header);
+    match &sealed.body {
+        Some(body) => all.push(body),
+        None => all.extend_from_slice(parts),
+    }
+    all.push(&sealed.tail);
     write_all_parts(w, &all).await
 }
 
@@ -237,6 +250,7 @@ pub struct Peers {
     handshake: Duration,
     /// How long a peer may stay silent before its requests fail.
     silence: Duration,
+    security: tessera_proto::peer_auth::Security,
     idle: Vec<Mutex<Vec<PeerConn>>>,
 }
 
@@ -254,17 +268,22 @@ impl Peers {
             max_frame: cfg.max_frame,
             handshake: Duration::from_millis(cfg.peer_handshake_timeout_ms),
             silence: Duration::from_millis(cfg.peer_timeout_ms),
+            security: cfg.security,
             idle: (0..cfg.nodes).map(|_| Mutex::new(Vec::new())).collect(),
         }
     }
 
-    fn unreachable(&self, node: u32, what: impl std::fmt::Display) -> FsError {
-        let host = self
-            .layout
+    /// " on host H" for `node`, or nothing when the host table does not say.
+    fn host_of(&self, node: u32) -> String {
+        self.layout
             .load_hosts()
             .ok()
             .and_then(|t| t.get(node).map(|e| format!(" on host {}", e.host)))
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    fn unreachable(&self, node: u32, what: impl std::fmt::Display) -> FsError {
+        let host = self.host_of(node);
         FsError::new(
             Errno::HostDown,
             format!(
@@ -347,6 +366,15 @@ impl Peers {
             }
         };
         let ch: Challenge = frame::decode(&first)?;
+        if ch.security != self.security {
+            return Err(FsError::new(
+                Errno::Proto,
+                format!(
+                    "{addr} (node {node}) uses security level '{}', this side '{}': every daemon of an instance must use the same `security` of instance.toml; stop the instance and start it again",
+                    ch.security, self.security
+                ),
+            ));
+        }
         if ch.version != PROTOCOL_VERSION || ch.node != node {
             return Err(FsError::new(
                 Errno::Proto,
@@ -406,7 +434,16 @@ impl Peers {
             .next()
             .await
             .ok_or_else(|| self.unreachable(node, "connection closed"))?
-            .map_err(|e| self.unreachable(node, format!("receiving: {e}")))?;
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    FsError::new(
+                        Errno::Io,
+                        format!("the answer of node {node}{} failed its check: {e}; the read was refused, retry it", self.host_of(node)),
+                    )
+                } else {
+                    self.unreachable(node, format!("receiving: {e}"))
+                }
+            })?;
         conn.seq += 1;
         Ok(reply)
     }
@@ -526,6 +563,7 @@ async fn accept_handshake(
         version: PROTOCOL_VERSION,
         node: node.id,
         nonce: rand::random(),
+        security: node.cfg.security,
     };
     framed.send(wire(&ch)).await.map_err(io)?;
     let f = framed
@@ -574,6 +612,7 @@ async fn serve_conn(
         SealedCodec::new(auth.clone(), Direction::ToAcceptor, max),
     );
     let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
+    let corrupt_bulk = crate::failpoints::failpoint_set("peer-corrupt-bulk");
     let mut seq = 0u64;
     while let Some(f) = framed.next().await {
         let body = f.map_err(io)?;
@@ -582,16 +621,46 @@ async fn serve_conn(
         if answer.frame_len() > max {
             answer = Encoded::error(too_large(answer.frame_len(), node.cfg.max_frame));
         }
-        write_sealed(
-            framed.get_mut(),
-            &auth,
-            Direction::ToConnector,
-            seq,
-            &answer.parts(),
-        )
-        .await
-        .map_err(io)?;
+        let sealed_parts = answer.parts();
+        if corrupt_bulk {
+            // A failpoint: one byte of file data flipped in flight, after sealing.
+            let damaged = damage_one_bulk_byte(&auth, seq, &sealed_parts);
+            framed.get_mut().write_all(&damaged).await.map_err(io)?;
+        } else {
+            write_sealed(
+                framed.get_mut(),
+                &auth,
+                Direction::ToConnector,
+                seq,
+                &sealed_parts,
+            )
+            .await
+            .map_err(io)?;
+        }
         seq += 1;
     }
     Ok(())
+}
+
+/// A sealed answer with one byte of its file data flipped after sealing, as a faulty link
+/// or NIC would leave it (the `peer-corrupt-bulk` failpoint); an answer without file data
+/// is left whole.
+fn damage_one_bulk_byte(auth: &Authenticator, seq: u64, parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    const EMPTY: &[u8] = &[];
+    let (control, bulk) = parts.split_first().unwrap_or((&EMPTY, &[]));
+    tessera_proto::peer_auth::write_sealed_bulk(
+        &mut out,
+        auth,
+        Direction::ToConnector,
+        seq,
+        control,
+        &bulk.concat(),
+    )
+    .expect("writing to memory");
+    if bulk.iter().any(|b| !b.is_empty()) {
+        let at = HEADER_LEN + control.len();
+        out[at] ^= 0x01;
+    }
+    out
 }

@@ -5,15 +5,17 @@
 //! node of the instance; one made without the secret never is. A stream of genuine sealed
 //! frames is damaged and read by the blocking reader and by the daemon's codec (fed in
 //! chunks): every frame before the first damaged byte reads back exactly, and nothing at or
-//! after it is accepted. A reader with another key, direction, nonce or node accepts nothing.
+//! after it is accepted, at every secure level (`auth`, where file bytes are covered by a CRC
+//! under the MAC; `integrity`; `privacy`), whatever part of a frame is file bytes. A reader
+//! with another key, direction, nonce, node or level accepts nothing.
 
 use super::damage::{Damage, Limit, common_prefix, damaged};
 use super::feed::feed;
 use arbitrary::{Arbitrary, Unstructured};
 use tessera_daemon::peer::SealedCodec;
 use tessera_proto::peer_auth::{
-    ADMIN_NODE, Authenticator, Challenge, Direction, HEADER_LEN, Hello, MAC_LEN, accept_hello,
-    read_sealed, write_sealed,
+    ADMIN_NODE, Authenticator, Challenge, Direction, Hello, Security, accept_hello, read_sealed,
+    write_sealed_bulk,
 };
 use tessera_proto::{PROTOCOL_VERSION, frame};
 
@@ -24,6 +26,25 @@ enum Stranger {
     OtherDirection,
     ConnectorNonce([u8; 32]),
     ConnectorNode(u32),
+    Level(Level),
+}
+
+/// The secure levels (`none` checks nothing, by design).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Level {
+    Auth,
+    Integrity,
+    Privacy,
+}
+
+impl Level {
+    fn security(self) -> Security {
+        match self {
+            Level::Auth => Security::Auth,
+            Level::Integrity => Security::Integrity,
+            Level::Privacy => Security::Privacy,
+        }
+    }
 }
 
 /// What an attacker on the wire does with whole genuine frames.
@@ -49,7 +70,9 @@ struct Input {
     hello_damage: Vec<Damage>,
     to_acceptor: bool,
     max: Limit,
-    bodies: Vec<Vec<u8>>,
+    level: Level,
+    /// Each frame's control part and its file bytes.
+    bodies: Vec<(Vec<u8>, Vec<u8>)>,
     replay: Replay,
     damage: Vec<Damage>,
     chunks: Vec<u8>,
@@ -69,6 +92,7 @@ pub fn run(data: &[u8]) {
         version: PROTOCOL_VERSION,
         node: input.acceptor,
         nonce: input.acceptor_nonce,
+        security: input.level.security(),
     };
     let auth = Authenticator::new(
         &input.secret,
@@ -124,11 +148,16 @@ fn frames(input: &Input, challenge: &Challenge, auth: &Authenticator) {
     } else {
         Direction::ToConnector
     };
-    let max = input.max.bytes(&input.bodies);
+    let bodies: Vec<Vec<u8>> = input
+        .bodies
+        .iter()
+        .map(|(c, b)| [&c[..], &b[..]].concat())
+        .collect();
+    let max = input.max.bytes(&bodies);
     let mut sealed: Vec<Vec<u8>> = Vec::new();
-    for (seq, body) in input.bodies.iter().enumerate() {
+    for (seq, (control, bulk)) in input.bodies.iter().enumerate() {
         let mut f = Vec::new();
-        write_sealed(&mut f, auth, dir, seq as u64, body).expect("writing to memory");
+        write_sealed_bulk(&mut f, auth, dir, seq as u64, control, bulk).expect("writing to memory");
         sealed.push(f);
     }
     let stream = sealed.concat();
@@ -156,8 +185,7 @@ fn frames(input: &Input, challenge: &Challenge, auth: &Authenticator) {
     let intact = common_prefix(&stream, &now);
     // What a reader must accept: the frames before the first damaged byte, up to the first
     // one above the maximum.
-    let want: Vec<Vec<u8>> = input
-        .bodies
+    let want: Vec<Vec<u8>> = bodies
         .iter()
         .zip(&ends)
         .take_while(|(b, end)| **end <= intact && b.len() <= max)
@@ -203,9 +231,24 @@ fn frames(input: &Input, challenge: &Challenge, auth: &Authenticator) {
             Authenticator::new(&input.secret, challenge, *c, input.connector_nonce),
             dir,
         ),
+        Stranger::Level(l) if l.security() != input.level.security() => {
+            let other = Challenge {
+                security: l.security(),
+                ..challenge.clone()
+            };
+            (
+                Authenticator::new(
+                    &input.secret,
+                    &other,
+                    input.connector,
+                    input.connector_nonce,
+                ),
+                dir,
+            )
+        }
         _ => return,
     };
-    if stream.len() >= HEADER_LEN + MAC_LEN {
+    if !input.bodies.is_empty() {
         let got = read_sealed(&mut &stream[..], &stranger, stranger_dir, 0, usize::MAX);
         assert!(got.is_err(), "a stranger read a sealed frame");
         let mut codec = SealedCodec::new(stranger, stranger_dir, usize::MAX);
