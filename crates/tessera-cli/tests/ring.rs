@@ -1,7 +1,9 @@
 //! The request ring between a client and its daemon (shared memory beside the socket): the
 //! library's requests go through it; a forked child never answers through its parent's; a
 //! client that writes garbage into its ring, or goes away mid-request, harms neither the
-//! daemon nor other clients; the ring can be turned off; an idle daemon uses no CPU.
+//! daemon nor other clients; the file bytes of remote reads come through it, and a client
+//! killed in the middle of one harms nobody; the ring can be turned off; an idle daemon uses
+//! no CPU.
 
 mod common;
 
@@ -83,7 +85,7 @@ fn garbage_in_a_ring_ends_only_its_own_connection() {
     let size_seen = || good.stat("/tessera/kept").map(|a| a.size);
 
     // A well-formed request through a ring made by hand is answered in the ring.
-    let (mut s, ring) = raw_ring(&inst, 0);
+    let (mut s, mut ring) = raw_ring(&inst, 0);
     let posted = ring.post(&frame::encode(&Request::from(Nop))).unwrap();
     ring_bell(&mut s, posted.wake);
     assert_eq!(wait_answer(&ring, posted.seq), Place::Ring);
@@ -99,7 +101,7 @@ fn garbage_in_a_ring_ends_only_its_own_connection() {
     assert_eq!(size_seen(), Ok(3901));
 
     // A length beyond the area.
-    let (mut s, ring) = raw_ring(&inst, 0);
+    let (mut s, mut ring) = raw_ring(&inst, 0);
     let posted = ring.post(b"x").unwrap();
     let mut word = posted.seq.to_le_bytes().to_vec();
     word.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -133,7 +135,7 @@ fn garbage_in_a_ring_ends_only_its_own_connection() {
     drop((s, ring));
 
     // A client that goes away in the middle of a request.
-    let (mut s, ring) = raw_ring(&inst, 0);
+    let (mut s, mut ring) = raw_ring(&inst, 0);
     let stat = Request::from(Stat {
         path: "/kept".into(),
     });
@@ -152,7 +154,8 @@ fn garbage_in_a_ring_ends_only_its_own_connection() {
 /// the daemon waiting for a reader that waits for it.
 #[test]
 fn a_large_answer_is_announced_before_it_is_written() {
-    let inst = Inst::start(1);
+    // An area smaller than the answer (the default holds the largest read).
+    let inst = Inst::start_with(1, &["--set", "ring_answer_bytes=196608"]);
     let c = inst.client(0);
     c.mkdir("/tessera/wide", 0o755).unwrap();
     let long = "n".repeat(120);
@@ -162,7 +165,7 @@ fn a_large_answer_is_announced_before_it_is_written() {
             .close()
             .unwrap();
     }
-    let (mut s, ring) = raw_ring(&inst, 0);
+    let (mut s, mut ring) = raw_ring(&inst, 0);
     let list = Request::from(tessera_proto::Readdir {
         path: "/wide".into(),
         after: None,
@@ -291,4 +294,51 @@ fn a_daemon_stops_watching_when_nobody_asks() {
         "the idle daemon used {:.1}% of a core",
         share * 100.0
     );
+}
+
+/// Reads of another node's bytes come through the ring's answer area (16 MiB by default); a
+/// client killed while one is on its way leaves the daemon and the other clients unharmed.
+#[test]
+fn a_client_killed_in_the_middle_of_a_remote_read_harms_nobody() {
+    let inst = Inst::start(2);
+    let len = 12u64 << 20;
+    let want: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+    let w = inst.client(1);
+    let mut f = w.create("/tessera/big").unwrap();
+    f.write_at(&want, 0).unwrap();
+    f.close().unwrap();
+
+    let reader = inst.client(0);
+    assert!(reader.has_ring());
+    let read_all = || {
+        let mut got = vec![0u8; len as usize];
+        reader
+            .open_read("/tessera/big")
+            .unwrap()
+            .read_exact_at(&mut got, 0)
+            .unwrap();
+        got
+    };
+    assert!(
+        read_all() == want,
+        "a remote read through the ring returned other bytes"
+    );
+
+    for round in 0..6u32 {
+        let mut r = inst.rank(0);
+        r.open("/tessera/big", tessera_client::Model::Session, false);
+        r.send(&tessera_cli::script::Cmd::Read { off: 0, len });
+        // Killed at different points of the read: at once, or after a few yields.
+        for _ in 0..round * 200 {
+            std::thread::yield_now();
+        }
+        r.kill9();
+        assert!(
+            read_all() == want,
+            "after client {round} was killed mid-read"
+        );
+    }
+    inst.wait_clients(0, 1);
+    let out = inst.tessera(&["status"]);
+    assert!(out.status.success(), "{out:?}");
 }

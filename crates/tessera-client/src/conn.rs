@@ -32,8 +32,11 @@ pub struct Conn {
     /// The last answer's frame, kept for its data trailer and reused for the next one (large
     /// reads would otherwise map fresh pages for every answer).
     buf: Vec<u8>,
-    /// Where the data trailer of the last answer starts in `buf`.
+    /// Where the data trailer of the last answer starts (in `buf`, or in the ring).
     data_at: usize,
+    /// Whether the last answer is in the ring's answer area (read there in place) rather
+    /// than in `buf`.
+    answer_in_ring: bool,
     /// The connection's request ring, if the daemon offered one and it could be mapped.
     ring: Option<Ring>,
     /// Per kind of request, how long its last answer through the ring took (µs): the client
@@ -137,6 +140,7 @@ impl Conn {
             max_frame,
             buf: Vec::new(),
             data_at: 0,
+            answer_in_ring: false,
             ring: None,
             answered_in_us: [0; KINDS],
         };
@@ -166,8 +170,9 @@ impl Conn {
     /// Sends an encoded request (through the ring when `way` allows and it fits) and reads
     /// the frame of its answer.
     pub fn exchange(&mut self, body: &[u8], way: Way) -> FsResult<()> {
+        self.answer_in_ring = false;
         if way == Way::Any
-            && let Some(ring) = &self.ring
+            && let Some(ring) = &mut self.ring
             && let Some(posted) = ring.post(body)
         {
             let kind = body.first().map_or(0, |&t| usize::from(t).min(KINDS - 1));
@@ -212,8 +217,9 @@ impl Conn {
         loop {
             match ring.wait(posted.seq, spin, NAP) {
                 Some(Place::Ring) => {
-                    ring.take_answer(&mut self.buf)
-                        .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")))?;
+                    // Read in place (see `answer`): a read's bytes are copied once, into
+                    // the caller's buffer.
+                    self.answer_in_ring = true;
                     return Ok(Place::Ring);
                 }
                 Some(Place::Socket) => break,
@@ -245,16 +251,29 @@ impl Conn {
         Ok(Place::Socket)
     }
 
+    /// The last answer's bytes: in the ring's answer area, or in `buf`.
+    fn answer(&self) -> FsResult<&[u8]> {
+        match &self.ring {
+            Some(ring) if self.answer_in_ring => ring
+                .answer_in_place()
+                .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}"))),
+            _ => Ok(&self.buf),
+        }
+    }
+
     /// Decodes the last answer as the reply of `R`; an error answer becomes `Err`.
     pub fn reply<R: ClientCall>(&mut self) -> FsResult<R::Reply> {
-        self.data_at = self.buf.len();
-        let (reply, rest) = decode_answer::<R::Reply>(&self.buf)?;
-        self.data_at = self.buf.len() - rest.len();
+        // No data unless this answer decodes.
+        self.data_at = usize::MAX;
+        let answer = self.answer()?;
+        let (reply, rest) = decode_answer::<R::Reply>(answer)?;
+        self.data_at = answer.len() - rest.len();
         Ok(reply)
     }
 
     /// The data trailer of the last answer.
     pub fn data(&self) -> &[u8] {
-        &self.buf[self.data_at..]
+        self.answer()
+            .map_or(&[], |a| &a[self.data_at.min(a.len())..])
     }
 }

@@ -105,6 +105,14 @@ pub struct InstanceConfig {
     /// (no watching at all, for nodes where every core is the application's).
     #[serde(default = "default_client_ring")]
     pub client_ring: bool,
+    /// Bytes of a ring's answer area: answers up to this size, file bytes of reads included,
+    /// reach the client through shared memory (one copy, into the caller's buffer) instead
+    /// of the socket (three). The default holds the largest read (16 MiB) and its answer.
+    /// The area's pages are the node's memory once used: a client whose reads are this large
+    /// keeps this much of it until it disconnects. Smaller saves memory on nodes with many
+    /// processes; larger answers then take the socket.
+    #[serde(default = "default_ring_answer_bytes")]
+    pub ring_answer_bytes: u32,
     /// Milliseconds an open transaction outlives the last of its processes: one none of whose
     /// processes can still vote aborts this long after the last one ended (D2T).
     #[serde(default = "default_txn_timeout_ms")]
@@ -139,6 +147,10 @@ fn default_migrate_grace_ms() -> u64 {
 
 fn default_client_ring() -> bool {
     true
+}
+
+fn default_ring_answer_bytes() -> u32 {
+    (16 << 20) + (64 << 10)
 }
 
 fn default_attr_lease_ms() -> u64 {
@@ -195,6 +207,7 @@ impl InstanceConfig {
             peer_handshake_timeout_ms: default_handshake_ms(),
             peer_timeout_ms: default_peer_timeout_ms(),
             security: Default::default(),
+            ring_answer_bytes: default_ring_answer_bytes(),
             peer_max_handshakes: default_max_handshakes(),
             lock_lease_ms: default_lock_lease_ms(),
             attr_lease_ms: default_attr_lease_ms(),
@@ -257,6 +270,14 @@ impl InstanceConfig {
             return bad(format!(
                 "instance.toml: peer_max_handshakes = {} and peer_handshake_timeout_ms = {} must be at least 1",
                 self.peer_max_handshakes, self.peer_handshake_timeout_ms
+            ));
+        }
+        if !(64 << 10..=64 << 20).contains(&self.ring_answer_bytes)
+            || !self.ring_answer_bytes.is_multiple_of(8)
+        {
+            return bad(format!(
+                "instance.toml: ring_answer_bytes = {} must be a multiple of 8 from 65536 (64 KiB) to 67108864 (64 MiB)",
+                self.ring_answer_bytes
             ));
         }
         if !self.mount.starts_with('/') {

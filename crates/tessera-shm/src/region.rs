@@ -198,6 +198,47 @@ impl Region {
         }
     }
 
+    /// Writes `bytes` at `offset` (any alignment) with one memory copy: for bulk bytes, which
+    /// the other side reads only once this side has published them.
+    pub fn copy_bulk_in(&self, offset: usize, bytes: &[u8]) {
+        assert!(self.writable, "copy into a read-only region");
+        assert!(
+            offset
+                .checked_add(bytes.len())
+                .is_some_and(|end| end <= self.len),
+            "bytes outside the region"
+        );
+        // SAFETY: the span is inside the mapping (checked above), which lives as long as
+        // `self`; it is written through a raw pointer, never through a Rust reference, so
+        // whatever the other process does to these bytes at the same time (a misbehaving
+        // client) can only leave it garbage, which it alone reads.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.as_ptr().add(offset),
+                bytes.len(),
+            );
+        }
+    }
+
+    /// The `len` bytes at `offset`, borrowed in place.
+    ///
+    /// # Safety
+    ///
+    /// No process may write these bytes while the borrow lives: the caller must hold them
+    /// under a protocol in which the other side writes them only when this side asks (the
+    /// request ring's answer area, read by the client between an answer and its next
+    /// request; the daemon is the user's own process, checked at connect).
+    pub unsafe fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "bytes outside the region"
+        );
+        // SAFETY: inside the mapping (checked above), which outlives the borrow of `self`;
+        // nobody writes the span while it is borrowed (the caller's contract).
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), len) }
+    }
+
     /// Replaces `out` with the `len` bytes at `offset` (8-aligned), read a word at a time.
     pub fn copy_out(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
         let words = len.div_ceil(8);

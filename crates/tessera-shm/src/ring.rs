@@ -39,8 +39,11 @@
 //! anything. A child of `fork` must never use its parent's ring (the client library drops it
 //! in the child).
 //!
-//! The capacities are in the header so that bulk bytes can later travel through the same
-//! region, in larger areas, without a second layout.
+//! **Bulk bytes.** A ring's answer area may be large (a daemon makes it to hold its largest
+//! read, 16 MiB, by default): the file bytes of a read then reach the client here, copied in
+//! once by the daemon and read in place by the client, which copies them once more, into the
+//! caller's buffer ([`Ring::answer_in_place`]). The area's pages are allocated as they are
+//! first written, so a client that only ever asks small questions costs a few pages.
 
 use crate::region::{Region, ShmError};
 use rustix::fd::BorrowedFd;
@@ -194,7 +197,7 @@ impl Ring {
     // ---- the client's side ----
 
     /// Places a request; `None` if it does not fit (send it on the socket).
-    pub fn post(&self, body: &[u8]) -> Option<Posted> {
+    pub fn post(&mut self, body: &[u8]) -> Option<Posted> {
         if body.len() > self.request_capacity() {
             return None;
         }
@@ -251,6 +254,23 @@ impl Ring {
         } else {
             Place::Socket
         }
+    }
+
+    /// The answer in the ring, borrowed in place until the client's next request (posting
+    /// one needs `&mut self`).
+    pub fn answer_in_place(&self) -> Result<&[u8], ShmError> {
+        let len = self.word(ANS_LEN).load(Ordering::Relaxed);
+        if len > self.answer_capacity {
+            return Err(ShmError::Garbage(format!(
+                "an answer of {len} bytes in an area of {}",
+                self.answer_capacity
+            )));
+        }
+        // SAFETY: the daemon writes the answer area only between a request's post and the
+        // publication of its answer (which this side saw with Acquire in `wait`); the next
+        // post needs `&mut self`, which the returned borrow of `self` prevents while it lives. The daemon is
+        // the user's own process (checked by the client at connect).
+        Ok(unsafe { self.region.bytes(self.answer_area(), len as usize) })
     }
 
     /// Copies the answer in the ring into `out`.
@@ -310,12 +330,10 @@ impl Ring {
         if len > self.answer_capacity() {
             return false;
         }
-        let area = self.answer_area();
-        if let [one] = parts {
-            self.region.copy_in(area, one);
-        } else {
-            let joined = parts.concat();
-            self.region.copy_in(area, &joined);
+        let mut at = self.answer_area();
+        for part in parts {
+            self.region.copy_bulk_in(at, part);
+            at += part.len();
         }
         self.word(ANS_LEN).store(len as u32, Ordering::Relaxed);
         self.word(ANS_PLACE).store(0, Ordering::Relaxed);
@@ -416,7 +434,7 @@ mod tests {
 
     #[test]
     fn a_request_and_its_answer_cross_the_ring() {
-        let (daemon, client) = pair();
+        let (daemon, mut client) = pair();
         let mut served = 0;
         assert!(!daemon.pending(served));
         let posted = client.post(b"hello, daemon").unwrap();
@@ -447,8 +465,29 @@ mod tests {
     }
 
     #[test]
+    fn a_large_answer_in_parts_is_read_in_place() {
+        let daemon = Ring::create_with(64, 4 << 20).unwrap();
+        let mut client = Ring::open(&proc_path(&daemon)).unwrap();
+        let posted = client.post(b"read").unwrap();
+        let mut req = Vec::new();
+        let (seq, taken) = daemon.take_request(0, &mut req).unwrap();
+        taken.unwrap();
+        let bulk: Vec<u8> = (0..3_000_001u32).map(|i| (i % 251) as u8).collect();
+        // Parts of odd lengths: each lands right after the last.
+        assert!(daemon.answer(seq, &[b"head", &bulk[..7], &bulk[7..]]));
+        assert_eq!(client.wait(posted.seq, SPIN, SPIN), Some(Place::Ring));
+        let got = client.answer_in_place().unwrap();
+        assert_eq!(&got[..4], b"head");
+        assert!(got[4..] == bulk[..], "the bulk bytes differ");
+        assert!(
+            !daemon.answer(seq, &[&vec![0u8; (4 << 20) + 1]]),
+            "larger than the area"
+        );
+    }
+
+    #[test]
     fn a_sleeping_daemon_sees_a_request_posted_while_it_fell_asleep() {
-        let (daemon, client) = pair();
+        let (daemon, mut client) = pair();
         daemon.awake();
         let posted = client.post(b"x").unwrap();
         assert!(!posted.wake);
@@ -465,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_client_sleeping_on_the_futex_is_woken_by_the_answer() {
-        let (daemon, client) = pair();
+        let (daemon, mut client) = pair();
         let posted = client.post(b"q").unwrap();
         let t = std::thread::spawn(move || {
             // Long naps: only the wake (or a spurious return) ends them early.
@@ -496,7 +535,7 @@ mod tests {
 
     #[test]
     fn garbage_lengths_are_refused_not_followed() {
-        let (daemon, client) = pair();
+        let (daemon, mut client) = pair();
         client.post(b"ok").unwrap();
         client.word(REQ_LEN).store(u32::MAX, Ordering::SeqCst);
         let mut req = Vec::new();

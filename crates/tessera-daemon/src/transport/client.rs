@@ -187,7 +187,10 @@ async fn serve_conn(node: &Node, stream: UnixStream, bound: &mut Binding) -> FsR
     };
     // A ring only for a client that asked for one, and only while the instance allows it.
     let mut ring = match wants_ring {
-        true if node.cfg.client_ring => match tessera_shm::Ring::create() {
+        true if node.cfg.client_ring => match tessera_shm::Ring::create_with(
+            tessera_shm::REQUEST_CAPACITY,
+            node.cfg.ring_answer_bytes,
+        ) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!("no request ring for client {client}: {e}");

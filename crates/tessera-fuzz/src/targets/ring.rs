@@ -94,7 +94,7 @@ fn scribble(
     let daemon = Ring::create_with(REQUEST_CAPACITY, ANSWER_CAPACITY).expect("make a ring");
     let fd = daemon.fd().expect("the maker's descriptor").as_raw_fd();
     let path = format!("/proc/{}/fd/{fd}", std::process::id());
-    let client = Ring::open(Path::new(&path)).expect("map the ring");
+    let mut client = Ring::open(Path::new(&path)).expect("map the ring");
     let len = RING_HEADER_BYTES + (REQUEST_CAPACITY + ANSWER_CAPACITY) as usize;
     // The model: the region's bytes as written.
     let mut model = vec![0u8; len];
