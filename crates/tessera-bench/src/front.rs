@@ -67,7 +67,7 @@ fn param_args(p: &Params) -> Vec<String> {
         a.push("--inject-fault".into());
     }
     if p.security != crate::args::SecurityArg::Auth {
-        a.push(format!("--security {}", p.security.name()));
+        a.push(format!("--security={}", p.security.name()));
     }
     a
 }

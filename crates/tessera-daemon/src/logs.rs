@@ -284,21 +284,16 @@ impl Logs {
         let mut v = view.lock().expect("view lock");
         v.refresh()?;
         let mut out = vec![0u8; total as usize];
-        let mut at = 0usize;
-        for (s, e) in ranges {
-            let len = (e - s) as usize;
-            let missing = v.read(ino, *s, &mut out[at..at + len])?;
-            if let Some((ms, me)) = missing.first() {
-                let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
-                return Err(FsError::new(
-                    Errno::Io,
-                    format!(
-                        "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for{note}",
-                        self.node
-                    ),
-                ));
-            }
-            at += len;
+        let missing = v.read_ranges(ino, ranges, &mut out)?;
+        if let Some((ms, me)) = missing.first() {
+            let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
+            return Err(FsError::new(
+                Errno::Io,
+                format!(
+                    "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for{note}",
+                    self.node
+                ),
+            ));
         }
         Ok(out)
     }

@@ -111,6 +111,42 @@ mod tests {
     /// The file the tests write.
     const F: u64 = 5;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Reading many ranges at once (spans contiguous in the log and in the output read
+        /// as one) gives what reading them one by one gives.
+        #[test]
+        fn ranges_read_at_once_equal_ranges_read_one_by_one(
+            writes in proptest::collection::vec((proptest::bool::ANY, 0u64..200_000, 1usize..40_000), 1..24),
+            ranges in proptest::collection::vec((0u64..220_000, 1u64..60_000), 1..12),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let (d, i) = paths(tmp.path());
+            let mut w = LogWriter::open(&d, &i, H).unwrap();
+            for (n, (other, off, len)) in writes.iter().enumerate() {
+                let bytes: Vec<u8> = (0..*len).map(|k| (k as u64 * 7 + n as u64) as u8).collect();
+                w.append(if *other { F + 1 } else { F }, *off, &bytes).unwrap();
+            }
+            w.sync_index(F).unwrap();
+            w.sync_index(F + 1).unwrap();
+            let v = LogView::open(&d, &i).unwrap();
+            let ranges: Vec<(u64, u64)> = ranges.iter().map(|(s, l)| (*s, s + l)).collect();
+            let total: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+            let mut at_once = vec![0u8; total as usize];
+            let missing = v.read_ranges(F, &ranges, &mut at_once).unwrap();
+            let mut one_by_one = vec![0u8; total as usize];
+            let mut missing_one = Vec::new();
+            let mut at = 0usize;
+            for (s, e) in &ranges {
+                let len = (e - s) as usize;
+                missing_one.extend(v.read(F, *s, &mut one_by_one[at..at + len]).unwrap());
+                at += len;
+            }
+            proptest::prop_assert_eq!(missing, missing_one);
+            proptest::prop_assert!(at_once == one_by_one);
+        }
+    }
+
     #[test]
     fn view_sees_synced_writes_only() {
         let tmp = tempfile::tempdir().unwrap();

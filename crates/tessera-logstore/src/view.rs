@@ -219,30 +219,59 @@ impl LogView {
     /// Fills `out` with bytes `[start, start + out.len())` of file `ino`, every block
     /// checked; returns the sub-ranges this log does not hold (left untouched in `out`).
     pub fn read(&self, ino: u64, start: u64, out: &mut [u8]) -> FsResult<Vec<(u64, u64)>> {
-        let end = start + out.len() as u64;
+        self.read_ranges(ino, &[(start, start + out.len() as u64)], out)
+    }
+
+    /// Fills `out` with the bytes of file `ino` in `ranges`, concatenated, every block
+    /// checked; returns the sub-ranges this log does not hold. Pieces that lie one after the
+    /// other both in the log and in `out` (a writer's strided pieces, read back in order) are
+    /// read as one: one device read, and no partial blocks between them read twice.
+    pub fn read_ranges(
+        &self,
+        ino: u64,
+        ranges: &[(u64, u64)],
+        out: &mut [u8],
+    ) -> FsResult<Vec<(u64, u64)>> {
         let Some(map) = self.maps.get(&ino) else {
-            return Ok(vec![(start, end)]);
+            return Ok(ranges.to_vec());
         };
         let stale_before = self.stale_before()?;
-        for ext in map.overlapping(start, end) {
-            if let Some(offset) = stale_before
-                && ext.value.record < offset
-            {
-                return Err(FsError::new(
-                    Errno::Io,
-                    format!(
-                        "bytes [{}, {}) from {} may be stale: the index record at byte {offset} of {} that could have overwritten them is damaged",
-                        ext.start,
-                        ext.end,
-                        self.data.data_path().display(),
-                        self.index_path.display()
-                    ),
-                ));
+        // (log position, offset in `out`, length)
+        let mut spans: Vec<(u64, usize, usize)> = Vec::new();
+        let mut missing = Vec::new();
+        let mut at = 0usize;
+        for &(start, end) in ranges {
+            for ext in map.overlapping(start, end) {
+                if let Some(offset) = stale_before
+                    && ext.value.record < offset
+                {
+                    return Err(FsError::new(
+                        Errno::Io,
+                        format!(
+                            "bytes [{}, {}) from {} may be stale: the index record at byte {offset} of {} that could have overwritten them is damaged",
+                            ext.start,
+                            ext.end,
+                            self.data.data_path().display(),
+                            self.index_path.display()
+                        ),
+                    ));
+                }
+                let o = at + (ext.start - start) as usize;
+                let len = (ext.end - ext.start) as usize;
+                match spans.last_mut() {
+                    Some((pos, a, l)) if *pos + *l as u64 == ext.value.pos && *a + *l == o => {
+                        *l += len;
+                    }
+                    _ => spans.push((ext.value.pos, o, len)),
+                }
             }
-            let dst = &mut out[(ext.start - start) as usize..(ext.end - start) as usize];
-            self.data.read(dst, ext.value.pos)?;
+            missing.extend(map.gaps(start, end));
+            at += (end - start) as usize;
         }
-        Ok(map.gaps(start, end))
+        for (pos, a, len) in spans {
+            self.data.read(&mut out[a..a + len], pos)?;
+        }
+        Ok(missing)
     }
 }
 
