@@ -56,6 +56,16 @@ impl Ctx {
 
     /// Runs `work` on every rank between barriers; returns the phase time in seconds, from the
     /// earliest start to the latest end.
+    /// With `TESSERA_BENCH_MARKS` set, rank 0 prints `mark <what> <CLOCK_MONOTONIC seconds>`
+    /// to stderr: the bounds of a phase, for `perf record -k CLOCK_MONOTONIC` and
+    /// `perf report --time <start>,<end>` to profile that phase alone.
+    pub fn mark(&self, what: &str) {
+        if self.rank == 0 && std::env::var_os("TESSERA_BENCH_MARKS").is_some() {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+            eprintln!("mark {what} {}.{:09}", t.tv_sec, t.tv_nsec);
+        }
+    }
+
     pub fn timed(&self, work: impl FnOnce()) -> f64 {
         self.barrier();
         let t0 = mpi::time();

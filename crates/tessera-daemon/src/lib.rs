@@ -24,6 +24,7 @@
 //! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
 //! * [`failpoints`]: where crash and stop tests make a daemon end or hold.
 
+pub mod buffers;
 pub mod committer;
 pub mod failpoints;
 pub mod leftovers;

@@ -78,6 +78,8 @@ impl<V: Clone> Views<V> {
 pub struct Logs {
     node: u32,
     cfg: InstanceConfig,
+    /// Buffers of the bytes read for other nodes, reused.
+    buffers: std::sync::Arc<crate::buffers::BufferPool>,
     views: Mutex<Views>,
     capacity: u64,
     /// Per live client: bytes granted (less what it released), and bytes of its logs that
@@ -129,6 +131,7 @@ impl Logs {
         Logs {
             node,
             cfg: cfg.clone(),
+            buffers: Default::default(),
             views: Mutex::new(Views::default()),
             capacity: cfg.bb_capacity,
             granted: Mutex::new(HashMap::new()),
@@ -259,7 +262,8 @@ impl Logs {
 
     /// Reads logical `ranges` of the log (ino, client), concatenated. Bytes the log does not
     /// hold are an error: the ownership map said this log holds them.
-    pub fn read(&self, ino: u64, client: u64, ranges: &[(u64, u64)]) -> FsResult<Vec<u8>> {
+    /// The bytes come in a pooled buffer (`crate::buffers`).
+    pub fn read(&self, ino: u64, client: u64, ranges: &[(u64, u64)]) -> FsResult<bytes::Bytes> {
         // Validate everything from the wire before allocating or locking anything.
         let limit = self.cfg.max_read_chunk();
         let mut total = 0u64;
@@ -283,19 +287,20 @@ impl Logs {
         let view = self.view(client, Some(ino))?;
         let mut v = view.lock().expect("view lock");
         v.refresh()?;
-        let mut out = vec![0u8; total as usize];
-        let missing = v.read_ranges(ino, ranges, &mut out)?;
-        if let Some((ms, me)) = missing.first() {
-            let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
-            return Err(FsError::new(
-                Errno::Io,
-                format!(
-                    "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for{note}",
-                    self.node
-                ),
-            ));
-        }
-        Ok(out)
+        self.buffers.filled(total as usize, |out| {
+            let missing = v.read_ranges(ino, ranges, out)?;
+            if let Some((ms, me)) = missing.first() {
+                let note = v.damage_note().map_or(String::new(), |n| format!("; {n}"));
+                return Err(FsError::new(
+                    Errno::Io,
+                    format!(
+                        "log of client {client} on node {} lacks bytes [{ms},{me}) of inode {ino:#x} that it was attached for{note}",
+                        self.node
+                    ),
+                ));
+            }
+            Ok(())
+        })
     }
 
     /// Checks that the log (ino, client) holds every byte of `runs`, before they are attached:

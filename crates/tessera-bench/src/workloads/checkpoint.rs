@@ -113,6 +113,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
         // page cache and the others did not, and the rotation of ways made each read 2-5x
         // faster in one repetition of three.
         cx.sync_disks();
+        cx.mark(&format!("read-{}-start", way.name()));
         let secs = cx.timed(|| match way {
             Way::DirectN1 => {
                 let f = cx.ok(std::fs::File::open(&n1));
@@ -140,6 +141,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 cx.ok(f.close());
             }
         });
+        cx.mark(&format!("read-{}-end", way.name()));
         for i in 0..count as usize {
             verify(
                 cx,

@@ -73,9 +73,9 @@ impl Node {
             .map(|(s, e)| e.saturating_sub(*s))
             .fold(0, u64::saturating_add);
         if total <= INLINE_READ {
-            return self.logs.read(ino, client, &ranges).map(Bytes::from);
+            return self.logs.read(ino, client, &ranges);
         }
         let logs = &self.logs;
-        tokio::task::block_in_place(|| logs.read(ino, client, &ranges)).map(Bytes::from)
+        tokio::task::block_in_place(|| logs.read(ino, client, &ranges))
     }
 }
