@@ -137,6 +137,13 @@ fn targets(latest: &BTreeMap<(String, u32), &RunRecord>) -> Vec<Target> {
         "direct_nn_read_mibs",
         0.8,
     );
+    ratio_target(
+        ck,
+        "checkpoint 4 ranks, warm: tessera_read_warm / direct_nn_read_warm >= 0.8",
+        "tessera_read_warm_mibs",
+        "direct_nn_read_warm_mibs",
+        0.8,
+    );
     let csr = get("consistency CS-R 8KiB", 8);
     ratio_target(
         csr,

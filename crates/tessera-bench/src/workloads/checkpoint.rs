@@ -4,7 +4,8 @@
 //! per rank, sequential), Tessera N-1 (commit model; reads with session). The order of the
 //! three rotates with the repetition so none always runs first. Every phase starts from the
 //! same page-cache state: dirty pages written back and, as root, the cache dropped, so the
-//! reads are cold reads of the device.
+//! reads are cold reads of the device; each way then reads the same bytes again, warm
+//! (`<way>_read_warm_mibs`).
 
 use super::verify;
 use crate::rank::{Ctx, mibs, remove_quietly};
@@ -107,50 +108,59 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     // Read back the next rank's pieces.
     let src = (r + 1) % n;
     let mut buf = vec![0u8; xfer * count as usize];
-    for way in ways {
-        buf.fill(0);
-        // Every read starts cold: without this the way written last found its file in the
-        // page cache and the others did not, and the rotation of ways made each read 2-5x
-        // faster in one repetition of three.
-        cx.sync_disks();
-        cx.mark(&format!("read-{}-start", way.name()));
-        let secs = cx.timed(|| match way {
-            Way::DirectN1 => {
-                let f = cx.ok(std::fs::File::open(&n1));
-                for i in 0..count {
-                    cx.ok(f.read_exact_at(
-                        &mut buf[i as usize * xfer..(i as usize + 1) * xfer],
-                        off(i, src),
-                    ));
-                }
+    let read_back = |way: Way, buf: &mut [u8]| match way {
+        Way::DirectN1 => {
+            let f = cx.ok(std::fs::File::open(&n1));
+            for i in 0..count {
+                cx.ok(f.read_exact_at(
+                    &mut buf[i as usize * xfer..(i as usize + 1) * xfer],
+                    off(i, src),
+                ));
             }
-            Way::DirectNn => {
-                let mut f = cx.ok(std::fs::File::open(nn(src)));
-                cx.ok(f.read_exact(&mut buf));
-            }
-            Way::Tessera => {
-                let mut f = cx.ok(cx
-                    .client
-                    .open(&tpath, OpenOptions::new().read(true).model(Model::Session)));
-                for i in 0..count {
-                    cx.ok(f.read_exact_at(
-                        &mut buf[i as usize * xfer..(i as usize + 1) * xfer],
-                        off(i, src),
-                    ));
-                }
-                cx.ok(f.close());
-            }
-        });
-        cx.mark(&format!("read-{}-end", way.name()));
-        for i in 0..count as usize {
-            verify(
-                cx,
-                &buf[i * xfer..(i + 1) * xfer],
-                off(i as u64, src),
-                way.name(),
-            );
         }
-        m.insert(format!("{}_read_mibs", way.name()), mibs(total, secs));
+        Way::DirectNn => {
+            let mut f = cx.ok(std::fs::File::open(nn(src)));
+            cx.ok(f.read_exact(buf));
+        }
+        Way::Tessera => {
+            let mut f = cx.ok(cx
+                .client
+                .open(&tpath, OpenOptions::new().read(true).model(Model::Session)));
+            for i in 0..count {
+                cx.ok(f.read_exact_at(
+                    &mut buf[i as usize * xfer..(i as usize + 1) * xfer],
+                    off(i, src),
+                ));
+            }
+            cx.ok(f.close());
+        }
+    };
+    // Each way is read twice: cold (the cache dropped first) and warm (right after, the same
+    // bytes again), and reported as `<way>_read_mibs` and `<way>_read_warm_mibs`.
+    for way in ways {
+        for warm in [false, true] {
+            buf.fill(0);
+            let phase = format!("read{}-{}", if warm { "-warm" } else { "" }, way.name());
+            if !warm {
+                // Every cold read starts cold: without this the way written last found its
+                // file in the page cache and the others did not, and the rotation of ways
+                // made each read 2-5x faster in one repetition of three.
+                cx.sync_disks();
+            }
+            cx.mark(&format!("{phase}-start"));
+            let secs = cx.timed(|| read_back(way, &mut buf));
+            cx.mark(&format!("{phase}-end"));
+            for i in 0..count as usize {
+                verify(
+                    cx,
+                    &buf[i * xfer..(i + 1) * xfer],
+                    off(i as u64, src),
+                    way.name(),
+                );
+            }
+            let metric = if warm { "read_warm_mibs" } else { "read_mibs" };
+            m.insert(format!("{}_{metric}", way.name()), mibs(total, secs));
+        }
     }
     let index_total = cx.sum_u64(index_bytes);
     m.insert(
