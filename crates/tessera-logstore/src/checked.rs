@@ -52,6 +52,10 @@ pub struct CheckedData {
     slots: RefCell<Vec<Slot>>,
     /// The reader's own read-ahead (see the top).
     ahead: Cell<ReadAhead>,
+    /// The last block cut by a read's edge, checked, if it is full (final): pieces read one
+    /// after the other share the block where one ends and the next starts, which would
+    /// otherwise be read and checked twice.
+    edge: RefCell<Option<(u64, Vec<u8>)>>,
 }
 
 /// Where the last read ended, the read-ahead window, and how far the log has been read
@@ -95,6 +99,7 @@ impl CheckedData {
             log2,
             slots: RefCell::new(Vec::new()),
             ahead: Cell::new(ReadAhead::default()),
+            edge: RefCell::new(None),
         })
     }
 
@@ -353,13 +358,23 @@ impl CheckedData {
                 }
             }
             let need_end = end.min(bstart + block);
-            self.checked_block(k, need_end, &mut scratch)?;
             let from = (at - bstart) as usize;
             let to = (need_end - bstart) as usize;
+            if let Some((_, bytes)) = self.edge.borrow().as_ref().filter(|(e, _)| *e == k) {
+                out[(at - pos) as usize..(need_end - pos) as usize]
+                    .copy_from_slice(&bytes[from..to]);
+                at = need_end;
+                continue;
+            }
+            self.checked_block(k, need_end, &mut scratch)?;
             if scratch.len() < to {
                 return Err(self.corrupt(k, "has no checksum for the bytes asked for"));
             }
             out[(at - pos) as usize..(need_end - pos) as usize].copy_from_slice(&scratch[from..to]);
+            if scratch.len() as u64 == block {
+                // Full, so final: kept for the next piece, which likely starts in it.
+                *self.edge.borrow_mut() = Some((k, std::mem::take(&mut scratch)));
+            }
             at = need_end;
         }
         Ok(())
