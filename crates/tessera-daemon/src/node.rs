@@ -44,6 +44,9 @@ pub struct Node {
     pub own: Mutex<tessera_core::ownership::Ownership>,
     pub logs: logs::Logs,
     pub peers: peer::Peers,
+    /// How file bytes are fetched from other nodes' logs (TCP on connections of its own, or
+    /// in-process for tests).
+    pub bulk: Box<dyn crate::transport::bulk::BulkPath>,
     pub(crate) next_client: Mutex<ClientIds>,
     pub started: Instant,
     pub requests: AtomicU64,

@@ -128,6 +128,12 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
         peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),
+        bulk: Box::new(crate::transport::bulk::TcpBulk::new(peer::Peers::new(
+            layout.clone(),
+            secret.clone(),
+            id,
+            &cfg,
+        ))),
         next_client: Mutex::new(crate::node::ClientIds::resume(loaded.next_client)),
         cfg,
         layout: layout.clone(),

@@ -54,7 +54,7 @@ impl Node {
                 if owner.node == self.id {
                     self.read_log(req).await
                 } else {
-                    self.peers.call_data(owner.node, req).await
+                    self.bulk.fetch(owner.node, req).await
                 }
             }
         });

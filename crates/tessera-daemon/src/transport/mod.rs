@@ -4,8 +4,10 @@
 //! * [`client_ring`]: the shared-memory request ring beside a client's socket;
 //! * [`frame_codec`]: length-delimited frames that report a stream cut inside one;
 //! * [`peer`]: authenticated TCP between daemons, pooled connections, liveness;
+//! * [`bulk`]: the path of file bytes between daemons, behind one interface (TCP, in-process);
 //! * [`listen`]: the address the peers reach this daemon at.
 
+pub mod bulk;
 pub mod client;
 pub mod client_ring;
 pub mod frame_codec;

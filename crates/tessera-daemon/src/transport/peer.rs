@@ -10,7 +10,8 @@
 //! read. A frame that is oversized, malformed, out of sequence or unauthenticated closes the
 //! connection and is logged; the daemon carries on.
 //!
-//! Callers keep a small pool of idle connections per peer; a pooled connection is checked
+//! Callers keep a small pool of idle connections per peer (the bulk path keeps a pool of its
+//! own, `transport::bulk`); a pooled connection is checked
 //! before each use and dropped (with the rest of that peer's pool) if the peer has closed it,
 //! so a restarted peer never sees a request on a dead connection. A peer's address is read
 //! from the host table when connecting, so a restarted daemon (new port, maybe a new host) is
