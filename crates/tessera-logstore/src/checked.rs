@@ -56,6 +56,9 @@ pub struct CheckedData {
     /// after the other share the block where one ends and the next starts, which would
     /// otherwise be read and checked twice.
     edge: RefCell<Option<(u64, Vec<u8>)>>,
+    /// The read-ahead's buffer, kept: a fresh one of up to 4 MiB per window would fault in
+    /// (and zero) its pages again each time.
+    ahead_buf: RefCell<Vec<u8>>,
 }
 
 /// Where the last read ended, the read-ahead window, and how far the log has been read
@@ -100,6 +103,7 @@ impl CheckedData {
             slots: RefCell::new(Vec::new()),
             ahead: Cell::new(ReadAhead::default()),
             edge: RefCell::new(None),
+            ahead_buf: RefCell::new(Vec::new()),
         })
     }
 
@@ -293,7 +297,8 @@ impl CheckedData {
         if last == first || self.read_cached_probe(from, (last - first) << self.log2) {
             return Ok(());
         }
-        let mut buf = vec![0u8; ((last - first) << self.log2) as usize];
+        let mut buf = self.ahead_buf.borrow_mut();
+        buf.resize(((last - first) << self.log2) as usize, 0);
         self.read_raw(&mut buf, from)?;
         for (i, b) in buf.chunks_exact(block as usize).enumerate() {
             let k = first + i as u64;
@@ -420,6 +425,15 @@ mod tests {
         .unwrap()
     }
 
+    /// Flips byte `at` of the data log at `d` (whose bytes are `bytes`) on the device, with
+    /// nothing of it left in the page cache.
+    fn damage_on_device(d: &Path, bytes: &[u8], at: u64) {
+        let f = std::fs::OpenOptions::new().write(true).open(d).unwrap();
+        f.write_all_at(&[bytes[at as usize] ^ 1], at).unwrap();
+        drop(f);
+        drop_all(d);
+    }
+
     fn drop_all(p: &Path) {
         let f = std::fs::File::open(p).unwrap();
         f.sync_all().unwrap();
@@ -452,10 +466,7 @@ mod tests {
         let (d, first, bytes) = log_on_device(tmp.path(), 4);
         let block = 1u64 << sums::BLOCK_LOG2;
         let at = 2 * block + 17;
-        let f = std::fs::OpenOptions::new().write(true).open(&d).unwrap();
-        f.write_all_at(&[bytes[at as usize] ^ 1], at).unwrap();
-        drop(f);
-        drop_all(&d);
+        damage_on_device(&d, &bytes, at);
         let mut out = vec![0u8; bytes.len()];
         let e = first.read(&mut out, 0).unwrap_err();
         assert!(e.message.contains("block 2"), "{e}");
@@ -483,10 +494,7 @@ mod tests {
         let block = 1u64 << sums::BLOCK_LOG2;
         // Damage a block well ahead of the first reads.
         let bad = 20 * block + 5;
-        let f = std::fs::OpenOptions::new().write(true).open(&d).unwrap();
-        f.write_all_at(&[bytes[bad as usize] ^ 1], bad).unwrap();
-        drop(f);
-        drop_all(&d);
+        damage_on_device(&d, &bytes, bad);
         // Pieces of 47001 bytes, one after the other, as a rank-shifted restart reads them.
         let piece = 47_001usize;
         let mut at = 0usize;
