@@ -415,17 +415,22 @@ fn written_on_node_1(inst: &Inst, path: &str, len: usize) -> Vec<u8> {
     bytes
 }
 
+/// The first `len` bytes of `path`, read by `c`.
+fn read_whole(c: &tessera_client::Client, path: &str, len: usize) -> Vec<u8> {
+    let mut got = vec![0u8; len];
+    c.open_read(path)
+        .unwrap()
+        .read_exact_at(&mut got, 0)
+        .unwrap();
+    got
+}
+
 #[test]
 fn every_security_level_carries_remote_reads_and_status_names_it() {
     for level in ["auth", "integrity", "privacy"] {
         let inst = Inst::start_with(2, &["--set", &format!("security={level}")]);
         let want = written_on_node_1(&inst, "/tessera/levels", 3 << 20);
-        let mut got = vec![0u8; want.len()];
-        inst.client(0)
-            .open_read("/tessera/levels")
-            .unwrap()
-            .read_exact_at(&mut got, 0)
-            .unwrap();
+        let got = read_whole(&inst.client(0), "/tessera/levels", want.len());
         assert!(
             got == want,
             "a remote read under {level} returned other bytes"
@@ -495,10 +500,7 @@ fn file_bytes_damaged_in_flight_fail_the_read_with_eio_naming_the_node() {
     alive(&inst);
     inst.kill9(1);
     inst.restart(1);
-    c.open_read("/tessera/damaged")
-        .unwrap()
-        .read_exact_at(&mut got, 0)
-        .unwrap();
+    let got = read_whole(&c, "/tessera/damaged", want.len());
     assert!(
         got == want,
         "the read after the damage returned other bytes"
