@@ -22,6 +22,7 @@ mod locality_report;
 mod locality_task;
 mod lock_trace;
 mod model;
+mod page_reporting;
 mod rank;
 mod report;
 mod results;

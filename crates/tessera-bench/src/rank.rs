@@ -254,6 +254,16 @@ pub fn threads_cpu_secs(pid: u32) -> f64 {
     ns as f64 * 1e-9
 }
 
+/// `len` zero bytes whose pages are already mapped. A fresh `vec![0; len]` is mapped page by
+/// page when first written, inside whichever timed phase reads into it first: in the
+/// consistency workload the first way read in each repetition ran 3x slower than the same way
+/// read later, whatever the way.
+pub fn touched_buffer(len: usize) -> Vec<u8> {
+    let mut buf = vec![0xa5u8; len];
+    buf.fill(0);
+    buf
+}
+
 /// MiB/s of `bytes` moved in `secs`.
 pub fn mibs(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64 / secs

@@ -28,6 +28,9 @@ pub struct Machine {
     pub cpu_model: String,
     pub memory_gib: u64,
     pub disk: String,
+    /// What the run changed of a virtual machine's free page reporting (see `page_reporting`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_reporting: Option<String>,
 }
 
 impl Machine {
@@ -75,6 +78,7 @@ impl Machine {
             cpu_model,
             memory_gib: mem_kib >> 20,
             disk,
+            page_reporting: None,
         }
     }
 }

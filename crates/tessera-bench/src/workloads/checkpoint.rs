@@ -107,7 +107,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
 
     // Read back the next rank's pieces.
     let src = (r + 1) % n;
-    let mut buf = vec![0u8; xfer * count as usize];
+    let mut buf = crate::rank::touched_buffer(xfer * count as usize);
     let read_back = |way: Way, buf: &mut [u8]| match way {
         Way::DirectN1 => {
             let f = cx.ok(std::fs::File::open(&n1));

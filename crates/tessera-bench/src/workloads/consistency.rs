@@ -76,7 +76,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     for (i, off) in plan.writes.iter().enumerate() {
         fill_pattern(&mut wdata[i * sz..(i + 1) * sz], *off);
     }
-    let mut rdata = vec![0u8; plan.reads.len() * sz];
+    let mut rdata = crate::rank::touched_buffer(plan.reads.len() * sz);
     let mut m = Metrics::new();
     let write_bytes = plan.writers * ops * size;
     let read_bytes = cx.sum_u64(plan.reads.len() as u64 * size);

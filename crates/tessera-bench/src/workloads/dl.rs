@@ -22,7 +22,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
     let spr = p.samples;
     let total = n * spr;
     let mut buf = vec![0u8; SAMPLE as usize];
-    let mut got = vec![0u8; (spr * SAMPLE) as usize];
+    let mut got = crate::rank::touched_buffer((spr * SAMPLE) as usize);
     let tpath = cx.tpath(&format!("dl-{rep}"));
     let dpath = cx.dpath(&format!("dl-{rep}"));
 

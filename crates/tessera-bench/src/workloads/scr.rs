@@ -75,7 +75,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
             mibs(2 * bytes * n, wsecs),
         );
 
-        let mut back = vec![0u8; bytes as usize];
+        let mut back = crate::rank::touched_buffer(bytes as usize);
         let rsecs = cx.timed(|| {
             // Rank 0 lost its node: it restarts from the copy its partner wrote.
             let path = if r == 0 && n > 1 { copy_of(0) } else { own(r) };
