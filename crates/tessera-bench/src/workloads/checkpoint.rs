@@ -56,6 +56,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
 
     for way in ways {
         cx.sync_disks();
+        cx.mark(&format!("write-{}-start", way.name()));
         let secs = cx.timed(|| match way {
             Way::DirectN1 => {
                 let f = cx.ok(std::fs::OpenOptions::new()
@@ -102,6 +103,7 @@ pub fn run(cx: &Ctx, rep: usize) -> Metrics {
                 cx.ok(f.close());
             }
         });
+        cx.mark(&format!("write-{}-end", way.name()));
         m.insert(format!("{}_write_mibs", way.name()), mibs(total, secs));
     }
 
