@@ -21,6 +21,8 @@
 //! Each handle has a consistency model (see `tessera_core::consistency`); the model decides
 //! where attach and query run, the data path is the same for all.
 
+#![forbid(unsafe_code)]
+
 mod attr_cache;
 mod catalogue;
 mod client;

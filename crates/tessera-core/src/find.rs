@@ -251,23 +251,6 @@ mod tests {
             prop_assert_eq!(t.matches(size), want);
         }
 
-        /// Names against glibc's fnmatch (GNU find's matcher), over patterns of letters, dots
-        /// and the metacharacters the crate shares with it.
-        #[test]
-        fn names_match_as_fnmatch_does(
-            pattern in "[ab.*?]{0,6}|\\[!?[ab.]{1,2}\\][ab*]{0,3}",
-            name in "[ab.]{0,6}",
-        ) {
-            let ours = Matcher::new(Filter { name: Some(pattern.clone()), ..Filter::default() })
-                .unwrap()
-                .entry_matches(&name, FileKind::File);
-            let p = std::ffi::CString::new(pattern.clone()).unwrap();
-            let n = std::ffi::CString::new(name.clone()).unwrap();
-            // SAFETY: two NUL-terminated strings; fnmatch only reads them.
-            let theirs = unsafe { libc::fnmatch(p.as_ptr(), n.as_ptr(), 0) } == 0;
-            prop_assert_eq!(ours, theirs, "pattern {:?} name {:?}", pattern, name);
-        }
-
         /// Attributes: size and time both tested, each only when asked.
         #[test]
         fn attribute_tests_hold_together(size in 0u64..5000, mtime in -5i64..5, newer in proptest::option::of(-5i64..5)) {

@@ -5,6 +5,8 @@
 //! library and the tools all build on these, and each module is tested on its own, mostly by
 //! property tests against naive models.
 
+#![forbid(unsafe_code)]
+
 pub mod attr_leases;
 pub mod catalogue;
 pub mod consistency;

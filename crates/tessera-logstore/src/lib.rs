@@ -15,6 +15,8 @@
 //! Blocking `std::fs` I/O only; no threads. Every file is created and opened as [`private`]
 //! says, so a link or a file another user planted on a shared burst buffer is refused.
 
+#![forbid(unsafe_code)]
+
 pub mod checked;
 pub mod library_fds;
 pub mod page_cache;

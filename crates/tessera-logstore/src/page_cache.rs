@@ -8,47 +8,11 @@
 //! only counts. Where the kernel lacks it, every answer is "not all cached", and every block
 //! is checked.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
-
-/// `struct cachestat_range` of the kernel's ABI.
-#[repr(C)]
-struct Range {
-    off: u64,
-    len: u64,
-}
-
-/// `struct cachestat` of the kernel's ABI.
-#[repr(C)]
-#[derive(Default)]
-struct Counts {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
-
-/// The `cachestat` system call's number: the same on every architecture (it came after the
-/// tables were unified).
-const SYS_CACHESTAT: libc::c_long = 451;
+use std::os::fd::BorrowedFd;
 
 /// Pages of `[off, off + len)` the page cache holds, or `None` where the kernel cannot say.
 pub fn cached_pages(fd: BorrowedFd<'_>, off: u64, len: u64) -> Option<u64> {
-    let range = Range { off, len };
-    let mut counts = Counts::default();
-    // SAFETY: `cachestat(fd, range, counts, flags)` reads one `cachestat_range` and writes
-    // one `cachestat`, both `repr(C)` with the kernel's layout and live for the call; `fd` is
-    // an open descriptor borrowed for the call. It has no other effect.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd.as_raw_fd(),
-            &range as *const Range,
-            &mut counts as *mut Counts,
-            0u32,
-        )
-    };
-    (rc == 0).then_some(counts.nr_cache)
+    tessera_sys::cached_pages(fd, off, len)
 }
 
 /// Whether the page cache holds every page of `[off, off + len)`; `false` where unknown.

@@ -16,6 +16,8 @@
 //! No runtime lives here: the daemon drives these types from tokio, the client from blocking
 //! sockets.
 
+#![forbid(unsafe_code)]
+
 pub mod calls;
 pub mod config;
 pub mod frame;
