@@ -22,6 +22,29 @@ ensure_debian_packages() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# The toolchain rust-toolchain.toml pins. Where the installed stable release is that version,
+# it is linked under the pinned name instead of downloaded again (a machine without network
+# access to rustup's servers builds all the same); otherwise rustup installs it.
+ensure_pinned_toolchain() {
+    command -v rustup >/dev/null || return 0
+    local root want
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    want=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' "$root/rust-toolchain.toml")
+    [ -n "$want" ] || return 0
+    if rustup toolchain list | grep -q "^$want"; then
+        return 0
+    fi
+    local stable
+    stable=$(rustup run stable rustc --version 2>/dev/null | awk '{print $2}' || true)
+    if [ "$stable" = "$want" ]; then
+        say "naming the installed stable Rust $want as the pinned toolchain"
+        rustup toolchain link "$want" "$(rustup run stable rustc --print sysroot)"
+    else
+        say "installing the pinned Rust toolchain $want"
+        rustup toolchain install "$want" --profile minimal --component rustfmt,clippy
+    fi
+}
+
 # A Rust toolchain (stable, with rustfmt and clippy), from rustup.
 ensure_rust() {
     if ! command -v cargo >/dev/null && [ -f "$HOME/.cargo/env" ]; then
@@ -35,6 +58,7 @@ ensure_rust() {
         # shellcheck disable=SC1091
         . "$HOME/.cargo/env"
     fi
+    ensure_pinned_toolchain
     if command -v rustup >/dev/null; then
         local have
         have=$(rustup component list --installed 2>/dev/null || true)

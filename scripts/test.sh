@@ -27,6 +27,8 @@ say "format"
 cargo fmt --all -- --check
 say "lint"
 cargo clippy --locked --workspace --all-targets -q -- -D warnings
+say "documentation (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --document-private-items -q
 say "tests"
 # The interposer and libtessera are cdylibs that no test target links: build them for the tests
 # that preload them or compile C programs against them.

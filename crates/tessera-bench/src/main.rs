@@ -127,7 +127,7 @@ enum Cmd {
         /// Default: the launcher's task rank.
         #[arg(long)]
         node: Option<u32>,
-        /// Log to <instance>/logs/node-K.log.
+        /// Log to INSTANCE/logs/node-K.log.
         #[arg(long)]
         log: bool,
     },

@@ -216,7 +216,7 @@ fn own_cpu_secs() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
-/// CPU seconds (user and system) process `pid` has used, from /proc/<pid>/stat; 0 if it is
+/// CPU seconds (user and system) process `pid` has used, from `/proc/<pid>/stat`; 0 if it is
 /// gone.
 fn process_cpu_secs(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -40,7 +40,7 @@ enum Cmd {
         /// Which node of the instance this daemon is (default: the launcher's task rank).
         #[arg(long)]
         node: Option<u32>,
-        /// Log to <instance>/logs/node-K.log instead of stderr.
+        /// Log to INSTANCE/logs/node-K.log instead of stderr.
         #[arg(long)]
         log: bool,
     },
@@ -66,10 +66,10 @@ enum Cmd {
         /// Seconds to wait for every node to register before giving up.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
-        /// PFS directory that flush writes to (new instance; default <instance>/pfs).
+        /// PFS directory that flush writes to (new instance; default INSTANCE/pfs).
         #[arg(long)]
         pfs: Option<PathBuf>,
-        /// Root of the node-local burst buffers (new instance; default <instance>/bb).
+        /// Root of the node-local burst buffers (new instance; default INSTANCE/bb).
         #[arg(long)]
         bb_root: Option<PathBuf>,
         /// Stripe size for ownership placement, e.g. 64MiB (new instance).

@@ -12,13 +12,16 @@
 //! Where is X decided? (see also docs/architecture.md)
 //! * [`rpc`]: how a request type is answered and how a shard is called;
 //! * [`router`]: which service answers each request (nothing else);
-//! * [`services`]: one module per service (namespace, ownership, read, flush, locks, space,
-//!   admin), client side and shard side;
+//! * [`services`]: one module per service, client side and shard side (namespace, ownership,
+//!   attribute leases, read, flush, locks and leases, space, transactions, catalogue, extended
+//!   attributes, links and names, locality and migration, drops, client logs, find, admin:
+//!   the list with a line each is in [`services`]);
 //! * [`state`]: the in-memory shard structures and caches (no I/O);
 //! * [`transport`]: the client socket, the peer connections, the listen address;
-//! * [`store`]: redb persistence with group commit; [`state_log`]: its log's replay and
-//!   salvage;
-//! * [`logs`]: reading the logs on this node and burst-buffer accounting;
+//! * [`store`]: redb persistence with group commit; [`committer`]: writing the state log in
+//!   batches; [`state_log`]: its log's replay and salvage;
+//! * [`logs`]: reading the logs on this node and burst-buffer accounting; [`buffers`]: the
+//!   pooled buffers those reads fill for other nodes;
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;

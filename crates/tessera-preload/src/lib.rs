@@ -8,15 +8,28 @@
 //! releasing one synchronises like open and close. docs/interposer.md lists every call and
 //! what it does.
 //!
-//! Module map: [`state`] (descriptor table, connection), [`real`] (libc's definitions),
-//! [`files`] (descriptor calls), [`meta`] (path calls and stat), [`dirs`] (directory
-//! streams), [`stdio`] (FILE streams), [`locks`] (fcntl and flock), [`aio`] (POSIX
-//! asynchronous I/O), [`mpiio`] (MPI-IO atomic mode), [`exit`] (publishing at exit),
-//! [`exec`] (the working directory across exec), [`inherit`] (descriptors across fork and
-//! exec), [`library_fds`] (the program's calls that name the library's own descriptors),
-//! [`fortify`] (glibc's `_chk` entry points), and the glibc functions that reach files
-//! through glibc's internal calls: [`realpath`], [`scandir`], [`globbing`], [`walk`] (ftw,
-//! nftw), [`fts`] and [`internal_calls`] (remove, utime, mkdtemp and the rest).
+//! Module map:
+//! * [`state`]: the descriptor table and the connection; [`real`]: libc's definitions;
+//!   [`stats`]: the client's statistics, for tools that ask where reads were served from;
+//! * [`files`]: descriptor calls; [`meta`]: path calls and stat; [`dirs`]: directory streams;
+//!   [`xattrs`]: extended attributes; [`refused`]: calls that cannot act on a Tessera path
+//!   (mount, inotify, file handles and the rest), refused with a clear errno;
+//! * [`stdio`]: FILE streams; [`std_streams`]: `stdin`, `stdout` and `stderr` on Tessera
+//!   descriptors;
+//! * [`locks`]: fcntl and flock; [`aio`]: POSIX asynchronous I/O;
+//! * [`mpiio`]: MPI-IO atomic mode under list locks, with [`mpi_types`] (datatypes and file
+//!   views read at run time) and `atomic_scope` (the access a thread runs under a list lock);
+//! * [`txn`]: transactions (D2T) for programs under the interposer; [`txn_job`]: a whole MPI
+//!   run as one transaction;
+//! * [`exit`]: publishing at exit; [`exec`]: the working directory across exec; [`inherit`]:
+//!   descriptors across fork and exec; [`vfork`]: `vfork` children that need Tessera;
+//! * [`library_fds`]: the program's calls that name the library's own descriptors;
+//!   [`dl`]: `dlopen` of libraries stored in Tessera; [`loaded`]: symbols in libraries a
+//!   program loaded privately;
+//! * [`fortify`]: glibc's `_chk` entry points; and the glibc functions that reach files
+//!   through glibc's internal calls: [`realpath`], [`scandir`], [`globbing`], [`walk`] (ftw,
+//!   nftw), [`fts`], [`tempfiles`] (mkstemp and its variants) and [`internal_calls`] (remove,
+//!   utime, mkdtemp and the rest).
 //!
 //! Variadic entry points (`open`, `openat`, `fcntl`, `ioctl`) are defined with their optional
 //! argument as a fixed parameter: on the x86-64 and AArch64 Linux calling conventions a

@@ -48,4 +48,3 @@ pub fn cached_pages(fd: BorrowedFd<'_>, off: u64, len: u64) -> Option<u64> {
     };
     (rc == 0).then_some(counts.nr_cache)
 }
-

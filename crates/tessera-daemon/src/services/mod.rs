@@ -5,6 +5,8 @@
 //!
 //! * [`namespace`] / [`namespace_shard`]: paths and inodes (client side / shard side);
 //! * [`ownership`] / [`ownership_shard`]: which log holds each range, and leased copies;
+//! * [`attr_cache`]: attributes clients cache under leases: granted by the shard, recalled
+//!   when they change;
 //! * [`read`]: bytes from the logs, local or remote;
 //! * [`flush`]: atomic publication into the PFS;
 //! * [`locks`]: byte-range (fcntl) locks and list locks;

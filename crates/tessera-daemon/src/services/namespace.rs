@@ -663,8 +663,8 @@ impl Node {
             .await
     }
 
-    /// As [`Node::remove_entry`], in `txn`: a committed entry's removal is then pending
-    /// (`false`: the file stays until the commit).
+    /// Removes the name `p` of inode `ino` at the shard of its path, in `txn` if given: a
+    /// committed entry's removal is then pending (`false`: the file stays until the commit).
     async fn remove_entry_in(&self, p: &str, ino: u64, txn: Option<u64>) -> FsResult<bool> {
         let remove = DentryRemove {
             path: p.to_string(),

@@ -96,7 +96,7 @@ pub struct Txns {
     /// completion, still learns it.
     pub finished: Mutex<Finished>,
     pub(crate) next: Mutex<u64>,
-    /// Ids handed out ahead ([`TxnReserve`]) and not opened yet. In memory: after a restart
+    /// Ids handed out ahead ([`tessera_proto::TxnReserve`]) and not opened yet. In memory: after a restart
     /// a job's reserved ids are refused (its processes were cut off from this home anyway).
     pub(crate) reserved: Mutex<ReservedIds>,
     epoch: std::time::Instant,
