@@ -313,12 +313,9 @@ mod tests {
             .unwrap();
         let pid = sleeper.id() as i32;
         // The child may still be inside exec when spawn returns: wait for its command line.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep"))
-        {
-            assert!(Instant::now() < deadline, "sleep 30 never ran");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        tessera_testkit::eventually(Duration::from_secs(10), "sleep 30 runs", || {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep"))
+        });
         let listing = group_listing(pid);
         let _ = sleeper.kill();
         let _ = sleeper.wait();

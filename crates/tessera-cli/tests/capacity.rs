@@ -56,16 +56,15 @@ fn a_crafted_release_changes_nothing() {
     assert_eq!(e.errno, Errno::NoSpace, "{e}");
     // Once the raw client is gone, its reservation comes back.
     drop(raw);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        match f.write_at(&vec![2u8; (12 * MIB) as usize], 0) {
-            Ok(_) => break,
-            Err(e) if e.errno == Errno::NoSpace && std::time::Instant::now() < deadline => {
-                std::thread::yield_now()
-            }
+    tessera_testkit::eventually_ok(
+        std::time::Duration::from_secs(20),
+        "the 12 MiB written once the reserving client ended",
+        || match f.write_at(&vec![2u8; (12 * MIB) as usize], 0) {
+            Ok(_) => Ok(()),
+            Err(e) if e.errno == Errno::NoSpace => Err(e),
             Err(e) => panic!("after the reserving client ended: {e}"),
-        }
-    }
+        },
+    );
 }
 
 #[test]

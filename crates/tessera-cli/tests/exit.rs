@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Inst, Rank, build_c, ok_under, under, wait_gone};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_cli::script::{Cmd, pattern_byte};
 use tessera_client::Model;
 
@@ -19,14 +19,13 @@ fn lines(n: usize) -> Vec<u8> {
 /// Reads the whole file through the interposer on another node, until it has `want` or the
 /// deadline passes (a killed writer is published when its daemon sees the connection end).
 fn wait_for(inst: &Inst, path: &str, want: &[u8], deadline: Duration) -> Vec<u8> {
-    let end = Instant::now() + deadline;
-    loop {
-        let got = ok_under(inst, 1, "cat", &[path]).stdout;
-        if got == want || Instant::now() > end {
-            return got;
-        }
-        std::thread::yield_now();
-    }
+    let mut got = Vec::new();
+    // The caller compares what was read last with what it wants, and says what differs.
+    tessera_testkit::holds_within(deadline, || {
+        got = ok_under(inst, 1, "cat", &[path]).stdout;
+        got == want
+    });
+    got
 }
 
 /// Opens `path` for writing under the session model.
@@ -67,11 +66,9 @@ fn assert_published_blocks(c: &tessera_client::Client, path: &str, ids: &[u32]) 
 /// Waits until `path` is at least `size` bytes long as `c` sees it; a killed writer is
 /// published when its daemon sees the connection end, so this fails only after 20 s.
 fn wait_for_size(c: &tessera_client::Client, path: &str, size: u64, what: &str) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while c.stat(path).unwrap().size < size {
-        assert!(Instant::now() < end, "{what}");
-        std::thread::yield_now();
-    }
+    tessera_testkit::eventually(Duration::from_secs(20), what, || {
+        c.stat(path).unwrap().size >= size
+    });
 }
 
 #[test]

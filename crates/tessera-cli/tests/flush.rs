@@ -5,7 +5,7 @@ mod common;
 
 use common::Inst;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_client::OpenOptions;
 
 fn temporaries(dir: &std::path::Path) -> Vec<String> {
@@ -104,14 +104,11 @@ fn a_crash_during_flush_leaves_no_temporary() {
         })
     };
     // Kill the coordinator as soon as its temporary exists.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while temporaries(&inst.pfs()).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the flush never created its temporary"
-        );
-        std::thread::yield_now();
-    }
+    tessera_testkit::eventually_busy(
+        Duration::from_secs(30),
+        "the flush creates its temporary",
+        || !temporaries(&inst.pfs()).is_empty(),
+    );
     inst.kill9(coordinator);
     let _ = flusher.join().unwrap();
     inst.restart(coordinator);

@@ -8,7 +8,10 @@
 
 mod common;
 
-use common::{Inst, TESSERA, hosts_script, lock_run, lock_token, under};
+use common::{
+    Inst, TESSERA, eventually, eventually_ok, eventually_some, hosts_script, lock_run, lock_token,
+    under,
+};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, Reply, pattern_byte};
@@ -93,17 +96,15 @@ fn stop_ends_every_daemon_and_is_idempotent() {
         assert!(out.status.success(), "{}", text(&out));
     }
     assert!(inst.layout.load_hosts().unwrap().nodes.is_empty());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while pids
-        .iter()
-        .any(|p| tessera_cli::instance::process_alive(*p))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "daemons {pids:?} still run 20 s after stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        Duration::from_secs(20),
+        &format!("daemons {pids:?} end after stop"),
+        || {
+            !pids
+                .iter()
+                .any(|p| tessera_cli::instance::process_alive(*p))
+        },
+    );
 }
 
 const CHUNK: u64 = 16 << 10;
@@ -252,19 +253,19 @@ fn a_lost_link_fails_what_needs_it_within_the_bound_and_heals() {
     // the first attempt may still find a connection the outage broke).
     write_round(&mut writers, 9);
     for r in writers.iter_mut() {
-        let deadline = Instant::now() + limit;
-        loop {
-            let (reply, _) = bounded(r, &Cmd::Commit, limit);
-            if reply.ok {
-                break;
-            }
-            assert_eq!(reply.errno.as_deref(), Some("EHOSTDOWN"), "{reply:?}");
-            assert!(
-                Instant::now() < deadline,
-                "node {} cannot commit after the link came back: {reply:?}",
-                r.node
-            );
-        }
+        let node = r.node;
+        eventually_ok(
+            limit,
+            &format!("node {node} commits after the link came back"),
+            || {
+                let (reply, _) = bounded(r, &Cmd::Commit, limit);
+                if reply.ok {
+                    return Ok(());
+                }
+                assert_eq!(reply.errno.as_deref(), Some("EHOSTDOWN"), "{reply:?}");
+                Err(reply)
+            },
+        );
     }
     // A new session on every host sees all ten rounds of every writer.
     for n in 0..3 {
@@ -351,17 +352,18 @@ fn a_list_lock_of_a_cut_off_host_is_revoked_when_its_lease_ends() {
     drop(cut);
     // The holder's unlock publishes under a revoked lock: refused, naming why (retried while
     // the first attempts still find connections the outage broke).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let refused = loop {
-        let (r, _) = bounded(
-            &mut a,
-            &Cmd::ListUnlock { token: ta },
-            Duration::from_secs(30),
-        );
-        if r.errno.as_deref() != Some("EHOSTDOWN") || Instant::now() > deadline {
-            break r;
-        }
-    };
+    let refused = eventually_some(
+        Duration::from_secs(30),
+        "an answer to the unlock other than EHOSTDOWN",
+        || {
+            let (r, _) = bounded(
+                &mut a,
+                &Cmd::ListUnlock { token: ta },
+                Duration::from_secs(30),
+            );
+            (r.errno.as_deref() != Some("EHOSTDOWN")).then_some(r)
+        },
+    );
     assert_eq!(refused.errno.as_deref(), Some("ESTALE"), "{refused:?}");
     assert!(refused.msg.unwrap().contains("revoked"));
     a.ok(&Cmd::Close);

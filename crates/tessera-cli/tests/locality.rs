@@ -462,16 +462,15 @@ fn a_migrated_away_log_is_released_after_the_grace_period() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("moved to node 1"), "{text}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while logs() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the log on node 0 was not released: {:?}",
-            std::fs::read_dir(&log_dir)
-                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    tessera_testkit::eventually_ok(
+        std::time::Duration::from_secs(20),
+        "the log on node 0 released",
+        || match logs() {
+            0 => Ok(()),
+            _ => Err(std::fs::read_dir(&log_dir)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())),
+        },
+    );
     let c = inst.client(0);
     let mut f = c.open_read("/tessera/moving").unwrap();
     let mut got = vec![0u8; bytes.len()];
@@ -499,14 +498,11 @@ fn a_flush_ends_the_grace_of_migrated_away_logs() {
     assert_eq!(f.migrate_here().unwrap(), 200_000);
     assert!(logs() > 0, "kept for the grace period");
     f.flush_file().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while logs() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the flush did not end the grace of node 0's log"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    tessera_testkit::eventually(
+        std::time::Duration::from_secs(20),
+        "the flush ends the grace of node 0's log",
+        || logs() == 0,
+    );
     assert_eq!(
         std::fs::read(inst.pfs().join("flushed")).unwrap(),
         vec![5u8; 200_000]

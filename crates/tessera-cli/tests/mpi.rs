@@ -26,11 +26,8 @@ const IMPLS: [&str; 2] = ["ompio", "romio321"];
 /// `mpirun` of 4 ranks (at most two minutes), through the interposer when `inst` is given
 /// (rank r then belongs to daemon r mod 3).
 fn mpirun_cmd(inst: Option<&Inst>) -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["120", "mpirun", "--oversubscribe", "-np", "4"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env_remove("TESSERA_NODE");
+    let mut c = tessera_testkit::bounded(120, tessera_testkit::mpirun(4));
+    c.env_remove("TESSERA_NODE");
     if let Some(inst) = inst {
         if inst.hosts.is_some() {
             // Ranks on the instance's emulated hosts, one host after another.
@@ -214,9 +211,8 @@ fn mpirun_mpich(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) ->
 
 /// `mpirun.mpich` of 4 ranks of `exe args` through the interposer, with `env` set for them.
 fn mpirun_mpich_cmd(inst: &Inst, env: &[(&str, &str)], exe: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["120", "mpirun.mpich", "-np", "4"])
-        .env_remove("TESSERA_NODE")
+    let mut c = tessera_testkit::bounded(120, tessera_testkit::mpirun_mpich(4));
+    c.env_remove("TESSERA_NODE")
         .args(["-genv", "LD_PRELOAD"])
         .arg(preload_lib())
         .args(["-genv", "TESSERA_INSTANCE"])
@@ -412,17 +408,16 @@ fn txn_data_exe() -> std::path::PathBuf {
 
 /// Waits until none of the 3 daemons holds a transaction (`what` for the message).
 fn wait_no_transactions(inst: &Inst, what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while (0..3).any(|n| {
-        let s = inst.client(n).status().unwrap();
-        s.txns_pending + s.txns_at_home > 0
-    }) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what} is still there after 30 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    tessera_testkit::eventually(
+        std::time::Duration::from_secs(30),
+        &format!("{what} gone from every daemon"),
+        || {
+            (0..3).all(|n| {
+                let s = inst.client(n).status().unwrap();
+                s.txns_pending + s.txns_at_home == 0
+            })
+        },
+    );
 }
 
 /// The bytes of a Tessera file as an outsider on daemon 0 reads them.

@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::Inst;
-use std::time::{Duration, Instant};
+use common::{Inst, eventually_ok};
+use std::time::Duration;
 use tessera_client::{Client, Errno, FsResult};
 use tessera_core::placement::{ino_shard, path_shard};
 
@@ -334,26 +334,23 @@ fn unavailable(e: &tessera_client::FsError) -> bool {
 /// Renames file `i` (now at `names[i]`) to `to` until done, through daemons that are being
 /// killed and restarted: a rename left unfinished is found done by a retry.
 fn rename_through_kills(c: &Client, from: &str, to: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut retried = false;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the rename of {from} to {to} did not converge"
-        );
-        match c.rename(from, to) {
-            Ok(()) => return,
+    eventually_ok(
+        Duration::from_secs(60),
+        &format!("the rename of {from} to {to} converges"),
+        || match c.rename(from, to) {
+            Ok(()) => Ok(()),
             Err(e) if unavailable(&e) || (retried && e.errno == Errno::NoEnt) => {
                 retried = true;
-                std::thread::sleep(Duration::from_millis(20));
                 let gone = c.stat(from).map_err(|e| e.errno) == Err(Errno::NoEnt);
                 if gone && c.stat(to).is_ok() {
-                    return;
+                    return Ok(());
                 }
+                Err(e)
             }
             Err(e) => panic!("the rename of {from} to {to}: {e}"),
-        }
-    }
+        },
+    );
 }
 
 /// The probe that found the defect: a storm of renames across directories on 3 daemons (a
@@ -529,24 +526,25 @@ fn names_beyond_a_count_are_found_and_counted() {
         use tessera_daemon::store::{DbOp, MetaKey, Store, StoreOptions};
         // The killed daemon's threads may still be letting go of its files (its lock on
         // the database) after its main thread is gone: until they have, the store is busy.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let (store, loaded) = loop {
-            let opened = Store::open(
-                &inst.root.join("bb/node-0"),
-                StoreOptions {
-                    durability: Default::default(),
-                    checkpoint_idle: Duration::from_secs(1),
-                    node: 0,
-                },
-            );
-            match opened {
-                Ok(s) => break s,
-                Err(e) if e.message.contains("already open") && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10));
+        let (store, loaded) = eventually_ok(
+            Duration::from_secs(20),
+            "the killed daemon's store free to open",
+            || {
+                let opened = Store::open(
+                    &inst.root.join("bb/node-0"),
+                    StoreOptions {
+                        durability: Default::default(),
+                        checkpoint_idle: Duration::from_secs(1),
+                        node: 0,
+                    },
+                );
+                match opened {
+                    Ok(s) => Ok(s),
+                    Err(e) if e.message.contains("already open") => Err(e),
+                    Err(e) => panic!("{e}"),
                 }
-                Err(e) => panic!("{e}"),
-            }
-        };
+            },
+        );
         assert!(!loaded.names_unchecked);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -127,17 +127,11 @@ fn a_squatter_on_a_dead_peers_port_learns_nothing() {
             .is_err()
     );
     // Another program takes the dead daemon's port and says what a daemon says first.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let squatter = loop {
-        match TcpListener::bind(&addr) {
-            Ok(l) => break l,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("the dead daemon's port {addr} stays taken: {e}"),
-        }
-    };
+    let squatter = tessera_testkit::eventually_ok(
+        Duration::from_secs(20),
+        &format!("the dead daemon's port {addr} free"),
+        || TcpListener::bind(&addr),
+    );
     let heard = std::thread::spawn(move || {
         let mut all = Vec::new();
         squatter.set_nonblocking(false).unwrap();

@@ -48,13 +48,11 @@ fn ring_bell(s: &mut UnixStream, wake: bool) {
 
 /// Waits (at most 20 s) for the answer to `seq` and says where it is.
 fn wait_answer(ring: &Ring, seq: u32) -> Place {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(p) = ring.wait(seq, tessera_shm::SPIN, Duration::from_millis(50)) {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no answer to request {seq}");
-    }
+    tessera_testkit::eventually_some(
+        Duration::from_secs(20),
+        &format!("the answer to request {seq}"),
+        || ring.wait(seq, tessera_shm::SPIN, Duration::from_millis(50)),
+    )
 }
 
 /// Expects a refusal naming `what` on the socket, then the end of the connection.

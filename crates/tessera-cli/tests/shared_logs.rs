@@ -102,14 +102,11 @@ fn a_reader_of_a_removed_files_log_gets_an_error_not_another_files_bytes() {
     inst.client(0).unlink("/tessera/old").unwrap();
     inst.wait_none_left("removed files not released", |s| s.files_to_drop);
     let logs = inst.root.join("bb/node-0/logs");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::read_dir(&logs).unwrap().count() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the removed file's log was not deleted"
-        );
-        std::thread::yield_now();
-    }
+    tessera_testkit::eventually(
+        std::time::Duration::from_secs(20),
+        "the removed file's log deleted",
+        || std::fs::read_dir(&logs).unwrap().count() == 0,
+    );
     let new = vec![2u8; 20_000];
     write(&inst.client(0), "/tessera/new", &new);
     let mut again = vec![0u8; old.len()];

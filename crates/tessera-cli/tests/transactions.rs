@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Inst;
+use common::{Inst, eventually, eventually_ok};
 use std::time::{Duration, Instant};
 use tessera_cli::script::{Cmd, pattern_byte};
 use tessera_client::{Client, Errno, FsResult, Model, OpenOptions};
@@ -240,22 +240,22 @@ fn a_transaction_whose_processes_all_end_aborts_after_the_timeout() {
         w.kill9();
     }
     // Aborted, and its pending state gone from both nodes.
-    let deadline = ended + Duration::from_secs(30);
     let (home, other) = (inst.client(0), inst.client(1));
-    loop {
-        let (h, o) = (home.status().unwrap(), other.status().unwrap());
-        if h.txns_at_home == 0 && h.txns_pending == 0 && o.txns_pending == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still there 30 s after its processes ended: {} at home, {} + {} pending",
-            h.txns_at_home,
-            h.txns_pending,
-            o.txns_pending
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_ok(
+        Duration::from_secs(30),
+        "the transaction gone after its processes ended",
+        || {
+            let (h, o) = (home.status().unwrap(), other.status().unwrap());
+            if h.txns_at_home == 0 && h.txns_pending == 0 && o.txns_pending == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} at home, {} + {} pending",
+                    h.txns_at_home, h.txns_pending, o.txns_pending
+                ))
+            }
+        },
+    );
     assert!(
         ended.elapsed() >= Duration::from_millis(timeout_ms),
         "aborted before the timeout"
@@ -358,22 +358,21 @@ fn a_reader_racing_commits_never_sees_a_mixed_data_set() {
 
 /// Both nodes hold no pending state and node 0 (the home) no transaction: resolved.
 fn wait_resolved(inst: &Inst) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (h, o) = (inst.client(0).status(), inst.client(1).status());
-        if let (Ok(h), Ok(o)) = (&h, &o)
-            && h.txns_at_home == 0
-            && h.txns_pending == 0
-            && o.txns_pending == 0
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not resolved 30 s after the restart: {h:?} {o:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_ok(
+        Duration::from_secs(30),
+        "resolved after the restart",
+        || {
+            let (h, o) = (inst.client(0).status(), inst.client(1).status());
+            if let (Ok(h), Ok(o)) = (&h, &o)
+                && h.txns_at_home == 0
+                && h.txns_pending == 0
+                && o.txns_pending == 0
+            {
+                return Ok(());
+            }
+            Err(format!("{h:?} {o:?}"))
+        },
+    );
 }
 
 /// A transaction with one member on each node, each writing half of a grown data set of
@@ -515,15 +514,12 @@ fn a_transaction_whose_member_node_dies_with_its_processes_aborts() {
     inst.kill9(1);
     member.kill9();
     let died = Instant::now();
-    let deadline = died + Duration::from_secs(30);
     // Decided (to abort) at the home; its completion waits for node 1.
-    while home.status().unwrap().txns_open > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "still open 30 s after its member's node died"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the transaction decided after its member's node died",
+        || home.status().unwrap().txns_open == 0,
+    );
     assert!(died.elapsed() >= Duration::from_millis(timeout_ms));
     // Back, the node drops what it held by the home's word.
     inst.restart(1);

@@ -45,18 +45,9 @@ fn compile() -> PathBuf {
 }
 
 fn mpirun(exe: &PathBuf, np: u32, fan_in: u32, scenario: &str) -> String {
-    let out = Command::new("mpirun")
-        .args([
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-            "-np",
-            &np.to_string(),
-        ])
+    let out = tessera_testkit::mpirun(np)
         .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
         .args(["-x", &format!("TESSERA_TXN_FAN_IN={fan_in}")])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg(exe)
         .arg(scenario)
         .output()

@@ -1,23 +1,12 @@
 //! The protocol under mpirun: every scenario of `tessera-txn-check` at sizes and fan-ins that
 //! give one, two and three tiers (a fan-in of 2 makes 7 processes four groups).
 
-use std::process::Command;
-
 const CHECK: &str = env!("CARGO_BIN_EXE_tessera-txn-check");
 
 fn mpirun(np: u32, fan_in: u32, scenario: &str) -> String {
-    let out = Command::new("mpirun")
-        .args([
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-            "-np",
-            &np.to_string(),
-        ])
+    let out = tessera_testkit::mpirun(np)
         .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
         .args(["-x", &format!("TESSERA_TXN_FAN_IN={fan_in}")])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg(CHECK)
         .arg(scenario)
         .output()
@@ -58,10 +47,8 @@ fn processes_that_name_a_global_sub_transaction_differently_all_learn_it() {
 #[test]
 fn a_bad_fan_in_is_named() {
     // Rank 0's value holds for all: every process fails with it, none waits.
-    let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", "3", "-x", "TESSERA_TXN_FAN_IN=1"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    let out = tessera_testkit::mpirun(3)
+        .args(["-x", "TESSERA_TXN_FAN_IN=1"])
         .arg(CHECK)
         .arg("commit")
         .output()

@@ -4,9 +4,11 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_cli::script::{Cmd, Reply};
 use tessera_client::{Client, InstanceLayout, LockKind, LockRun};
+#[allow(unused_imports)]
+pub use tessera_testkit::{eventually, eventually_ok, eventually_some, holds_within};
 
 pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
 
@@ -223,18 +225,18 @@ impl Inst {
     /// Waits until the number of client connections daemon `node` serves satisfies `ok`.
     pub fn wait_clients_where(&self, node: u32, what: &str, ok: impl Fn(u64) -> bool) {
         let admin = tessera_cli::admin::Admin::new(&self.layout).expect("admin connection");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let now = admin.status(node).expect("status").clients;
-            if ok(now) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "daemon {node} still serves {now} clients, not {what}, after 20 s"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually_ok(
+            Duration::from_secs(20),
+            &format!("daemon {node} serves {what} clients"),
+            || {
+                let now = admin.status(node).expect("status").clients;
+                if ok(now) {
+                    Ok(())
+                } else {
+                    Err(format!("it serves {now}"))
+                }
+            },
+        );
     }
 
     /// The log of daemon `node` once it has checked every log on its node (which it does in
@@ -245,18 +247,14 @@ impl Inst {
 
     /// The log of daemon `node` once it contains `line` (within 20 s).
     pub fn log_once(&self, node: u32, line: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let log = std::fs::read_to_string(self.layout.log_file(node)).unwrap_or_default();
-            if log.contains(line) {
-                return log;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "daemon {node} did not log {line:?} within 20 s:\n{log}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually_some(
+            Duration::from_secs(20),
+            &format!("daemon {node} logs {line:?}"),
+            || {
+                let log = std::fs::read_to_string(self.layout.log_file(node)).unwrap_or_default();
+                log.contains(line).then_some(log)
+            },
+        )
     }
 
     /// Restarts daemon `node` (on its own host).
@@ -299,37 +297,29 @@ impl Inst {
     /// Waits until `left` of every daemon's status is 0; fails the test after 30 s, saying
     /// what was still `what` on each node.
     pub fn wait_none_left(&self, what: &str, left: impl Fn(&tessera_proto::NodeStatus) -> u64) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually_ok(Duration::from_secs(30), &format!("no {what}"), || {
             let by_node: Vec<u64> = (0..self.nodes)
                 .map(|n| left(&self.client(n).status().unwrap()))
                 .collect();
             if by_node.iter().all(|l| *l == 0) {
-                return;
+                Ok(())
+            } else {
+                Err(format!("by node: {by_node:?}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} after 30 s, by node: {by_node:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        });
     }
 
     /// Waits until the burst buffers hold at most `most` bytes; fails the test after 30 s,
     /// saying what still held them (`what`).
     pub fn wait_bb_used_at_most(&self, most: u64, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let used = self.bb_used();
-            if used <= most {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: {used} bytes held 30 s on, where at most {most} should be"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_ok(
+            Duration::from_secs(30),
+            &format!("the burst buffers hold at most {most} bytes ({what})"),
+            || match self.bb_used() {
+                used if used <= most => Ok(()),
+                used => Err(format!("{used} bytes held")),
+            },
+        );
     }
 }
 
@@ -358,25 +348,21 @@ pub fn fresh_instance(root: &std::path::Path) -> InstanceLayout {
 
 /// Waits until process `pid` has ended; fails the test, saying it `still`, after `within`.
 pub fn wait_gone(pid: i32, within: Duration, still: &str) {
-    let deadline = Instant::now() + within;
-    while tessera_cli::instance::process_alive(pid) {
-        assert!(Instant::now() < deadline, "process {pid} {still}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually(within, &format!("process {pid} ends (it {still})"), || {
+        !tessera_cli::instance::process_alive(pid)
+    });
 }
 
 impl Inst {
     /// The panics the instance's daemons reported in their logs (every incarnation's), once
     /// the daemons in `pids` have ended: a daemon that panics, even while it stops, has a bug.
     fn daemon_panics(&self, pids: &[i32]) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while pids
-            .iter()
-            .any(|p| tessera_cli::instance::process_alive(*p))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // The logs are read either way: a daemon that did not end is reported by the caller.
+        holds_within(Duration::from_secs(20), || {
+            !pids
+                .iter()
+                .any(|p| tessera_cli::instance::process_alive(*p))
+        });
         (0..self.nodes)
             .filter_map(|n| {
                 let log = std::fs::read_to_string(self.layout.log_file(n)).ok()?;
@@ -545,12 +531,10 @@ impl Drop for Rank {
     fn drop(&mut self) {
         let _ = writeln!(self.stdin, "{}", serde_json::to_string(&Cmd::Exit).unwrap());
         let _ = self.stdin.flush();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        if holds_within(Duration::from_secs(10), || {
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        }) {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -753,46 +737,8 @@ pub fn stats_lines(file: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Flips byte `at` of the file at `path` on the device: written and synced, then dropped from
-/// the page cache, as damage the device returns would be (a read of cached pages is not
-/// checked again). Fails where the cache cannot be dropped (tmpfs: the test directory must be
-/// on a disk).
-pub fn damage_on_device(path: &std::path::Path, at: u64) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 1], at).unwrap();
-    f.sync_all().unwrap();
-    // SAFETY: advice on an open descriptor; no memory is passed.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0, "posix_fadvise");
-    let mut page = [0u8; 4096];
-    let iov = libc::iovec {
-        iov_base: page.as_mut_ptr().cast(),
-        iov_len: page.len(),
-    };
-    // SAFETY: one iovec over `page`, writable for its length, and an open descriptor.
-    let n = unsafe {
-        libc::preadv2(
-            f.as_raw_fd(),
-            &iov,
-            1,
-            (at & !4095) as libc::off_t,
-            libc::RWF_NOWAIT,
-        )
-    };
-    assert!(
-        n < 0,
-        "{} stays in the page cache (tmpfs?): run the tests with TMPDIR on a disk",
-        path.display()
-    );
-}
+#[allow(unused_imports)]
+pub use tessera_testkit::damage_on_device;
 
 /// Whether a log on `node` holds bytes of file `ino` that it has not let go (a removed file's
 /// bytes, and a migrated-away one's, are let go; a log whose files all went is deleted).
