@@ -5,6 +5,8 @@
 mod common;
 
 use common::{Inst, RawClient, ok_under};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
 use tessera_client::Errno;
 use tessera_proto::{Release, Reserve};
 
@@ -14,16 +16,34 @@ const MIB: u64 = 1 << 20;
 fn reservations_of_processes_that_ended_come_back() {
     let inst = Inst::start_with(1, &["--bb-capacity", &(100 * MIB).to_string()]);
     // Interposed processes reserve burst-buffer space in large grants, write a little and end
-    // without closing: one with _exit, one killed.
+    // without closing: one with _exit, one killed. Each waits, once it has written, until the
+    // test has seen its grant (the premise: a reservation larger than what was written).
     for end in ["os._exit(0)", "os.kill(os.getpid(), 9)"] {
         let script = format!(
-            "import os\nfd = os.open('/tessera/small-{}', os.O_CREAT | os.O_WRONLY, 0o644)\nos.write(fd, b'x' * {MIB})\n{end}\n",
+            "import os, sys\nfd = os.open('/tessera/small-{}', os.O_CREAT | os.O_WRONLY, 0o644)\nos.write(fd, b'x' * {MIB})\nprint('written', flush=True)\nsys.stdin.read()\n{end}\n",
             end.len()
         );
-        let _ = common::under(&inst, 0, "python3", &["-c", &script])
-            .status()
+        let mut p = common::under(&inst, 0, "python3", &["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
             .unwrap();
+        let mut line = String::new();
+        BufReader::new(p.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "written");
+        let reserved = inst.client(0).status().unwrap().bb_reserved;
+        assert!(
+            reserved >= 16 * MIB,
+            "the writer holds a grant of {reserved} bytes, not the large grant the test relies on"
+        );
+        drop(p.stdin.take());
+        let _ = p.wait().unwrap();
     }
+    // Their grants came back once the daemon saw them end.
+    inst.wait_clients(0, 0);
+    assert_eq!(inst.client(0).status().unwrap().bb_reserved, 0);
     // The logs hold about 2 MiB of 100: a 40 MiB write fits, now and twice more.
     let c = inst.client(0);
     for i in 0..2 {

@@ -94,19 +94,17 @@ fn waiting_list_locks_are_granted_in_order_and_on_holder_death() {
     // b wants everything; c wants free bytes, but behind b's request: both wait.
     b.send(&list_lock(vec![run(0, 1000, 1000, 1, true)], true));
     // b's request is queued before c's (its reply is a grant, never an EAGAIN).
-    assert!(
-        !b.has_reply(Duration::from_millis(300)),
-        "granted while held"
-    );
+    inst.wait_lock_waiters(1);
+    assert!(!b.has_reply(Duration::ZERO), "granted while held");
     c.send(&list_lock(vec![run(500, 10, 10, 1, true)], true));
-    assert!(
-        !c.has_reply(Duration::from_millis(300)),
-        "passed the queued request"
-    );
+    inst.wait_lock_waiters(2);
+    assert!(!c.has_reply(Duration::ZERO), "passed the queued request");
     a.ok(&Cmd::ListUnlock { token: ta });
     assert!(b.has_reply(Duration::from_secs(10)));
     let tb = token(&b.recv());
-    assert!(!c.has_reply(Duration::from_millis(300)));
+    // c waits behind b's grant now, alone in the queue.
+    inst.wait_lock_waiters(1);
+    assert!(!c.has_reply(Duration::ZERO), "granted while b holds");
     // The holder dies: its lock goes, and the waiter is granted.
     b.kill9();
     let _ = tb;

@@ -88,10 +88,8 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
     // Unlock wakes the waiter.
     a.ok(&lock(0, 0, true, false));
     b.send(&lock(10, 10, true, true));
-    assert!(
-        !b.has_reply(Duration::from_millis(400)),
-        "granted while held"
-    );
+    inst.wait_lock_waiters(1);
+    assert!(!b.has_reply(Duration::ZERO), "granted while held");
     a.ok(&Cmd::Unlock { off: 0, len: 0 });
     assert!(b.has_reply(Duration::from_secs(10)));
     assert!(b.recv().ok);
@@ -100,7 +98,8 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
     // Close releases the process's locks on the file.
     a.ok(&lock(0, 0, true, false));
     b.send(&lock(0, 1, false, true));
-    assert!(!b.has_reply(Duration::from_millis(300)));
+    inst.wait_lock_waiters(1);
+    assert!(!b.has_reply(Duration::ZERO), "granted while held");
     a.ok(&Cmd::Close);
     assert!(b.has_reply(Duration::from_secs(10)));
     assert!(b.recv().ok);
@@ -110,7 +109,8 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
     open(&mut a, "/tessera/wait");
     a.ok(&lock(0, 0, true, false));
     b.send(&lock(0, 0, true, true));
-    assert!(!b.has_reply(Duration::from_millis(300)));
+    inst.wait_lock_waiters(1);
+    assert!(!b.has_reply(Duration::ZERO), "granted while held");
     let with_a = inst.clients(0);
     a.kill9();
     assert!(b.has_reply(Duration::from_secs(10)));
@@ -125,7 +125,8 @@ fn blocking_lock_waits_for_unlock_close_and_death() {
         let mut c = inst.rank(node);
         open(&mut c, "/tessera/wait");
         c.send(&lock(0, 0, true, true));
-        assert!(!c.has_reply(Duration::from_millis(300)));
+        inst.wait_lock_waiters(1);
+        assert!(!c.has_reply(Duration::ZERO), "granted while held");
         c.kill9();
         // The daemon has seen the waiter's process end before the lock is freed.
         inst.wait_clients(node, idle);

@@ -553,14 +553,21 @@ fn an_unmodified_mpi_program_runs_as_one_transaction_with_txn_job() {
     };
     assert!(!out.status.success(), "the crashed job succeeded");
     assert_eq!(tessera_bytes(&inst, path), vec![3u8; 4 * BLOCK]);
-    assert!(
-        inst.client(0).stat(&tmp).is_err(),
-        "the temporary is visible"
+    let e = inst.client(0).stat(&tmp).unwrap_err();
+    assert_eq!(
+        e.errno,
+        tessera_client::Errno::NoEnt,
+        "the temporary is visible: {e}"
     );
     wait_no_transactions(&inst, "the crashed job's transaction");
     run_ranks(run("7", &["ckpt,trunc"]));
     assert_eq!(tessera_bytes(&inst, path), vec![7u8; 4 * BLOCK]);
-    assert!(inst.client(0).stat(&tmp).is_err(), "the temporary stayed");
+    let e = inst.client(0).stat(&tmp).unwrap_err();
+    assert_eq!(
+        e.errno,
+        tessera_client::Errno::NoEnt,
+        "the temporary stayed: {e}"
+    );
     // Killed between its write and the close that would publish it: the space of what no
     // one published comes back too.
     inst.wait_no_logs_to_release();

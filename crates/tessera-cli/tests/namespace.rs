@@ -4,7 +4,7 @@ mod common;
 
 use common::Inst;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tessera_client::{Errno, FileKind, Model, OpenOptions};
 
 #[test]
@@ -192,28 +192,46 @@ fn flush_publishes_atomically_and_unowned_ranges_come_from_the_pfs() {
     assert_eq!(f.flush_file().unwrap(), size as u64);
     assert_eq!(std::fs::read(&pfs_file).unwrap(), vec![1u8; size]);
 
-    // While new versions are flushed, a reader of the PFS sees whole versions only.
+    // While new versions are flushed, a reader of the PFS sees whole versions only. The
+    // premise is checked: versions are flushed until the reader has made reads that
+    // overlapped a flush (one was running when the read began or ended, or ran in between).
     let stop = Arc::new(AtomicBool::new(false));
+    let flushing = Arc::new(AtomicBool::new(false));
+    let flushes = Arc::new(AtomicU64::new(0));
+    let overlapped = Arc::new(AtomicU64::new(0));
     let watcher = {
         let (stop, path) = (stop.clone(), pfs_file.clone());
+        let (flushing, flushes, overlapped) =
+            (flushing.clone(), flushes.clone(), overlapped.clone());
         std::thread::spawn(move || {
-            let mut seen = 0;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::SeqCst) {
+                let (busy, done) = (
+                    flushing.load(Ordering::SeqCst),
+                    flushes.load(Ordering::SeqCst),
+                );
                 let data = std::fs::read(&path).unwrap();
                 assert_eq!(data.len(), size, "partly flushed file visible");
                 assert!(data.iter().all(|b| *b == data[0]), "mixed versions visible");
-                seen += 1;
+                if busy || flushing.load(Ordering::SeqCst) || flushes.load(Ordering::SeqCst) != done
+                {
+                    overlapped.fetch_add(1, Ordering::SeqCst);
+                }
             }
-            seen
         })
     };
-    for v in 2..6u8 {
+    let mut v = 1u8;
+    while overlapped.load(Ordering::SeqCst) < 3 {
+        v += 1;
+        assert!(v < 100, "no read overlapped any of {} flushes", v - 2);
         f.write_at(&vec![v; size], 0).unwrap();
+        flushing.store(true, Ordering::SeqCst);
         f.flush_file().unwrap();
+        flushing.store(false, Ordering::SeqCst);
+        flushes.fetch_add(1, Ordering::SeqCst);
     }
-    stop.store(true, Ordering::Relaxed);
-    assert!(watcher.join().unwrap() > 0);
-    assert_eq!(std::fs::read(&pfs_file).unwrap(), vec![5u8; size]);
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    assert_eq!(std::fs::read(&pfs_file).unwrap(), vec![v; size]);
 
     // Give up ownership: the bytes are now served from the PFS copy.
     f.detach_file().unwrap();

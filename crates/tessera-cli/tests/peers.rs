@@ -122,9 +122,15 @@ fn a_squatter_on_a_dead_peers_port_learns_nothing() {
     let addr = peer_addr(&inst, 1);
     inst.kill9(1);
     // Node 0 notices (its pooled connections close, freeing the port of their ends).
+    let e = c
+        .mkdir(&format!("/tessera{}", name_on(1, 2, "down")), 0o755)
+        .unwrap_err();
     assert!(
-        c.mkdir(&format!("/tessera{}", name_on(1, 2, "down")), 0o755)
-            .is_err()
+        matches!(
+            e.errno,
+            tessera_core::Errno::HostDown | tessera_core::Errno::ConnRefused
+        ),
+        "a mkdir on the dead daemon's shard: {e}"
     );
     // Another program takes the dead daemon's port and says what a daemon says first.
     let squatter = tessera_testkit::eventually_ok(

@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 23;
+pub const PROTOCOL_VERSION: u32 = 24;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -129,4 +129,8 @@ pub struct NodeStatus {
     /// The peer security level this daemon runs with.
     #[serde(default)]
     pub security: crate::peer_auth::Security,
+    /// Lock requests (record and list locks) waiting in this node's lock tables now: what a
+    /// test awaits before it checks that a conflicting request was not granted.
+    #[serde(default)]
+    pub lock_waiters: u64,
 }

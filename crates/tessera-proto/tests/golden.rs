@@ -173,6 +173,7 @@ fn status() -> NodeStatus {
         stats_leased: 900,
         stats_unleased: 100,
         security: peer_auth::Security::Integrity,
+        lock_waiters: 15,
     }
 }
 

@@ -281,6 +281,26 @@ impl Inst {
 }
 
 impl Inst {
+    /// Lock requests waiting in the lock tables of all the instance's daemons now.
+    pub fn lock_waiters(&self) -> u64 {
+        (0..self.nodes)
+            .map(|n| self.client(n).status().unwrap().lock_waiters)
+            .sum()
+    }
+
+    /// Waits until exactly `n` lock requests wait in the instance's lock tables: a blocking
+    /// request sent has reached its table and been queued there (and not granted).
+    pub fn wait_lock_waiters(&self, n: u64) {
+        eventually_ok(
+            Duration::from_secs(20),
+            &format!("{n} lock requests waiting"),
+            || match self.lock_waiters() {
+                now if now == n => Ok(()),
+                now => Err(format!("{now} waiting")),
+            },
+        );
+    }
+
     /// The bytes the burst buffers of all the instance's daemons hold.
     pub fn bb_used(&self) -> u64 {
         (0..self.nodes)

@@ -88,6 +88,7 @@ impl Node {
                 .load(std::sync::atomic::Ordering::Relaxed),
             txns_open,
             security: self.cfg.security,
+            lock_waiters: self.locks.waiting(),
             txns_pending: self.txns.pending().transactions().count() as u64,
             logs_to_release: self.released.lock().expect("released").count() as u64,
         }

@@ -50,6 +50,24 @@ pub struct LockService {
     pub(super) revoked_of: std::sync::Mutex<HashMap<u32, Vec<tessera_proto::Fence>>>,
     /// The time base of the lease clock.
     pub(super) epoch: Instant,
+    /// Requests waiting on this node's tables now (a status figure).
+    waiting: std::sync::atomic::AtomicU64,
+}
+
+/// Counts one waiting request while it lives.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicU64) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Default for LockService {
@@ -66,6 +84,7 @@ impl Default for LockService {
             fenced: Default::default(),
             revoked_of: Default::default(),
             epoch: Instant::now(),
+            waiting: Default::default(),
         }
     }
 }
@@ -73,6 +92,11 @@ impl Default for LockService {
 impl LockService {
     pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Lock requests waiting on this node's tables now.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(super) fn manager(&self) -> std::sync::MutexGuard<'_, LockManager> {
@@ -104,6 +128,7 @@ impl LockService {
                     return Ok(());
                 }
                 Err(e) if e.errno == Errno::Again && wait => {
+                    let _counted = Waiting::new(&self.waiting);
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {
                         return Err(e);
                     }
@@ -142,10 +167,10 @@ impl LockService {
                     ));
                 }
                 ListState::Waiting(held) => {
-                    if tokio::time::timeout_at(deadline, notified.as_mut())
-                        .await
-                        .is_err()
-                    {
+                    let counted = Waiting::new(&self.waiting);
+                    let woken = tokio::time::timeout_at(deadline, notified.as_mut()).await;
+                    drop(counted);
+                    if woken.is_err() {
                         return Err(FsError::new(
                             Errno::Again,
                             tessera_core::lock_manager::describe(ino, &held),
