@@ -1,0 +1,252 @@
+//! Calls that create, remove or change names: `unlink`, `rmdir`, `mkdir`, `mknod` (and glibc's
+//! older `__xmknod`), `rename`, and `truncate` by path.
+
+use crate::state::client;
+use crate::{real, run, show, tessera_path};
+use libc::{c_char, c_int, c_uint, mode_t, off_t};
+use tessera_client::{Errno, FsError};
+
+/// # Safety
+/// As `unlink(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
+}
+/// # Safety
+/// As `rmdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
+}
+/// # Safety
+/// As `unlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            let p = p?;
+            let c = client()?;
+            if flags & libc::AT_REMOVEDIR != 0 {
+                c.rmdir(&p)?;
+            } else {
+                c.unlink(&p)?;
+            }
+            Ok(0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::unlinkat(dirfd, crate::at(&k, path), flags) }
+        }
+    }
+}
+/// # Safety
+/// As `mkdir(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
+}
+/// # Safety
+/// As `mkdirat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        Some(p) => run(|| {
+            let p = p?;
+            let mode = mode & 0o7777 & !crate::files::umask();
+            client()?.mkdir(&p, mode).map(|()| 0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::mkdirat(dirfd, crate::at(&k, path), mode) }
+        }
+    }
+}
+
+/// # Safety
+/// As `mknod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { mknodat(libc::AT_FDCWD, path, mode, dev) }
+}
+/// `mknodat(2)`: a regular file is created empty (tar makes files this way to set their
+/// extended attributes before it writes them); FIFOs, sockets and devices are not kept.
+///
+/// # Safety
+/// As `mknodat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mknodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: libc::dev_t,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(dirfd, path) } {
+        // A refusal programs expect of some file systems: quiet unless TESSERA_VERBOSE.
+        Some(p) => crate::run_quiet_on(&[Errno::Perm], || {
+            let p = p?;
+            let kind = mode & libc::S_IFMT;
+            if kind != 0 && kind != libc::S_IFREG {
+                return Err(FsError::new(
+                    Errno::Perm,
+                    format!(
+                        "{p}: Tessera keeps regular files, directories and PFS links, not FIFOs, sockets or device nodes"
+                    ),
+                ));
+            }
+            let mut o = tessera_client::OpenOptions::new();
+            o.write(true)
+                .create(true)
+                .exclusive(true)
+                .mode(mode & 0o7777 & !crate::files::umask());
+            client()?.open(&p, &o)?.close().map(|()| 0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(dirfd, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::mknodat(dirfd, crate::at(&k, path), mode, dev) }
+        }
+    }
+}
+
+/// # Safety
+/// As `rename(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
+}
+/// # Safety
+/// As `renameat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { renameat2(od, old, nd, new, 0) }
+}
+/// Renames inside Tessera; a rename between Tessera and another file system fails with
+/// EXDEV (programs such as `mv` then copy). RENAME_NOREPLACE is honoured (checked, then
+/// renamed: not atomic against a concurrent creator); RENAME_EXCHANGE is refused.
+///
+/// # Safety
+/// As `renameat2(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn renameat2(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
+    match (from, to) {
+        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        (None, None) => unsafe { real::renameat2(od, old, nd, new, flags) },
+        (Some(Err(e)), _) | (_, Some(Err(e))) => run(|| Err::<c_int, _>(e)),
+        (Some(a), Some(b)) => run(|| {
+            let (a, b) = (a?, b?);
+            let c = client()?;
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                return Err(FsError::new(
+                    Errno::Inval,
+                    "rename: RENAME_EXCHANGE is not supported on Tessera",
+                ));
+            }
+            if flags & libc::RENAME_NOREPLACE != 0 && c.stat(&b).is_ok() {
+                return Err(FsError::new(Errno::Exist, format!("{b} exists")));
+            }
+            c.rename(&a, &b).map(|()| 0)
+        }),
+        _ => run(|| {
+            Err(FsError::new(
+                Errno::XDev,
+                format!(
+                    "rename {} -> {}: only one side is on Tessera (copy, then remove)",
+                    // SAFETY: forwarded under this function's own contract.
+                    unsafe { show(old) },
+                    // SAFETY: forwarded under this function's own contract.
+                    unsafe { show(new) }
+                ),
+            ))
+        }),
+    }
+}
+
+/// # Safety
+/// As `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
+    // SAFETY: forwarded under this function's own contract.
+    match unsafe { tessera_path(libc::AT_FDCWD, path) } {
+        Some(p) => run(|| {
+            let p = p?;
+            let len = u64::try_from(len)
+                .map_err(|_| FsError::new(Errno::Inval, format!("truncate to {len}")))?;
+            client()?.truncate(&p, len).map(|()| 0)
+        }),
+        None => {
+            // SAFETY: NUL-terminated or NULL by the caller's contract.
+            let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };
+            // SAFETY: libc's own call, with the caller's arguments (the path rewritten where
+            // it named a real place through Tessera).
+            unsafe { real::truncate64(crate::at(&k, path), len) }
+        }
+    }
+}
+alias!(truncate64 => truncate(path: *const c_char, len: off_t) -> c_int);
+
+/// The glibc < 2.33 name of `mknod`, with its version argument.
+///
+/// # Safety
+/// As `mknod(2)`; `dev` points to a `dev_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknod(
+    _ver: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *const libc::dev_t,
+) -> c_int {
+    // SAFETY: forwarded under this function's own contract (`dev` readable).
+    unsafe { __xmknodat(_ver, libc::AT_FDCWD, path, mode, dev) }
+}
+
+/// The glibc < 2.33 name of `mknodat`, with its version argument.
+///
+/// # Safety
+/// As `mknodat(2)`; `dev` points to a `dev_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknodat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *const libc::dev_t,
+) -> c_int {
+    let dev = if dev.is_null() {
+        0
+    } else {
+        // SAFETY: non-NULL, so a dev_t (the call's contract).
+        unsafe { *dev }
+    };
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { mknodat(dirfd, path, mode, dev) }
+}
