@@ -1,8 +1,8 @@
 //! Descriptor calls: open, close, read, write and their positional and vectored forms, lseek,
 //! fsync, ftruncate, dup. Offsets live in the open file description, shared by `dup`s.
 //!
-//! One module per group of calls: [`open`], [`data`] (read and write), [`vectored`],
-//! [`position`] (lseek, sync, truncate), [`dup`], [`copy`] (copy_file_range, sendfile,
+//! One module per group of calls: [`mod@open`], [`data`] (read and write), [`vectored`],
+//! [`position`] (lseek, sync, truncate), [`mod@dup`], [`copy`] (copy_file_range, sendfile,
 //! fadvise) and [`space`] (fallocate, mmap, readahead).
 
 use libc::c_int;

@@ -3,7 +3,7 @@
 //! statfs, and the calls Tessera answers without storing anything (modes, owners, times,
 //! links). Extended attributes are in [`crate::xattrs`].
 //!
-//! One module per family: [`stat`], [`statfs`], [`access`], [`names`], [`links`], [`attrs`]
+//! One module per family: [`mod@stat`], [`mod@statfs`], [`mod@access`], [`names`], [`links`], [`attrs`]
 //! (attributes Tessera does not store) and [`cwd`] (the working directory).
 
 mod access;
