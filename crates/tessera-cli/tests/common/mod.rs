@@ -337,9 +337,27 @@ impl Inst {
             &format!("the burst buffers hold at most {most} bytes ({what})"),
             || match self.bb_used() {
                 used if used <= most => Ok(()),
-                used => Err(format!("{used} bytes held")),
+                used => Err(format!("{used} bytes held in {:?}", self.log_files())),
             },
         );
+    }
+
+    /// The files in the logs directories of the instance's nodes (on this machine), with
+    /// their sizes: what a failed wait on the burst buffers names.
+    pub fn log_files(&self) -> Vec<(String, u64)> {
+        (0..self.nodes)
+            .flat_map(|n| {
+                let dir = self.root.join(format!("bb/node-{n}/logs"));
+                std::fs::read_dir(dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(move |e| {
+                        let len = e.metadata().map_or(0, |m| m.len());
+                        (format!("node-{n}/{}", e.file_name().to_string_lossy()), len)
+                    })
+            })
+            .collect()
     }
 }
 
