@@ -25,6 +25,22 @@ const FIRST_PAUSE: Duration = Duration::from_millis(1);
 /// The longest pause between two looks: short beside every bound the tests give.
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 
+/// Looks until `look` gives `Ok`, pausing between looks (the pause doubles up to
+/// [`MAX_PAUSE`]); gives the last `Err` once `within` has passed. Every wait below is this.
+fn poll<T, E>(within: Duration, mut look: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    let deadline = Instant::now() + within;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match look() {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => {}
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
 /// Waits until `condition` returns `Some`, and returns what it held. Fails the test after
 /// `within`, saying `what` was awaited.
 pub fn eventually_some<T>(
@@ -32,33 +48,14 @@ pub fn eventually_some<T>(
     what: &str,
     mut condition: impl FnMut() -> Option<T>,
 ) -> T {
-    let deadline = Instant::now() + within;
-    let mut pause = FIRST_PAUSE;
-    loop {
-        if let Some(v) = condition() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(MAX_PAUSE);
-    }
+    poll(within, || condition().ok_or(()))
+        .unwrap_or_else(|()| panic!("not within {within:?}: {what}"))
 }
 
 /// Waits until `condition` holds or `within` has passed, and says which: for clean-up that
 /// must not fail a test (a `Drop`), where the caller goes on either way.
 pub fn holds_within(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    let mut pause = FIRST_PAUSE;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(MAX_PAUSE);
-    }
+    poll(within, || condition().then_some(()).ok_or(())).is_ok()
 }
 
 /// As [`eventually`], looking again at once (yielding the core) instead of pausing: for a
@@ -82,22 +79,10 @@ pub fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> b
 pub fn eventually_ok<T, E: Debug>(
     within: Duration,
     what: &str,
-    mut attempt: impl FnMut() -> Result<T, E>,
+    attempt: impl FnMut() -> Result<T, E>,
 ) -> T {
-    let deadline = Instant::now() + within;
-    let mut pause = FIRST_PAUSE;
-    loop {
-        let last = match attempt() {
-            Ok(v) => return v,
-            Err(e) => e,
-        };
-        assert!(
-            Instant::now() < deadline,
-            "not within {within:?}: {what} (last error: {last:?})"
-        );
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(MAX_PAUSE);
-    }
+    poll(within, attempt)
+        .unwrap_or_else(|last| panic!("not within {within:?}: {what} (last error: {last:?})"))
 }
 
 /// Open MPI's `mpirun` of `np` ranks on this machine: allowed as root, oversubscribed (CI has
