@@ -268,35 +268,6 @@ mod tests {
         assert_eq!(piece[..], all[15_000..20_000]);
     }
 
-    /// Flips byte `at` of `path` on the device: written and synced, then dropped from the
-    /// page cache, as damage the device returns would be (the test fails where the cache
-    /// cannot be dropped, on tmpfs: the test directory must be on a disk).
-    fn damage_on_device(path: &Path, at: u64) {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, at).unwrap();
-        f.write_all_at(&[b[0] ^ 1], at).unwrap();
-        f.sync_all().unwrap();
-        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
-        let mut page = [0u8; 4096];
-        let mut bufs = [rustix::io::IoSliceMut::new(&mut page)];
-        let cached = rustix::io::preadv2(
-            &f,
-            &mut bufs,
-            at & !4095,
-            rustix::io::ReadWriteFlags::NOWAIT,
-        );
-        assert!(
-            cached.is_err(),
-            "{} stays in the page cache (tmpfs?): run the tests with TMPDIR on a disk",
-            path.display()
-        );
-    }
-
     #[test]
     fn a_block_read_from_the_device_is_checked_one_the_cache_holds_is_not_again() {
         let tmp = tempfile::tempdir().unwrap();
@@ -316,7 +287,7 @@ mod tests {
         assert!(v.read(F, 0, &mut out).unwrap().is_empty());
         assert_eq!(out[40_000], all[40_000] ^ 1);
         // Damage the device returns is found, in its block only.
-        damage_on_device(&d, 20_000);
+        tessera_testkit::damage_on_device(&d, 20_000);
         let e = v.read(F, 0, &mut out).unwrap_err();
         assert_eq!(e.errno, Errno::Io);
         assert!(e.message.contains("1.data is corrupt: block 1"), "{e}");
