@@ -375,7 +375,7 @@ fn run(cli: Cli) -> Result<()> {
             if instance::is_up(&layout, node) {
                 bail!("the daemon of node {node} is running; stop it first (`tessera stop`)");
             }
-            let report = tessera_daemon::state_log::salvage(&cfg.bb_dir(node))?;
+            let report = tessera_daemon::store::state_log::salvage(&cfg.bb_dir(node))?;
             println!("{report}");
         }
         Cmd::CheckNames => {

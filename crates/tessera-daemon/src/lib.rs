@@ -18,8 +18,9 @@
 //!   the list with a line each is in [`services`]);
 //! * [`state`]: the in-memory shard structures and caches (no I/O);
 //! * [`transport`]: the client socket, the peer connections, the listen address;
-//! * [`store`]: redb persistence with group commit; [`committer`]: writing the state log in
-//!   batches; [`state_log`]: its log's replay and salvage;
+//! * [`store`]: durable state: its tables (one list), schema history, operations, load and
+//!   apply; [`store::committer`] writes the state log in place or in groups and checkpoints
+//!   it, [`store::state_log`] replays and salvages it;
 //! * [`logs`]: reading the logs on this node and burst-buffer accounting; [`buffers`]: the
 //!   pooled buffers those reads fill for other nodes;
 //! * [`leftovers`]: publishing what a process that ended had not;
@@ -28,7 +29,6 @@
 //! * [`failpoints`]: where crash and stop tests make a daemon end or hold.
 
 pub mod buffers;
-pub mod committer;
 pub mod failpoints;
 pub mod leftovers;
 pub mod logs;
@@ -39,7 +39,6 @@ pub mod rpc;
 pub mod services;
 pub mod startup;
 pub mod state;
-pub mod state_log;
 pub mod store;
 pub mod transport;
 

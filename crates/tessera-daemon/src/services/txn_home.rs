@@ -24,7 +24,7 @@ use tessera_proto::{
 /// How often homes check their transactions' timeouts and retry unfinished completions.
 const TICK: Duration = Duration::from_millis(250);
 
-/// The decision record's value for an outcome (see `store::HOME_TXNS`).
+/// The decision record's value for an outcome (the `home_txns` table of `store::tables`).
 fn record(outcome: Outcome) -> u8 {
     match outcome {
         Outcome::Commit => 1,

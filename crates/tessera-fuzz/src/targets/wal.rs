@@ -14,7 +14,7 @@ use super::damage::{Damage, damaged, occurrences};
 use arbitrary::{Arbitrary, Unstructured};
 use tessera_core::wal::{self, HEADER_LEN, HeaderError, RECORD_MAGIC};
 use tessera_core::{Owner, Run};
-use tessera_daemon::state_log;
+use tessera_daemon::store::state_log;
 use tessera_daemon::store::{DbOp, MetaKey};
 
 /// An operation, as arbitrary as the types allow.

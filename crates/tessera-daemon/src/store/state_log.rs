@@ -8,7 +8,7 @@
 //! by intact records stops the daemon with the file, the offset and the way out
 //! (`tessera salvage`), and the log is left exactly as it is.
 
-use crate::store::DbOp;
+use super::DbOp;
 use redb::Database;
 use std::fs::File;
 use std::io::Read;
@@ -250,7 +250,7 @@ pub fn salvage(dir: &Path) -> FsResult<SalvageReport> {
             }
         }
     }
-    crate::store::apply(&files.db, ops.iter())?;
+    super::apply(&files.db, ops.iter())?;
     empty(&files)?;
     Ok(report)
 }

@@ -329,7 +329,7 @@ mod tests {
     fn logged_in(dir: &std::path::Path) -> Vec<DbOp> {
         let bytes = std::fs::read(dir.join("meta.wal")).unwrap();
         let scan = tessera_core::wal::scan(&bytes).unwrap();
-        crate::state_log::decode(&bytes, &scan)
+        crate::store::state_log::decode(&bytes, &scan)
             .into_iter()
             .flat_map(|(_, ops)| ops.expect("intact records"))
             .collect()
@@ -347,7 +347,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_queued_during_a_checkpoint_is_logged_before_later_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let files = crate::state_log::open(dir.path()).unwrap();
+        let files = crate::store::state_log::open(dir.path()).unwrap();
         let (log, _thread) =
             InlineLog::start(files.db, files.wal, opts(Duration::from_secs(600))).unwrap();
         // A checkpoint holds the log: the batch waits in the queue, unacknowledged.
