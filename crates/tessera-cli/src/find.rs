@@ -18,6 +18,42 @@ use tessera_proto::{
     InstanceLayout, TxnView,
 };
 
+/// The options of `tessera find`.
+#[derive(Debug, clap::Args)]
+pub struct FindArgs {
+    /// Print only IO500's last line, `MATCHED found/total` (IO500's `external-script`
+    /// is the tessera binary, its `external-extra-args` are `find --io500`).
+    #[arg(long)]
+    pub io500: bool,
+    /// One JSON object per match (path, type, and size and mtime_ns when a predicate
+    /// asked for them), and one with the counts at the end.
+    #[arg(long, conflicts_with = "io500")]
+    pub json: bool,
+    /// Entries each daemon looks at per answer (more: fewer round trips, longer pauses
+    /// of its namespace for other requests).
+    #[arg(long, default_value_t = 8192)]
+    pub page_entries: u32,
+    /// The path to search, then the predicates.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub expr: Vec<String>,
+}
+
+/// `tessera find`: parses the expression, searches every shard at once, prints the matches
+/// as they come and the summary the output asks for.
+pub fn main(layout: &InstanceLayout, args: &FindArgs) -> anyhow::Result<()> {
+    layout.check_trusted()?;
+    let started = Instant::now();
+    let query = parse(&args.expr)?;
+    let output = match (args.io500, args.json) {
+        (true, _) => Output::Io500,
+        (_, true) => Output::Json,
+        _ => Output::Paths,
+    };
+    let counts = run(layout, &query, output, args.page_entries)?;
+    print_summary(output, &counts, started);
+    Ok(())
+}
+
 /// What to print.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Output {

@@ -1,8 +1,9 @@
 //! Looking at files: ls, stat, where (which node holds which range), flush, migrate.
 
 use crate::instance::human;
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use tessera_client::{Client, FileKind, Location, RangeAsk, Residence};
+use tessera_proto::InstanceLayout;
 
 pub fn ls(c: &Client, path: &str, long: bool) -> Result<()> {
     for e in c.readdir(path)? {
@@ -188,6 +189,43 @@ pub fn migrate(c: &Client, paths: &[String]) -> Result<()> {
                 String::new()
             }
         );
+    }
+    Ok(())
+}
+
+/// `tessera migrate --to HOST`: runs `tessera migrate` on HOST (through the launcher that
+/// reaches it), so that the bytes move to that host's node.
+pub fn migrate_to(layout: &InstanceLayout, host: &str, paths: &[String]) -> Result<()> {
+    use crate::run_tasks::{command_on_host, shell_quote};
+    let table = layout.load_hosts()?;
+    let wanted = tessera_proto::hosts::normalize_host(host);
+    let Some(e) = table
+        .nodes
+        .iter()
+        .find(|e| tessera_proto::hosts::normalize_host(&e.host) == wanted)
+    else {
+        let known: Vec<&str> = table.nodes.iter().map(|e| e.host.as_str()).collect();
+        bail!(
+            "--to {host}: no daemon runs there (daemons run on {})",
+            known.join(", ")
+        );
+    };
+    let exe = std::env::current_exe()?;
+    let mut line = format!(
+        "{} --instance {} migrate",
+        shell_quote(&exe.display().to_string()),
+        shell_quote(&layout.dir.display().to_string())
+    );
+    for p in paths {
+        line.push(' ');
+        line.push_str(&shell_quote(p));
+    }
+    let status = command_on_host(&e.host, e.node, &line, &layout.dir)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("launching the migration on {}", e.host))?;
+    if !status.success() {
+        bail!("the migration on {} failed ({status})", e.host);
     }
     Ok(())
 }

@@ -1,7 +1,12 @@
 //! The pieces of the `tessera` command, as a library so that tests and tools reuse them.
 //!
 //! * [`instance`]: create an instance, start, stop and report its daemons;
+//! * [`start`]: `tessera start`, its options and the policy deciding what it does;
 //! * [`launch`]: one daemon per node of an allocation, through srun or mpirun;
+//! * [`repair`]: salvage of a damaged state log, the check of names against link counts;
+//! * [`find`]: `tessera find`, every daemon searching its shard;
+//! * [`vars`]: the catalogue of variables (D2T);
+//! * [`doctor`]: whether the interposer can serve a program;
 //! * [`admin`]: status and stop requests to any node, authenticated with the secret;
 //! * [`inspect`]: ls, stat, where, flush;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
@@ -18,8 +23,10 @@ pub mod find;
 pub mod inspect;
 pub mod instance;
 pub mod launch;
+pub mod repair;
 pub mod run_tasks;
 pub mod script;
 pub mod size;
+pub mod start;
 pub mod task_queue;
 pub mod vars;

@@ -12,11 +12,11 @@
 //! The instance directory comes from `--instance` or `TESSERA_INSTANCE` (default
 //! `$XDG_RUNTIME_DIR/tessera`, else `~/.tessera`); it and its files must be the user's own.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use tessera_cli::{demo, doctor, inspect, instance, launch, script};
-use tessera_client::{Client, Model};
+use tessera_cli::{demo, doctor, find, inspect, instance, repair, run_tasks, script, start, vars};
+use tessera_client::Client;
 use tessera_proto::InstanceLayout;
 
 #[derive(Parser)]
@@ -45,55 +45,7 @@ enum Cmd {
         log: bool,
     },
     /// Create an instance (if needed) and start its daemons in the background.
-    Start {
-        /// Number of daemons of a new instance on this machine (a launcher starts one per
-        /// node of the allocation or host file).
-        #[arg(long)]
-        daemons: Option<u32>,
-        /// How to start the daemons: srun inside a Slurm allocation, mpirun with --hostfile,
-        /// else local (all on this machine).
-        #[arg(long, value_enum, default_value = "auto")]
-        launcher: launch::LauncherKind,
-        /// Hosts to start one daemon each on, through mpirun (Open MPI host file; node K is
-        /// the K-th host).
-        #[arg(long)]
-        hostfile: Option<PathBuf>,
-        /// Where daemons listen for each other (new instance): a network in CIDR notation,
-        /// an interface name, an address, or `auto` (first non-loopback address; the default
-        /// with a launcher). Without a launcher daemons use 127.0.0.1.
-        #[arg(long)]
-        net: Option<String>,
-        /// Seconds to wait for every node to register before giving up.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
-        /// PFS directory that flush writes to (new instance; default INSTANCE/pfs).
-        #[arg(long)]
-        pfs: Option<PathBuf>,
-        /// Root of the node-local burst buffers (new instance; default INSTANCE/bb).
-        #[arg(long)]
-        bb_root: Option<PathBuf>,
-        /// Stripe size for ownership placement, e.g. 64MiB (new instance).
-        #[arg(long, value_parser = tessera_cli::size::parse_size)]
-        stripe_size: Option<u64>,
-        /// Burst-buffer space per node, e.g. 100GiB; 0 = until the device is full (new
-        /// instance).
-        #[arg(long, default_value = "0", value_parser = tessera_cli::size::parse_size)]
-        bb_capacity: u64,
-        /// Default consistency model: posix, commit, session or mpiio (new instance).
-        #[arg(long, default_value = "session")]
-        model: Model,
-        /// What daemon state survives: process (a daemon crash) or machine (also a power cut;
-        /// a device flush per group of changes) (new instance).
-        #[arg(long, value_enum, default_value = "process")]
-        state_durability: StateDurabilityArg,
-        /// Start only this node (e.g. to restart a daemon that died).
-        #[arg(long)]
-        node: Option<u32>,
-        /// Set any field of instance.toml for a new instance, e.g.
-        /// `--set state_checkpoint_idle_ms=10000` (repeatable).
-        #[arg(long = "set", value_name = "NAME=VALUE")]
-        set: Vec<String>,
-    },
+    Start(start::StartArgs),
     /// Repair a node's damaged state log: keep every intact record, drop the damaged bytes
     /// (reported), save a copy of the damaged log. The node's daemon must be stopped.
     Salvage {
@@ -109,23 +61,7 @@ enum Cmd {
     /// Find files as GNU find does, with every daemon searching its own shard at once:
     /// `tessera find PATH [-name GLOB] [-size [+-]N[cwbkMG]] [-newer FILE] [-type f|d|l]`.
     /// Matches are printed as they are found, in no particular order.
-    Find {
-        /// Print only IO500's last line, `MATCHED found/total` (IO500's `external-script`
-        /// is the tessera binary, its `external-extra-args` are `find --io500`).
-        #[arg(long)]
-        io500: bool,
-        /// One JSON object per match (path, type, and size and mtime_ns when a predicate
-        /// asked for them), and one with the counts at the end.
-        #[arg(long, conflicts_with = "io500")]
-        json: bool,
-        /// Entries each daemon looks at per answer (more: fewer round trips, longer pauses
-        /// of its namespace for other requests).
-        #[arg(long, default_value_t = 8192)]
-        page_entries: u32,
-        /// The path to search, then the predicates.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-        expr: Vec<String>,
-    },
+    Find(find::FindArgs),
     /// Stop every daemon of the instance.
     Stop,
     /// Show the daemons of the instance.
@@ -161,29 +97,7 @@ enum Cmd {
     /// INPUT...` runs one task per input, `--tasks FILE` one per line `INPUT... :: COMMAND`.
     /// Each runs through the allocation's launcher (srun, mpirun; a process here for this
     /// machine) with TESSERA_NODE and the interposer set.
-    Run {
-        /// Only on that host (wait for a free slot there); by default a task whose host is
-        /// full runs on another host with a free slot.
-        #[arg(long)]
-        hard: bool,
-        /// Tasks running at once on one host.
-        #[arg(long, default_value_t = 1)]
-        per_host: usize,
-        #[arg(long, value_enum, default_value = "auto")]
-        launcher: tessera_cli::run_tasks::TaskLauncher,
-        /// A file of tasks: `INPUT... :: COMMAND` per line, `{}` standing for the inputs.
-        #[arg(long)]
-        tasks: Option<PathBuf>,
-        /// Write a JSON report of every task (host, node, placement, exit code, time).
-        #[arg(long)]
-        report: Option<PathBuf>,
-        /// Do not preload the interposer into the tasks.
-        #[arg(long)]
-        no_preload: bool,
-        /// COMMAND (with `{}` for the input), then the inputs.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    Run(run_tasks::RunArgs),
     /// Copy the bytes of files held on other nodes to this node's burst buffer (or to HOST's,
     /// with --to) and make it their holder, so reads there are local (FusionFS and Swift). A range
     /// changed meanwhile stays where it is.
@@ -251,21 +165,6 @@ enum VarsCmd {
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum StateDurabilityArg {
-    Process,
-    Machine,
-}
-
-impl From<StateDurabilityArg> for tessera_proto::config::StateDurability {
-    fn from(a: StateDurabilityArg) -> Self {
-        match a {
-            StateDurabilityArg::Process => Self::Process,
-            StateDurabilityArg::Machine => Self::Machine,
-        }
-    }
-}
-
 fn layout(cli: &Cli) -> InstanceLayout {
     match &cli.instance {
         Some(d) => InstanceLayout::new(d.clone()),
@@ -288,132 +187,16 @@ fn main() {
     }
 }
 
+/// Runs the command: each arm hands its options to the function that carries it out.
 fn run(cli: Cli) -> Result<()> {
     let layout = layout(&cli);
+    let client = |node| Client::connect(layout.clone(), node);
     match cli.cmd {
         Cmd::Serve { node, log } => instance::serve(layout, node, log)?,
-        Cmd::Start {
-            daemons,
-            launcher,
-            hostfile,
-            net,
-            timeout,
-            pfs,
-            bb_root,
-            stripe_size,
-            bb_capacity,
-            model,
-            state_durability,
-            node,
-            set,
-        } => {
-            let hostfile = match &hostfile {
-                Some(p) => {
-                    let text = std::fs::read_to_string(p)
-                        .with_context(|| format!("reading host file {}", p.display()))?;
-                    Some((p.as_path(), launch::parse_hostfile(&text)))
-                }
-                None => None,
-            };
-            let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-            // Restarting one node always happens here, on the node's own host.
-            let how = match node {
-                Some(_) => None,
-                None => launch::choose(launcher, &env, hostfile)?,
-            };
-            if !layout.config_path().exists() {
-                if node.is_some() {
-                    bail!("no instance at {} to start a node of", layout.dir.display());
-                }
-                let daemons = match (&how, daemons) {
-                    (Some(h), Some(d)) if d != h.nodes() => bail!(
-                        "--daemons {d} disagrees with the {} nodes {} starts one daemon on; leave --daemons out",
-                        h.nodes(),
-                        h.name()
-                    ),
-                    (Some(h), _) => h.nodes(),
-                    (None, d) => d.unwrap_or(3),
-                };
-                let mut set = set;
-                match (&net, &how) {
-                    (Some(n), _) => set.insert(0, format!("listen_host='{n}'")),
-                    (None, Some(_)) => set.insert(0, "listen_host='auto'".to_string()),
-                    (None, None) => {}
-                }
-                let pfs = pfs.unwrap_or_else(|| layout.dir.join("pfs"));
-                instance::create(
-                    &layout,
-                    &instance::CreateOptions {
-                        daemons,
-                        pfs,
-                        bb_root,
-                        stripe_size,
-                        bb_capacity,
-                        model,
-                        state_durability: state_durability.into(),
-                        set,
-                    },
-                )?;
-            }
-            match (node, &how) {
-                (Some(n), _) => instance::start_node(&layout, n)?,
-                (None, Some(h)) => {
-                    instance::start_launched(&layout, h, std::time::Duration::from_secs(timeout))?
-                }
-                (None, None) => instance::start_all(&layout)?,
-            }
-            instance::print_status(&layout)?;
-        }
-        Cmd::Salvage { node } => {
-            let cfg = layout.load_config()?;
-            if node >= cfg.nodes {
-                bail!(
-                    "node {node} does not exist: the instance has nodes 0..{}",
-                    cfg.nodes
-                );
-            }
-            if instance::is_up(&layout, node) {
-                bail!("the daemon of node {node} is running; stop it first (`tessera stop`)");
-            }
-            let report = tessera_daemon::store::state_log::salvage(&cfg.bb_dir(node))?;
-            println!("{report}");
-        }
-        Cmd::CheckNames => {
-            layout.check_trusted()?;
-            let cfg = layout.load_config()?;
-            let admin = tessera_cli::admin::Admin::new(&layout)?;
-            let mut raised = 0;
-            for n in 0..cfg.nodes {
-                let report = admin.check_names(n)?;
-                for (ino, count, names) in &report.raised {
-                    println!(
-                        "node {n}: inode {ino:#x} had a count of {count} for {} names, raised: {}",
-                        names.len(),
-                        names.join(" ")
-                    );
-                }
-                raised += report.raised.len();
-                println!("node {n}: {} files checked", report.files);
-            }
-            println!("{raised} counts raised; remove the names you did not mean to keep");
-        }
-        Cmd::Find {
-            io500,
-            json,
-            page_entries,
-            expr,
-        } => {
-            layout.check_trusted()?;
-            let started = std::time::Instant::now();
-            let query = tessera_cli::find::parse(&expr)?;
-            let output = match (io500, json) {
-                (true, _) => tessera_cli::find::Output::Io500,
-                (_, true) => tessera_cli::find::Output::Json,
-                _ => tessera_cli::find::Output::Paths,
-            };
-            let counts = tessera_cli::find::run(&layout, &query, output, page_entries)?;
-            tessera_cli::find::print_summary(output, &counts, started);
-        }
+        Cmd::Start(args) => start::run(&layout, args)?,
+        Cmd::Salvage { node } => repair::salvage(&layout, node)?,
+        Cmd::CheckNames => repair::check_names(&layout)?,
+        Cmd::Find(args) => find::main(&layout, &args)?,
         Cmd::Stop => {
             let n = instance::stop_all(&layout)?;
             println!("stopped {n} daemon(s) of {}", layout.dir.display());
@@ -423,137 +206,45 @@ fn run(cli: Cli) -> Result<()> {
                 std::process::exit(3);
             }
         }
-        Cmd::Ls { path, long } => inspect::ls(&Client::connect(layout, None)?, &path, long)?,
-        Cmd::Stat { path } => inspect::stat(&Client::connect(layout, None)?, &path)?,
+        Cmd::Ls { path, long } => inspect::ls(&client(None)?, &path, long)?,
+        Cmd::Stat { path } => inspect::stat(&client(None)?, &path)?,
         Cmd::Doctor { program } => doctor::run(&program)?,
-        Cmd::Run {
-            hard,
-            per_host,
-            launcher,
-            tasks,
-            report,
-            no_preload,
-            args,
-        } => {
-            use tessera_cli::run_tasks as rt;
-            let tasks = match (&tasks, args.split_first()) {
-                (Some(file), None) => rt::parse_task_file(
-                    &std::fs::read_to_string(file)
-                        .with_context(|| format!("reading the task file {}", file.display()))?,
-                )?,
-                (None, Some((cmd, inputs))) => rt::tasks_from_template(cmd, inputs),
-                (Some(_), Some(_)) => {
-                    anyhow::bail!("give either --tasks FILE or a command and its inputs, not both")
-                }
-                (None, None) => anyhow::bail!(
-                    "nothing to run: give a command with {{}} and its inputs (tessera run 'wc -c {{}}' /tessera/a /tessera/b), or --tasks FILE"
-                ),
-            };
-            let preload = if no_preload {
-                None
-            } else {
-                let found = rt::find_preload();
-                if found.is_none() {
-                    eprintln!(
-                        "tessera run: libtessera_preload.so not found next to this program; tasks run without the interposer (set LD_PRELOAD yourself, or --no-preload to silence this)"
-                    );
-                }
-                found
-            };
-            let opts = rt::RunOptions {
-                rule: if hard {
-                    tessera_cli::task_queue::Rule::Hard
-                } else {
-                    tessera_cli::task_queue::Rule::Soft
-                },
-                per_host,
-                launcher,
-                preload,
-                report,
-            };
-            let dir = layout.dir.clone();
-            let r = rt::run(&Client::connect(layout, None)?, &dir, tasks, &opts)?;
-            rt::print_summary(&r);
-            if r.failed > 0 {
+        Cmd::Run(args) => {
+            if !run_tasks::main(&layout, args)? {
                 std::process::exit(1);
             }
         }
-        Cmd::Vars(cmd) => {
-            use tessera_cli::vars;
-            let c = Client::connect(layout, None)?;
-            match cmd {
-                VarsCmd::List { json } => vars::list(&c, json)?,
-                VarsCmd::Show {
-                    name,
-                    version,
-                    json,
-                } => vars::show(&c, &name, version, json)?,
-                VarsCmd::Wait {
-                    name,
-                    version,
-                    timeout,
-                } => {
-                    if !vars::wait(&c, &name, version, timeout)? {
-                        std::process::exit(vars::TIMED_OUT);
-                    }
-                }
+        Cmd::Vars(VarsCmd::List { json }) => vars::list(&client(None)?, json)?,
+        Cmd::Vars(VarsCmd::Show {
+            name,
+            version,
+            json,
+        }) => vars::show(&client(None)?, &name, version, json)?,
+        Cmd::Vars(VarsCmd::Wait {
+            name,
+            version,
+            timeout,
+        }) => {
+            if !vars::wait(&client(None)?, &name, version, timeout)? {
+                std::process::exit(vars::TIMED_OUT);
             }
         }
-        Cmd::Migrate { to: None, paths } => {
-            inspect::migrate(&Client::connect(layout, None)?, &paths)?
-        }
+        Cmd::Migrate { to: None, paths } => inspect::migrate(&client(None)?, &paths)?,
         Cmd::Migrate {
             to: Some(host),
             paths,
-        } => {
-            let table = layout.load_hosts()?;
-            let wanted = tessera_proto::hosts::normalize_host(&host);
-            let Some(e) = table
-                .nodes
-                .iter()
-                .find(|e| tessera_proto::hosts::normalize_host(&e.host) == wanted)
-            else {
-                let known: Vec<&str> = table.nodes.iter().map(|e| e.host.as_str()).collect();
-                bail!(
-                    "--to {host}: no daemon runs there (daemons run on {})",
-                    known.join(", ")
-                );
-            };
-            let exe = std::env::current_exe()?;
-            let mut line = format!(
-                "{} --instance {} migrate",
-                tessera_cli::run_tasks::shell_quote(&exe.display().to_string()),
-                tessera_cli::run_tasks::shell_quote(&layout.dir.display().to_string())
-            );
-            for p in &paths {
-                line.push(' ');
-                line.push_str(&tessera_cli::run_tasks::shell_quote(p));
-            }
-            let status =
-                tessera_cli::run_tasks::command_on_host(&e.host, e.node, &line, &layout.dir)
-                    .stdin(std::process::Stdio::null())
-                    .status()
-                    .with_context(|| format!("launching the migration on {}", e.host))?;
-            if !status.success() {
-                bail!("the migration on {} failed ({status})", e.host);
-            }
-        }
+        } => inspect::migrate_to(&layout, &host, &paths)?,
         Cmd::Where {
             json,
             offset,
             length,
             paths,
-        } => inspect::where_(
-            &Client::connect(layout, None)?,
-            &paths,
-            (offset, length),
-            json,
-        )?,
-        Cmd::Flush { path } => inspect::flush(&Client::connect(layout, None)?, &path)?,
+        } => inspect::where_(&client(None)?, &paths, (offset, length), json)?,
+        Cmd::Flush { path } => inspect::flush(&client(None)?, &path)?,
         Cmd::Demo(a) => demo::run(a)?,
         Cmd::Bench { args } => bench(args)?,
         Cmd::DemoRank(a) => demo::rank_main(a)?,
-        Cmd::Script { node } => script::main(Client::connect(layout, node)?)?,
+        Cmd::Script { node } => script::main(client(node)?)?,
     }
     Ok(())
 }

@@ -36,7 +36,77 @@ pub enum TaskLauncher {
     Mpirun,
 }
 
-/// Options of `tessera run`.
+/// The command-line options of `tessera run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Only on that host (wait for a free slot there); by default a task whose host is
+    /// full runs on another host with a free slot.
+    #[arg(long)]
+    pub hard: bool,
+    /// Tasks running at once on one host.
+    #[arg(long, default_value_t = 1)]
+    pub per_host: usize,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub launcher: TaskLauncher,
+    /// A file of tasks: `INPUT... :: COMMAND` per line, `{}` standing for the inputs.
+    #[arg(long)]
+    pub tasks: Option<PathBuf>,
+    /// Write a JSON report of every task (host, node, placement, exit code, time).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Do not preload the interposer into the tasks.
+    #[arg(long)]
+    pub no_preload: bool,
+    /// COMMAND (with `{}` for the input), then the inputs.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// `tessera run`: reads the tasks from the options, runs them where their inputs are and
+/// prints the summary; `Ok(false)` when a task failed.
+pub fn main(layout: &tessera_proto::InstanceLayout, a: RunArgs) -> Result<bool> {
+    let tasks = match (&a.tasks, a.args.split_first()) {
+        (Some(file), None) => parse_task_file(
+            &std::fs::read_to_string(file)
+                .with_context(|| format!("reading the task file {}", file.display()))?,
+        )?,
+        (None, Some((cmd, inputs))) => tasks_from_template(cmd, inputs),
+        (Some(_), Some(_)) => {
+            bail!("give either --tasks FILE or a command and its inputs, not both")
+        }
+        (None, None) => bail!(
+            "nothing to run: give a command with {{}} and its inputs (tessera run 'wc -c {{}}' /tessera/a /tessera/b), or --tasks FILE"
+        ),
+    };
+    let preload = if a.no_preload {
+        None
+    } else {
+        let found = find_preload();
+        if found.is_none() {
+            eprintln!(
+                "tessera run: libtessera_preload.so not found next to this program; tasks run without the interposer (set LD_PRELOAD yourself, or --no-preload to silence this)"
+            );
+        }
+        found
+    };
+    let opts = RunOptions {
+        rule: if a.hard { Rule::Hard } else { Rule::Soft },
+        per_host: a.per_host,
+        launcher: a.launcher,
+        preload,
+        report: a.report,
+    };
+    let r = run(
+        &Client::connect(layout.clone(), None)?,
+        &layout.dir,
+        tasks,
+        &opts,
+    )?;
+    print_summary(&r);
+    Ok(r.failed == 0)
+}
+
+/// Options of a run of tasks.
 pub struct RunOptions {
     pub rule: Rule,
     pub per_host: usize,
