@@ -1,5 +1,5 @@
-//! The C boundary of `libtessera`: the thread-local error message, the panic guard, and the
-//! checks and conversions of what C passes in (handles, strings, buffers, result pointers).
+//! The C boundary of `libtessera`: the checks of its handles and the conversions of its
+//! types, over the plumbing shared with the other C libraries (`tessera_cabi`).
 
 use crate::*;
 
@@ -12,52 +12,18 @@ pub(crate) fn c_name(s: &str) -> [c_char; HOST_MAX] {
     out
 }
 
-thread_local! {
-    pub(crate) static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-/// Records a failure for `tessera_errmsg` and sets errno.
-pub(crate) fn set_error(e: &FsError) {
-    let msg = format!("{} ({})", e.message, e.errno.name());
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = c);
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e.code() };
-}
+// The plumbing every C library of Tessera shares: errno and the thread's message, the panic
+// guard, NULL as EFAULT, C strings and result pointers.
+pub(crate) use tessera_cabi::{c_text as text, null_argument as efault, out_ref as out_ptr};
 
 pub(crate) fn inval(msg: impl Into<String>) -> FsError {
     FsError::new(Errno::Inval, msg)
 }
 
-/// Runs `f`, turning an error (or a panic) into errno, the message, and `on_err`.
+/// Runs the body of an entry point: its value, or `on_err` with errno and the message set
+/// when it fails or panics.
 pub(crate) fn guard<T>(on_err: T, f: impl FnOnce() -> FsResult<T>) -> T {
-    match catch_panic("libtessera", f) {
-        Ok(v) => v,
-        Err(e) => {
-            set_error(&e);
-            on_err
-        }
-    }
-}
-
-/// The error for a NULL data pointer (a buffer, a string, a result): `EFAULT`, as the kernel
-/// answers. A NULL handle is `EINVAL` instead (see [`client_ref`]).
-pub(crate) fn efault(func: &str, what: &str) -> FsError {
-    FsError::new(Errno::Fault, format!("{func}: {what} is NULL"))
-}
-
-/// A required C string argument, as UTF-8.
-///
-/// # Safety
-/// `p` is NULL or points to a NUL-terminated string that outlives `'a`.
-pub(crate) unsafe fn text<'a>(p: *const c_char, func: &str, what: &str) -> FsResult<&'a str> {
-    if p.is_null() {
-        return Err(efault(func, what));
-    }
-    // SAFETY: non-null and NUL-terminated by this function's contract.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| inval(format!("{func}: {what} is not valid UTF-8")))
+    tessera_cabi::guard("libtessera", on_err, f)
 }
 
 /// The client behind a handle.
@@ -129,18 +95,6 @@ pub(crate) fn stat_of(a: &Attr) -> CStat {
         mtime_ns: a.mtime_ns,
         ctime_ns: a.ctime_ns,
     }
-}
-
-/// A result pointer, as a reference.
-///
-/// # Safety
-/// `p` is NULL or points to writable, aligned storage for a `T` that outlives `'a`.
-pub(crate) unsafe fn out_ptr<'a, T>(p: *mut T, func: &str, what: &str) -> FsResult<&'a mut T> {
-    if p.is_null() {
-        return Err(efault(func, what));
-    }
-    // SAFETY: non-null, so writable storage for a `T` (this function's contract).
-    Ok(unsafe { &mut *p })
 }
 
 /// Copies up to `max` extents to `out`; returns the total number.

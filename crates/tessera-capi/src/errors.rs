@@ -6,7 +6,7 @@ use crate::*;
 /// See `tessera.h`.
 #[unsafe(no_mangle)]
 pub extern "C" fn tessera_errmsg() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    tessera_cabi::message()
 }
 
 /// See `tessera.h`.

@@ -15,17 +15,16 @@
 //!
 //! Modules, in the order of `tessera.h`: [`errors`] (messages, versions, model names),
 //! [`connect`], [`namespace`] (path calls), [`files`] (open files), [`locks`], [`locality`];
-//! `boundary` holds what every entry point uses (the error message, the panic guard, the
-//! checks of pointers and strings). The types C sees are defined here.
+//! `boundary` holds what every entry point uses (the checks of handles, over the error
+//! message, panic guard and pointer checks of `tessera_cabi`). The types C sees are defined here.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use libc::{c_char, c_int, mode_t, size_t, ssize_t};
-use std::cell::RefCell;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use tessera_client::{
     Attr, Client, Errno, File, FileKind, FsError, FsResult, InstanceLayout, LockKind, Model,
-    OpenOptions, OwnedExtent, RangeAsk, Residence, Whence, catch_panic, posix::OpenIntent,
+    OpenOptions, OwnedExtent, RangeAsk, Residence, Whence, posix::OpenIntent,
 };
 
 mod boundary;

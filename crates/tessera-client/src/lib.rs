@@ -48,7 +48,7 @@ pub use tessera_core::locks::{HeldLock, LockKind, LockOwner};
 pub use tessera_core::path::DEFAULT_MOUNT;
 pub use tessera_core::posix;
 pub use tessera_core::xattrs::{SetMode, XattrOp, XattrReply};
-pub use tessera_core::{Errno, FsError, FsResult, Model, catch_panic};
+pub use tessera_core::{Errno, FsError, FsResult, Model};
 /// The descriptors the library holds, for the interposer's guard of the program's calls.
 pub use tessera_logstore::library_fds;
 pub use tessera_proto::{

@@ -236,23 +236,6 @@ impl From<FsError> for std::io::Error {
 
 pub type FsResult<T> = Result<T, FsError>;
 
-/// Runs `f`; a panic in it becomes an `EIO` error saying that `component` met an internal
-/// error. The C entry points (the interposer, libtessera) return this instead of letting a
-/// panic unwind into their caller.
-pub fn catch_panic<T>(component: &str, f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let what = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown".into());
-        Err(FsError::new(
-            Errno::Io,
-            format!("internal error in {component}: {what}; please report it"),
-        ))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,27 +245,6 @@ mod tests {
         let e = FsError::new(Errno::NoSpace, "burst buffer full");
         assert_eq!(e.to_string(), "ENOSPC: burst buffer full");
         assert_eq!(e.code(), libc::ENOSPC);
-    }
-
-    #[test]
-    fn panics_become_eio_naming_the_component_and_the_panic() {
-        let quiet = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let e = catch_panic::<()>("libtessera", || panic!("index {} out of range", 3)).unwrap_err();
-        let s = catch_panic::<()>("the interposer", || panic!("a static message")).unwrap_err();
-        std::panic::set_hook(quiet);
-        assert_eq!(e.errno, Errno::Io);
-        assert_eq!(
-            e.message,
-            "internal error in libtessera: index 3 out of range; please report it"
-        );
-        assert!(
-            s.message.contains("the interposer: a static message"),
-            "{s}"
-        );
-        assert_eq!(catch_panic("x", || Ok(5)), Ok(5));
-        let err = FsError::new(Errno::NoEnt, "gone");
-        assert_eq!(catch_panic::<()>("x", || Err(err.clone())), Err(err));
     }
 
     #[test]

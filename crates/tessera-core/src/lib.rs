@@ -43,7 +43,7 @@ pub mod wal;
 pub mod xattrs;
 
 pub use consistency::Model;
-pub use error::{Errno, FsError, FsResult, catch_panic};
+pub use error::{Errno, FsError, FsResult};
 pub use range_map::{Extent, RangeMap, RangeSet, Slice};
 pub use run::Run;
 pub use run_map::RunMap;

@@ -16,6 +16,7 @@ use crate::{fail, files, real};
 use libc::{aiocb, c_int, c_void, sigevent, ssize_t, timespec};
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
+use tessera_cabi::errno;
 use tessera_client::{Errno, FsError};
 
 /// Outcomes of completed Tessera requests, by the address of their control block:
@@ -24,12 +25,6 @@ fn done() -> MutexGuard<'static, HashMap<usize, (ssize_t, c_int)>> {
     static DONE: LazyLock<Mutex<HashMap<usize, (ssize_t, c_int)>>> =
         LazyLock::new(Default::default);
     DONE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Reads the calling thread's errno.
-fn errno() -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() }
 }
 
 /// Checks the notification a request asks for; queues its signal after it completed.
@@ -195,8 +190,7 @@ pub unsafe extern "C" fn aio_return(cb: *mut aiocb) -> ssize_t {
         match outcome(cb, true) {
             Some((ret, err)) => {
                 if ret < 0 {
-                    // SAFETY: errno is thread-local.
-                    unsafe { *libc::__errno_location() = err };
+                    tessera_cabi::set_errno(err);
                 }
                 ret
             }
@@ -309,8 +303,7 @@ pub unsafe extern "C" fn lio_listio(
     };
     if failed && mode == libc::LIO_WAIT {
         // As glibc: the list failed; each request's own error is in aio_error.
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = libc::EIO };
+        tessera_cabi::set_errno(libc::EIO);
         return -1;
     }
     rc

@@ -240,8 +240,7 @@ pub unsafe extern "C" fn execve(
         // SAFETY: our own descriptor.
         unsafe { libc::close(fd) };
         if let Some(e) = errno {
-            // SAFETY: errno is thread-local.
-            unsafe { *libc::__errno_location() = e };
+            tessera_cabi::set_errno(e);
         }
         return r;
     }

@@ -132,8 +132,7 @@ pub unsafe extern "C" fn getwd(buf: *mut c_char) -> *mut c_char {
 pub unsafe extern "C" fn __getwd_chk(buf: *mut c_char, buflen: size_t) -> *mut c_char {
     // SAFETY: `buf` holds `buflen` bytes (the call's contract).
     let r = unsafe { crate::meta::getcwd(buf, buflen) };
-    // SAFETY: errno is thread-local.
-    if r.is_null() && unsafe { *libc::__errno_location() } == libc::ERANGE {
+    if r.is_null() && tessera_cabi::errno() == libc::ERANGE {
         overflow();
     }
     r

@@ -21,6 +21,7 @@ use libc::{c_char, c_int, c_long, c_ushort, c_void};
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::Mutex;
+use tessera_cabi::{errno, set_errno};
 
 /// `FTSENT` (and `FTSENT64`, the same on 64-bit Linux) of `<fts.h>`.
 #[repr(C)]
@@ -137,16 +138,6 @@ fn put_walk(fts: *mut Fts, walk: Walk) {
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(HashMap::new)
         .insert(fts as usize, walk);
-}
-
-fn errno() -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() }
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// A new entry for `name` at `path` (malloc'd, with its stat buffer and path), or NULL.

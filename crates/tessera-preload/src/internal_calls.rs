@@ -11,8 +11,7 @@ use libc::{c_char, c_int, c_long, mode_t, off_t, size_t, timespec, timeval};
 
 /// Sets errno and returns -1.
 fn fail_with(errno: c_int) -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = errno };
+    tessera_cabi::set_errno(errno);
     -1
 }
 
@@ -23,8 +22,7 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     // glibc's order: unlink first, and a directory (EISDIR) is removed as one.
     // SAFETY: the interposer's unlinkat, under this function's contract.
     let r = unsafe { crate::meta::unlinkat(libc::AT_FDCWD, path, 0) };
-    // SAFETY: errno is thread-local.
-    if r != 0 && unsafe { *libc::__errno_location() } == libc::EISDIR {
+    if r != 0 && tessera_cabi::errno() == libc::EISDIR {
         // SAFETY: as above.
         return unsafe { crate::meta::unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) };
     }

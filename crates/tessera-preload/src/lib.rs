@@ -118,8 +118,7 @@ use tessera_client::{Errno, FsError, FsResult};
 /// Sets errno and reports the error (see [`report`]); returns -1 for the caller to return.
 pub fn fail(e: &FsError) -> c_int {
     report(e);
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e.code() };
+    tessera_cabi::set_errno(e.code());
     -1
 }
 
@@ -176,8 +175,7 @@ pub fn run_quiet_on<T: From<i8>>(quiet: &[Errno], f: impl FnOnce() -> FsResult<T
         Ok(v) => v,
         Err(e) => {
             report_unless(&e, quiet);
-            // SAFETY: errno is thread-local.
-            unsafe { *libc::__errno_location() = e.code() };
+            tessera_cabi::set_errno(e.code());
             T::from(-1)
         }
     }
@@ -190,11 +188,10 @@ pub fn run_quiet_on<T: From<i8>>(quiet: &[Errno], f: impl FnOnce() -> FsResult<T
 /// # Safety
 /// `path` is NULL or NUL-terminated.
 pub unsafe fn follow_if_dir_named(path: *const c_char, flags: c_int) -> c_int {
-    if path.is_null() {
+    // SAFETY: NULL or NUL-terminated by the caller's contract.
+    let Some(b) = (unsafe { tessera_cabi::c_bytes(path) }) else {
         return flags;
-    }
-    // SAFETY: NUL-terminated by the caller's contract.
-    let b = unsafe { CStr::from_ptr(path) }.to_bytes();
+    };
     if b.ends_with(b"/") || b.ends_with(b"/.") {
         flags & !libc::AT_SYMLINK_NOFOLLOW
     } else {
@@ -204,7 +201,7 @@ pub unsafe fn follow_if_dir_named(path: *const c_char, flags: c_int) -> c_int {
 
 /// Runs `f`, turning a panic into an `EIO` error that names it.
 pub fn caught<T>(f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
-    tessera_client::catch_panic("the Tessera interposer", f)
+    tessera_cabi::catch_fs_panic("the Tessera interposer", f)
 }
 
 /// What an entry point returns when it fails: -1, a null pointer, or nothing.
@@ -428,13 +425,11 @@ fn not_utf8(shown: &str) -> FsError {
 /// # Safety
 /// `path` is null or NUL-terminated.
 pub unsafe fn show(path: *const c_char) -> String {
-    if path.is_null() {
-        return "(null)".into();
+    // SAFETY: NULL or NUL-terminated by the caller's contract.
+    match unsafe { tessera_cabi::c_bytes(path) } {
+        Some(b) => String::from_utf8_lossy(b).into_owned(),
+        None => "(null)".into(),
     }
-    // SAFETY: as above.
-    unsafe { CStr::from_ptr(path) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The error for a descriptor that is not open.

@@ -174,12 +174,7 @@ const SPAWN_ACTIONS: &str = "posix_spawn runs its file actions in a child that s
 
 /// The error numbers `posix_spawn_file_actions_*` return (they return it, not -1).
 fn returned(r: c_int) -> c_int {
-    if r < 0 {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() }
-    } else {
-        r
-    }
+    if r < 0 { tessera_cabi::errno() } else { r }
 }
 
 /// # Safety

@@ -52,11 +52,9 @@ unsafe fn scan(
         let copy = unsafe { libc::malloc(size) } as *mut dirent64;
         if copy.is_null() {
             free_all(&kept);
-            // SAFETY: `d` is open; errno is thread-local.
-            unsafe {
-                crate::dirs::closedir(d);
-                *libc::__errno_location() = libc::ENOMEM;
-            }
+            // SAFETY: `d` is the directory this call opened and has not closed.
+            unsafe { crate::dirs::closedir(d) };
+            tessera_cabi::set_errno(libc::ENOMEM);
             return -1;
         }
         // SAFETY: `size` bytes lie within `*e` (a whole dirent64) and fit `copy`.
@@ -74,8 +72,7 @@ unsafe fn scan(
         as *mut *mut dirent64;
     if array.is_null() {
         free_all(&kept);
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = libc::ENOMEM };
+        tessera_cabi::set_errno(libc::ENOMEM);
         return -1;
     }
     // SAFETY: `array` holds `n` pointers.

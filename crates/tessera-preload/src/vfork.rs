@@ -134,8 +134,7 @@ pub fn child_cwd() -> Option<Option<String>> {
 /// `path` is NULL or NUL-terminated.
 pub unsafe fn chdir_in_child(path: *const c_char) -> c_int {
     if path.is_null() {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = libc::EFAULT };
+        tessera_cabi::set_errno(libc::EFAULT);
         return -1;
     }
     // SAFETY: NUL-terminated (this function's contract).

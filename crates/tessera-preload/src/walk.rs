@@ -14,6 +14,7 @@ use crate::{real, tessera_path};
 use libc::{c_char, c_int};
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
+use tessera_cabi::errno;
 
 /// `struct FTW` of `<ftw.h>`: where the name starts in the path, and the depth.
 #[repr(C)]
@@ -58,12 +59,6 @@ struct Walk {
     seen: HashSet<(u64, u64)>,
     /// The working directory to return to (`FTW_CHDIR`), as the walk began.
     start_cwd: Option<CString>,
-}
-
-/// The errno of the calling thread.
-fn errno() -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() }
 }
 
 impl Walk {
@@ -279,8 +274,7 @@ unsafe fn walk(dir: *const c_char, callback: Callback, flags: c_int) -> c_int {
     // SAFETY: NUL-terminated (this function's contract).
     let mut path = unsafe { CStr::from_ptr(dir) }.to_bytes().to_vec();
     if path.is_empty() {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = libc::ENOENT };
+        tessera_cabi::set_errno(libc::ENOENT);
         return -1;
     }
     while path.len() > 1 && path.last() == Some(&b'/') {
@@ -336,8 +330,7 @@ unsafe fn walk(dir: *const c_char, callback: Callback, flags: c_int) -> c_int {
         let saved = errno();
         // SAFETY: the interposer's chdir, back to where the walk began.
         unsafe { crate::meta::chdir(cwd.as_ptr()) };
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = saved };
+        tessera_cabi::set_errno(saved);
     }
     if w.flag(FTW_ACTIONRETVAL) && (r == FTW_SKIP_SUBTREE || r == FTW_SKIP_SIBLINGS) {
         r = 0;

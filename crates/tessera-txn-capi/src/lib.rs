@@ -12,8 +12,7 @@
 use mpi::ffi::MPI_Comm;
 use mpi::raw::FromRaw;
 use mpi::topology::SimpleCommunicator;
-use std::cell::RefCell;
-use std::ffi::{CStr, CString, c_char, c_int};
+use std::ffi::{c_char, c_int};
 use tessera_txn::{CollectiveCall, Decision, SubId, Transaction, Transactions, TxnError};
 
 const OK: c_int = 0;
@@ -68,15 +67,6 @@ fn refused(t: &mut Transaction, which: CollectiveCall, f: Failure) -> Failure {
     Failure::from(t.refuse(which, TxnError::Invalid(f.1)))
 }
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-fn set_message(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = c);
-}
-
 /// A failure: its code and its message.
 struct Failure(c_int, String);
 
@@ -99,38 +89,25 @@ fn invalid(func: &str, what: &str) -> Failure {
 
 /// Runs `f`, turning a failure (or a panic) into its code and message.
 fn guard(f: impl FnOnce() -> Result<(), Failure>) -> c_int {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let what = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown".into());
-        Err(Failure(
-            EINTERNAL,
-            format!("internal error in libtessera_txn: {what}; please report it"),
-        ))
-    });
+    let outcome = tessera_cabi::catch_panic("libtessera_txn", f)
+        .unwrap_or_else(|msg| Err(Failure(EINTERNAL, msg)));
     match outcome {
         Ok(()) => OK,
         Err(Failure(code, msg)) => {
-            set_message(&msg);
+            tessera_cabi::set_message(&msg);
             code
         }
     }
 }
 
-/// A C string argument, as UTF-8.
+/// A C string argument (a variable's name), as UTF-8; NULL or bytes that are not UTF-8 are
+/// `TESSERA_TXN_EINVAL`.
 ///
 /// # Safety
-/// `p` is NULL or points to a NUL-terminated string that outlives `'a`.
+/// `p` is NULL or points to a NUL-terminated string that stays unchanged for `'a`.
 unsafe fn text<'a>(p: *const c_char, func: &str) -> Result<&'a str, Failure> {
-    if p.is_null() {
-        return Err(invalid(func, "name"));
-    }
-    // SAFETY: non-null and NUL-terminated by this function's contract.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Failure(EINVAL, format!("{func}: the name is not valid UTF-8")))
+    // SAFETY: forwarded under this function's own contract.
+    unsafe { tessera_cabi::c_text(p, func, "name") }.map_err(|e| Failure(EINVAL, e.message))
 }
 
 /// The transaction behind a handle.
@@ -148,12 +125,13 @@ unsafe fn txn<'a>(t: *mut CTxn, func: &str) -> Result<&'a mut Transaction, Failu
 /// Writes `v` through an out-pointer.
 ///
 /// # Safety
-/// `out` is NULL or valid for a write of `T`.
+/// `out` is NULL or aligned and writable for a `T` (its old contents are not read or
+/// dropped).
 unsafe fn put<T>(out: *mut T, v: T, func: &str, what: &str) -> Result<(), Failure> {
     if out.is_null() {
         return Err(invalid(func, what));
     }
-    // SAFETY: non-null and writable by this function's contract.
+    // SAFETY: non-null, aligned and writable by this function's contract.
     unsafe { out.write(v) };
     Ok(())
 }
@@ -161,7 +139,7 @@ unsafe fn put<T>(out: *mut T, v: T, func: &str, what: &str) -> Result<(), Failur
 /// See `tessera_txn.h`.
 #[unsafe(no_mangle)]
 pub extern "C" fn tessera_txn_errmsg() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    tessera_cabi::message()
 }
 
 /// See `tessera_txn.h`.
@@ -369,7 +347,7 @@ pub unsafe extern "C" fn tessera_txn_vote_transaction(
             }
             let decision = t.vote_transaction(ok != 0)?;
             if let Decision::Abort(reasons) = &decision {
-                set_message(&format!("voted to abort: {}", reasons.join("; ")));
+                tessera_cabi::set_message(&format!("voted to abort: {}", reasons.join("; ")));
             }
             put(
                 commit,

@@ -196,10 +196,8 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         None => unsafe { real::close(fd) },
     };
     // A failure always says why: never -1 with errno 0.
-    // SAFETY: errno is thread-local.
-    if r < 0 && unsafe { *libc::__errno_location() } == 0 {
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = libc::EIO };
+    if r < 0 && tessera_cabi::errno() == 0 {
+        tessera_cabi::set_errno(libc::EIO);
     }
     r
 }
