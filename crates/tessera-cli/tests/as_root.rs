@@ -109,14 +109,10 @@ fn a_node_directory_planted_by_another_user_is_refused() {
     chown(&planted, NOBODY);
 
     let root = tessera_cli::instance::temp_dir("tessera-test").unwrap();
-    let out = Command::new(TESSERA)
-        .arg("start")
-        .arg("--instance")
-        .arg(root.join("inst"))
-        .args(["--daemons", "1", "--pfs"])
-        .arg(root.join("pfs"))
-        .arg("--bb-root")
-        .arg(&shared)
+    let out = tessera_testkit::instance::StartLine::new(TESSERA, &root)
+        .daemons(1)
+        .bb_root(&shared)
+        .command()
         .output()
         .unwrap();
     let log = std::fs::read_to_string(root.join("inst/logs/node-0.log")).unwrap_or_default();

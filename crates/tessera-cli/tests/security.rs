@@ -456,15 +456,10 @@ fn security_none_is_refused_by_a_build_without_insecure_bench() {
     };
     // Asked for at start.
     let root = tessera_cli::instance::temp_dir("tessera-test").unwrap();
-    let start = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("start")
-        .arg("--instance")
-        .arg(root.join("inst"))
-        .arg("--pfs")
-        .arg(root.join("pfs"))
-        .arg("--bb-root")
-        .arg(root.join("bb"))
-        .args(["--daemons", "1", "--set", "security=none"])
+    let start = tessera_testkit::instance::StartLine::new(env!("CARGO_BIN_EXE_tessera"), &root)
+        .daemons(1)
+        .args(["--set", "security=none"])
+        .command()
         .output()
         .unwrap();
     why(&start);

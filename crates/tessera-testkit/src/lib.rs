@@ -10,10 +10,17 @@
 //! * [`damage_on_device`]: one byte flipped on the device, under the page cache, as a failing
 //!   disk would return it.
 //!
-//! The harness of real instances (start, clients, scripted ranks) stays beside the tests that
-//! use it, in `tessera-cli`'s tests, since it runs that crate's binary.
+//! * [`instance::StartLine`]: the `tessera start` line of an instance kept under one scratch
+//!   root; [`instance::succeeded`]: run a command that must succeed, showing its output if not.
+//!
+//! The harness that opens clients and scripted ranks on a running instance stays beside the
+//! tests that use it, in `tessera-cli`'s tests: it needs that crate's binary and the client
+//! library, and the kit depending on the client would make it a second copy of the log store
+//! in the log store's own tests (a dev-dependency cycle).
 
 #![forbid(unsafe_code)]
+
+pub mod instance;
 
 use std::fmt::Debug;
 use std::process::Command;

@@ -82,14 +82,8 @@ impl Inst {
 
     pub fn start_with(nodes: u32, extra: &[&str]) -> Inst {
         let root = tessera_cli::instance::temp_dir("tessera-test").expect("temp dir");
-        let layout = InstanceLayout::new(root.join("inst"));
-        let mut start = Command::new(TESSERA);
-        start
-            .arg("start")
-            .arg("--instance")
-            .arg(&layout.dir)
-            .arg("--pfs")
-            .arg(root.join("pfs"));
+        let line = tessera_testkit::instance::StartLine::new(TESSERA, &root);
+        let layout = InstanceLayout::new(line.instance_dir());
         let hosts = test_hosts().map(|h| {
             assert!(
                 nodes <= h,
@@ -101,20 +95,22 @@ impl Inst {
             std::fs::write(&hostfile, mine.join("\n") + "\n").unwrap();
             let local = PathBuf::from(hosts_var("TESSERA_HOSTS_LOCAL"))
                 .join(root.file_name().expect("name"));
-            start
-                .arg("--hostfile")
-                .arg(&hostfile)
-                .arg("--bb-root")
-                .arg(&local)
-                .envs(hosts_env().iter().map(|(k, v)| (k, v)));
-            local
+            (hostfile, local)
         });
-        if hosts.is_none() {
-            start
-                .args(["--daemons", &nodes.to_string()])
-                .arg("--bb-root")
-                .arg(root.join("bb"));
-        }
+        let mut start = match &hosts {
+            Some((hostfile, local)) => {
+                let mut c = line
+                    .bb_root(local)
+                    .args([
+                        "--hostfile",
+                        hostfile.to_str().expect("a UTF-8 scratch path"),
+                    ])
+                    .command();
+                c.envs(hosts_env().iter().map(|(k, v)| (k, v)));
+                c
+            }
+            None => line.daemons(nodes).command(),
+        };
         let out = start.args(extra).output().expect("run tessera start");
         assert!(
             out.status.success(),
@@ -122,6 +118,7 @@ impl Inst {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let hosts = hosts.map(|(_, local)| local);
         Inst {
             root,
             layout,
@@ -648,18 +645,7 @@ pub fn ok_under(inst: &Inst, node: u32, prog: &str, args: &[&str]) -> std::proce
     succeeded(&mut under(inst, node, prog, args))
 }
 
-/// Runs `cmd` (from [`under`], with what a test adds to it); it must succeed.
-pub fn succeeded(cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+pub use tessera_testkit::instance::succeeded;
 
 /// A fresh local scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
