@@ -87,7 +87,7 @@ impl Node {
     /// process left until this daemon has stopped serving (it left the host table), as a
     /// publication too slow to finish before a stop would.
     fn hold_while_serving(&self) {
-        if !crate::failpoints::failpoint_set("leftovers-hold") {
+        if !self.failpoints.is_set("leftovers-hold") {
             return;
         }
         tracing::warn!("failpoint leftovers-hold: holding until the daemon stops");

@@ -26,9 +26,11 @@
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
-//! * [`failpoints`]: where crash and stop tests make a daemon end or hold.
+//! * [`failpoints`]: where crash and stop tests make a daemon end or hold; [`clock`]: the
+//!   time every timer of the services reads (tokio's, which tests pause and advance).
 
 pub mod buffers;
+pub mod clock;
 pub mod failpoints;
 pub mod leftovers;
 pub mod logs;

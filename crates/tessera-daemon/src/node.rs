@@ -1,6 +1,6 @@
 //! The state of one running daemon, shared by its services and transports.
 
-use crate::{logs, peer, pfs, state, store};
+use crate::{logs, pfs, state, store};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -43,7 +43,10 @@ pub struct Node {
     pub ns: Mutex<tessera_core::namespace::Namespace>,
     pub own: Mutex<tessera_core::ownership::Ownership>,
     pub logs: logs::Logs,
-    pub peers: peer::Peers,
+    /// How calls reach other nodes' shards (TCP, or in-process for tests).
+    pub(crate) links: Box<dyn crate::transport::links::PeerLinks>,
+    /// Where this node crashes or holds for a test (see [`crate::failpoints`]).
+    pub(crate) failpoints: crate::failpoints::Failpoints,
     /// How file bytes are fetched from other nodes' logs (TCP on connections of its own, or
     /// in-process for tests).
     pub bulk: Box<dyn crate::transport::bulk::BulkPath>,

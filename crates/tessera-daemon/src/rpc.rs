@@ -81,7 +81,7 @@ impl Encoded {
 }
 
 impl Node {
-    /// Calls a shard: directly if it is this daemon, over TCP otherwise.
+    /// Calls a shard: directly if it is this daemon, over the peer links otherwise.
     pub async fn call<R>(&self, node: u32, req: R) -> FsResult<R::Reply>
     where
         R: PeerCall,
@@ -94,7 +94,8 @@ impl Node {
                 Box::pin(self.serve_peer(req));
             local.await
         } else {
-            self.peers.call(node, req).await
+            let frame = self.links.exchange(node, req.into()).await?;
+            crate::transport::peer::reply_of::<R>(node, &frame)
         }
     }
 

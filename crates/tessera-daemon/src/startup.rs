@@ -6,7 +6,6 @@ use crate::transport::{client as server, listen, peer};
 use crate::{logs, pfs, state, store};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::InstanceLayout;
 use tokio::sync::Notify;
@@ -72,23 +71,25 @@ fn raise_descriptor_limit() {
     }
 }
 
-async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
-    let cfg = layout.load_config()?;
-    crate::check_security(&cfg)?;
-    if id >= cfg.nodes {
-        return Err(FsError::new(
-            Errno::Inval,
-            format!(
-                "node {id} does not exist: the instance has nodes 0..{}",
-                cfg.nodes
-            ),
-        ));
-    }
-    let secret = layout.load_secret()?;
+/// How a node reaches the others, and what its failpoints do: a daemon's TCP connections
+/// and environment, or an in-process cluster's channels and harness.
+pub(crate) struct Wiring {
+    pub links: Box<dyn crate::transport::links::PeerLinks>,
+    pub bulk: Box<dyn crate::transport::bulk::BulkPath>,
+    pub failpoints: crate::failpoints::Failpoints,
+}
+
+/// Opens the state of node `id` on its burst buffer and builds the node (no socket and no
+/// task yet); also what the state held that [`recover`] and [`spawn_tasks`] take up.
+pub(crate) fn open_node(
+    layout: &InstanceLayout,
+    cfg: tessera_proto::InstanceConfig,
+    id: u32,
+    secret: Vec<u8>,
+    wiring: Wiring,
+) -> FsResult<(Arc<Node>, store::Loaded)> {
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // Before any state is touched: a host that cannot take part fails at once.
-    let listen_ip = listen::resolve(&cfg.listen_host)?;
     let bb = cfg.bb_dir(id);
     // The root may be shared (/dev/shm): created if missing, left as it is. The node's own
     // directory and everything below it are private, or the daemon does not start.
@@ -96,7 +97,6 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         .map_err(|e| FsError::io(format!("creating {}", cfg.bb_root.display()), &e))?;
     tessera_logstore::private::private_dir(&bb)?;
     tessera_logstore::private::private_dir(&bb.join("logs"))?;
-    let loading = Instant::now();
     let (store, mut loaded) = store::Store::open(
         &bb,
         store::StoreOptions {
@@ -113,6 +113,11 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let pfs = pfs::Pfs::open(&cfg.pfs_dir)?;
     let attrs = crate::services::attr_cache::AttrCache::new(id, cfg.attr_lease_ms, restarted);
     store.observe(attrs.observer());
+    let Wiring {
+        links,
+        bulk,
+        failpoints,
+    } = wiring;
     let node = Arc::new(Node {
         id,
         ns: Mutex::new(
@@ -127,19 +132,15 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         ),
         own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
-        peers: peer::Peers::new(layout.clone(), secret.clone(), id, &cfg),
-        bulk: Box::new(crate::transport::bulk::TcpBulk::new(peer::Peers::new(
-            layout.clone(),
-            secret.clone(),
-            id,
-            &cfg,
-        ))),
+        links,
+        failpoints,
+        bulk,
         next_client: Mutex::new(crate::node::ClientIds::resume(loaded.next_client)),
         cfg,
         layout: layout.clone(),
         secret,
         store,
-        started: Instant::now(),
+        started: crate::clock::now(),
         requests: AtomicU64::new(0),
         connected: AtomicU64::new(0),
         shutdown: Notify::new(),
@@ -184,13 +185,82 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         seals: Default::default(),
         attrs: attrs.clone(),
     });
+    Ok((node, loaded))
+}
+
+/// What a node does with its state before it serves: its transactions' decision records
+/// taken up again (the work returned, for [`spawn_tasks`]), the flush temporaries a crash
+/// left removed, the clients it had expected back.
+pub(crate) async fn recover(
+    node: &Arc<Node>,
+    loaded: &store::Loaded,
+) -> FsResult<Vec<(u64, Vec<tessera_core::txn_home::Action>)>> {
     let home_work = node.recover_homes(&loaded.home_txns);
-    let state_ms = loading.elapsed().as_millis() as u64;
-    remove_flush_temps(&node, &loaded.flush_temps).await?;
+    remove_flush_temps(node, &loaded.flush_temps).await?;
     node.clients.expect_back(&loaded.clients);
     for (client, ino, pos) in &loaded.published {
         node.clients.note_published(*client, *ino, *pos);
     }
+    Ok(home_work)
+}
+
+/// Starts a node's background tasks (leases, homes, resolution, releases, names, drops)
+/// and the drives of the transactions it is home of; their handles, to stop them.
+pub(crate) fn spawn_tasks(
+    node: &Arc<Node>,
+    home_work: Vec<(u64, Vec<tessera_core::txn_home::Action>)>,
+    names_unchecked: bool,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
+        tokio::spawn(node.clone().watch_absent_clients()),
+        tokio::spawn(node.clone().keep_leases()),
+        tokio::spawn(node.clone().keep_homes()),
+        tokio::spawn(node.clone().resolve_pending()),
+        tokio::spawn(node.clone().tell_leaves()),
+        tokio::spawn(node.clone().release_migrated()),
+        tokio::spawn(node.clone().keep_names()),
+        tokio::spawn(node.clone().keep_dropping()),
+        tokio::spawn(node.clone().keep_telling()),
+    ];
+    if names_unchecked {
+        tasks.push(tokio::spawn(node.clone().check_names_once()));
+    }
+    for (txn, actions) in home_work {
+        let home = node.clone();
+        tasks.push(tokio::spawn(async move { home.drive(txn, actions).await }));
+    }
+    tasks
+}
+
+async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
+    let cfg = layout.load_config()?;
+    crate::check_security(&cfg)?;
+    if id >= cfg.nodes {
+        return Err(FsError::new(
+            Errno::Inval,
+            format!(
+                "node {id} does not exist: the instance has nodes 0..{}",
+                cfg.nodes
+            ),
+        ));
+    }
+    let secret = layout.load_secret()?;
+    // Before any state is touched: a host that cannot take part fails at once.
+    let listen_ip = listen::resolve(&cfg.listen_host)?;
+    let loading = crate::clock::now();
+    let wiring = Wiring {
+        links: Box::new(peer::Peers::new(layout.clone(), secret.clone(), id, &cfg)),
+        bulk: Box::new(crate::transport::bulk::TcpBulk::new(peer::Peers::new(
+            layout.clone(),
+            secret.clone(),
+            id,
+            &cfg,
+        ))),
+        failpoints: crate::failpoints::Failpoints::from_env(),
+    };
+    let (node, loaded) = open_node(&layout, cfg, id, secret, wiring)?;
+    let home_work = recover(&node, &loaded).await?;
+    let state_ms = crate::clock::since(loading).as_millis() as u64;
     let (files, extents) = node.own.lock().expect("own").stats();
     tracing::info!(
         node = id,
@@ -211,22 +281,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         .map_err(|e| FsError::io("local address", &e))?;
     tokio::spawn(peer::serve(node.clone(), tcp));
     tokio::spawn(server::serve(node.clone(), unix));
-    tokio::spawn(node.clone().watch_absent_clients());
-    tokio::spawn(node.clone().keep_leases());
-    tokio::spawn(node.clone().keep_homes());
-    tokio::spawn(node.clone().resolve_pending());
-    tokio::spawn(node.clone().tell_leaves());
-    tokio::spawn(node.clone().release_migrated());
-    tokio::spawn(node.clone().keep_names());
-    tokio::spawn(node.clone().keep_dropping());
-    tokio::spawn(node.clone().keep_telling());
-    if loaded.names_unchecked {
-        tokio::spawn(node.clone().check_names_once());
-    }
-    for (txn, actions) in home_work {
-        let home = node.clone();
-        tokio::spawn(async move { home.drive(txn, actions).await });
-    }
+    spawn_tasks(&node, home_work, loaded.names_unchecked);
     // Registered last: a node in the host table serves both its clients and its peers.
     let host = tessera_proto::hosts::this_host();
     // 63 bits: TOML integers are signed.
@@ -246,13 +301,13 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     // and a reader that meets damage first is refused by its own check anyway.
     let checking = node.clone();
     tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
+        let started = crate::clock::now();
         let problems = checking.logs.scan();
         for problem in &problems {
             tracing::warn!("log check: {problem}");
         }
         tracing::info!(
-            ms = started.elapsed().as_millis() as u64,
+            ms = crate::clock::since(started).as_millis() as u64,
             problems = problems.len(),
             "every log on this node checked"
         );

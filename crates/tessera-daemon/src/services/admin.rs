@@ -61,7 +61,7 @@ impl Node {
         NodeStatus {
             node: self.id,
             pid: std::process::id(),
-            uptime_ms: self.started.elapsed().as_millis() as u64,
+            uptime_ms: crate::clock::since(self.started).as_millis() as u64,
             bb_dir: self.cfg.bb_dir(self.id).display().to_string(),
             bb_used: space.used,
             bb_reserved: space.reserved,

@@ -101,7 +101,7 @@ impl AttrCache {
                 lease,
                 MAX_LEASES,
                 restarted,
-                Instant::now(),
+                crate::clock::now(),
             )),
             board,
             forgets: AtomicU64::new(0),
@@ -139,7 +139,7 @@ impl AttrCache {
         if touched.is_empty() {
             return None;
         }
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut leases = self.leases.lock().expect("attr leases");
         let quiet = leases.quiet_for(now);
         // Nobody holds a lease (the common case while files are made and removed): the
@@ -193,7 +193,7 @@ impl AttrCache {
     fn known_dir(&self, dir: &str) -> Option<u64> {
         let dirs = self.dirs.lock().expect("dirs");
         match dirs.get(&attr_key(dir)) {
-            Some((p, ino, expires)) if p == dir && *expires > Instant::now() => Some(*ino),
+            Some((p, ino, expires)) if p == dir && *expires > crate::clock::now() => Some(*ino),
             _ => None,
         }
     }
@@ -206,7 +206,7 @@ impl AttrCache {
             return;
         }
         if dirs.len() >= MAX_DIRS {
-            let now = Instant::now();
+            let now = crate::clock::now();
             dirs.retain(|_, (_, _, e)| *e > now);
             if dirs.len() >= MAX_DIRS {
                 return;
@@ -235,7 +235,7 @@ impl AttrCache {
             return Vec::new();
         }
         let inos: Vec<u64> = entries.iter().map(|(_, ino)| *ino).collect();
-        match leases.grant_page(listing_key(dir), &inos, node, boot, Instant::now()) {
+        match leases.grant_page(listing_key(dir), &inos, node, boot, crate::clock::now()) {
             Some(_) => entries.iter().map(|(i, _)| *i).collect(),
             None => Vec::new(),
         }
@@ -400,7 +400,7 @@ impl Node {
             return Ok(Some((ino, FileKind::Dir)));
         }
         let forgets = self.attrs.forgets.load(Ordering::SeqCst);
-        let asked = Instant::now();
+        let asked = crate::clock::now();
         let ask = LeaseAttr {
             path: dir.to_string(),
             node: self.id,
@@ -451,7 +451,7 @@ impl ServePeer<LeaseAttr> for Node {
         {
             let mut leases = self.attrs.leases.lock().expect("attr leases");
             if leases.version() == before {
-                let now = Instant::now();
+                let now = crate::clock::now();
                 leased = leases
                     .grant(attr_key(&p), d.ino, r.node, r.boot, now)
                     .is_some();

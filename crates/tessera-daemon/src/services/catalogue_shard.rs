@@ -9,7 +9,7 @@ use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_core::catalogue::{Catalogue, CatalogueChange};
 use tessera_core::txn_pending::ShardTxn;
 use tessera_core::{Errno, FsError, FsResult};
@@ -108,7 +108,7 @@ impl ServePeer<CatShardList> for Node {
 
 impl ServePeer<CatShardWait> for Node {
     async fn serve_peer(&self, r: CatShardWait) -> FsResult<u64> {
-        let started = Instant::now();
+        let started = crate::clock::now();
         let limit = Duration::from_millis(r.timeout_ms);
         loop {
             // Registered before looking, so a commit between the look and the wait wakes it.
@@ -118,7 +118,7 @@ impl ServePeer<CatShardWait> for Node {
             if latest >= r.version {
                 return Ok(latest);
             }
-            let left = limit.saturating_sub(started.elapsed());
+            let left = limit.saturating_sub(crate::clock::since(started));
             if left.is_zero() {
                 return Err(FsError::new(
                     Errno::TimedOut,

@@ -13,7 +13,6 @@
 //! Failpoint (`TESSERA_FAILPOINT`, for the tests): `drops-hold` keeps every file on the list.
 
 use crate::Node;
-use crate::failpoints::failpoint_set;
 use crate::rpc::ServePeer;
 use crate::services::ownership_shard::Stale;
 use crate::store::DbOp;
@@ -79,7 +78,7 @@ impl Node {
                 return;
             }
             let batch = self.drops.batch();
-            if batch.is_empty() || failpoint_set("drops-hold") {
+            if batch.is_empty() || self.failpoints.is_set("drops-hold") {
                 tokio::select! {
                     _ = self.drops.wake.notified() => {}
                     _ = tokio::time::sleep(RETRY_EVERY) => {}

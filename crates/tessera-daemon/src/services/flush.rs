@@ -130,7 +130,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     let written_end = owners.runs.iter().map(|r| r.run.end()).max().unwrap_or(0);
     let size = owners.size.unwrap_or(0).max(attr.size).max(written_end);
 
-    let started = std::time::Instant::now();
+    let started = crate::clock::now();
     // The temporary's name is recorded before it exists: whatever a crash interrupts, the
     // next start removes what is left of it.
     let temp_path = Pfs::temp_path(&p, node.id)?;
@@ -170,7 +170,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             path = %node.user_path(&p),
             bytes,
             nodes,
-            ms = started.elapsed().as_millis() as u64,
+            ms = crate::clock::since(started).as_millis() as u64,
             "flushed"
         );
     }

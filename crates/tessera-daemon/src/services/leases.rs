@@ -22,7 +22,6 @@ use crate::Node;
 use crate::rpc::ServePeer;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
 use tessera_core::lock_manager::Token;
 use tessera_core::locks::owner_node;
 use tessera_core::placement::ino_shard;
@@ -109,7 +108,7 @@ impl Node {
     /// checked after the extension sees them.
     pub(crate) async fn renew_lease(&self, lock_node: u32) -> bool {
         let lease = self.lease();
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let call = self.call(lock_node, RenewLease { node: self.id });
         let Ok(Ok(revoked)) = tokio::time::timeout(lease / 2, call).await else {
             return false;
@@ -130,7 +129,7 @@ impl Node {
             .lock()
             .expect("leases")
             .get(&lock_node)
-            .is_some_and(|u| Instant::now() + margin <= *u)
+            .is_some_and(|u| crate::clock::now() + margin <= *u)
     }
 
     /// Sends the fence of a revoked token to every node, then frees the grant's bytes.

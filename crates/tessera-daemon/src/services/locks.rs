@@ -83,7 +83,7 @@ impl Default for LockService {
             lease_until: Default::default(),
             fenced: Default::default(),
             revoked_of: Default::default(),
-            epoch: Instant::now(),
+            epoch: crate::clock::now(),
             waiting: Default::default(),
         }
     }
@@ -91,7 +91,13 @@ impl Default for LockService {
 
 impl LockService {
     pub(super) fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        crate::clock::since(self.epoch).as_millis() as u64
+    }
+
+    /// Whether list lock `token` of `ino` is fenced here (revoked: attaches carrying it are
+    /// refused).
+    pub fn is_fenced(&self, ino: u64, token: Token) -> bool {
+        self.fenced.lock().expect("fences").contains(&(ino, token))
     }
 
     /// Lock requests waiting on this node's tables now.

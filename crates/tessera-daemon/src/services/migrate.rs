@@ -261,7 +261,7 @@ impl Node {
     /// Lists the logs of `clients` for `ino` on this node for release one grace period from
     /// now (see [`Node::release_migrated`]).
     pub(crate) fn list_for_release(&self, ino: u64, clients: impl IntoIterator<Item = u64>) {
-        let due = Instant::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
+        let due = crate::clock::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
         let mut list = self.released.lock().expect("released");
         for c in clients {
             // Once per log: a later listing of the same log moves its due time on.
@@ -274,7 +274,7 @@ impl Node {
     /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
     /// next round of [`Node::release_migrated`] looks at them).
     pub(crate) fn release_migrated_now(&self, ino: u64) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         for e in self.released.lock().expect("released").listed.iter_mut() {
             if e.1 == ino {
                 e.0 = now;
@@ -301,7 +301,7 @@ impl Node {
             }
             let due: Vec<(Instant, u64, u64)> = {
                 let mut list = self.released.lock().expect("released");
-                let now = Instant::now();
+                let now = crate::clock::now();
                 let (due, later) = list.listed.drain(..).partition(|(t, _, _)| *t <= now);
                 list.listed = later;
                 list.checking = due.len();

@@ -19,7 +19,6 @@
 //! `undoing`, `moving`, `dropping` or `releasing`.
 
 use crate::Node;
-use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::services::namespace_shard::now_ns;
 use crate::store::{DbOp, Pending};
@@ -66,12 +65,13 @@ fn stage_name(stage: &Stage) -> &'static str {
     }
 }
 
-fn names_failpoint(intent: &Intent, when: &str) {
-    failpoint(&format!(
+/// The failpoint of an intent's stage (`names-<op>-<stage>-<when>`).
+fn names_failpoint(node: &Node, intent: &Intent, when: &str) -> FsResult<()> {
+    node.failpoints.crash_at(&format!(
         "names-{}-{}-{when}",
         op_name(&intent.op),
         stage_name(&intent.stage)
-    ));
+    ))
 }
 
 /// The count change an intent makes, as namespace changes.
@@ -445,7 +445,7 @@ impl Node {
         let mut touched: Vec<(u32, StepKey)> = Vec::new();
         let mut failure: Option<FsError> = None;
         let result = loop {
-            names_failpoint(&intent, "begun");
+            names_failpoint(self, &intent, "begun")?;
             let mut outcome = Outcome::Done;
             let mut left = None;
             // Released in the background once the stage's end is recorded with them.
@@ -490,7 +490,7 @@ impl Node {
                     ),
                 ));
             }
-            names_failpoint(&intent, "answered");
+            names_failpoint(self, &intent, "answered")?;
             let (advance, durable) = self.advance_names(intent, outcome, &to_drop)?;
             durable.durable().await?;
             self.drops.add(&to_drop);

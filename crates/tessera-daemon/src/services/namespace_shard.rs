@@ -281,7 +281,7 @@ impl ServePeer<SealDir> for Node {
         if creating || ns.has_children(&d) {
             return Ok(false);
         }
-        let until = std::time::Instant::now() + crate::state::seals::SEAL_AFTER_REMOVAL;
+        let until = crate::clock::now() + crate::state::seals::SEAL_AFTER_REMOVAL;
         self.seals.seal(&d, r.ino, until);
         Ok(true)
     }

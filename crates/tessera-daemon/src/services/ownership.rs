@@ -285,7 +285,7 @@ impl Node {
                 probe.view.committed.extend(&newly);
                 Ok(copies_held && newly.is_empty())
             }
-            None if probe.started.elapsed() >= super::txn_shard::RESOLVE_WAIT => {
+            None if crate::clock::since(probe.started) >= super::txn_shard::RESOLVE_WAIT => {
                 Err(super::txn_shard::undecidable(ino))
             }
             None => {
@@ -443,7 +443,7 @@ impl Node {
                 return Ok(runs);
             }
         }
-        let asked = std::time::Instant::now();
+        let asked = crate::clock::now();
         let fetch = OwnFetchStripe {
             ino,
             stripe,
@@ -580,7 +580,7 @@ impl Probe {
             excluded: Mutex::new(Vec::new()),
             copies: Mutex::new(Vec::new()),
             use_cache: true,
-            started: std::time::Instant::now(),
+            started: crate::clock::now(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::Node;
 use crate::rpc::ServeClient;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_core::{Errno, FsResult};
 use tessera_proto::{Release, Reserve, Status, Writing};
 
@@ -13,13 +13,13 @@ const WAIT_FOR_RELEASES: Duration = Duration::from_secs(5);
 
 impl ServeClient<Reserve> for Node {
     async fn serve_client(&self, client: u64, r: Reserve) -> FsResult<u64> {
-        let deadline = Instant::now() + WAIT_FOR_RELEASES;
+        let deadline = crate::clock::now() + WAIT_FOR_RELEASES;
         loop {
             // Measures the device: off the async workers.
             match tokio::task::block_in_place(|| self.logs.reserve(client, r.bytes)) {
                 Err(e)
                     if e.errno == Errno::NoSpace
-                        && Instant::now() < deadline
+                        && crate::clock::now() < deadline
                         && self.releasing_anywhere().await =>
                 {
                     tokio::time::sleep(Duration::from_millis(10)).await;

@@ -118,7 +118,7 @@ impl Txns {
             finished: Mutex::new(Finished::default()),
             next: Mutex::new(next.max(1)),
             reserved: Mutex::new(ReservedIds::default()),
-            epoch: std::time::Instant::now(),
+            epoch: crate::clock::now(),
             leaving: Mutex::new(Vec::new()),
             left: tokio::sync::Notify::new(),
         }
@@ -126,7 +126,7 @@ impl Txns {
 
     /// Milliseconds since start, the clock of the homes' timeouts.
     pub fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        crate::clock::since(self.epoch).as_millis() as u64
     }
 
     /// The transaction client `client`'s connection is a member of.

@@ -9,7 +9,6 @@
 
 use super::txn::Home;
 use crate::Node;
-use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::collections::HashSet;
@@ -227,7 +226,9 @@ impl Node {
                     Action::Prepare { node } => prepare.push(node),
                     Action::Complete { node, outcome } => complete.push((node, outcome)),
                     Action::WriteDecision(outcome) => {
-                        failpoint("home-before-decision");
+                        if self.failpoints.crash_at("home-before-decision").is_err() {
+                            return;
+                        }
                         let put = DbOp::PutHomeTxn {
                             txn,
                             state: record(outcome),
@@ -235,7 +236,9 @@ impl Node {
                         // A failed state write stops the daemon (the store's rule); the
                         // decision is then taken again from the record, or as an abort.
                         let _ = self.store.submit(vec![put]).durable().await;
-                        failpoint("home-after-decision");
+                        if self.failpoints.crash_at("home-after-decision").is_err() {
+                            return;
+                        }
                         let now = self.txns.now_ms();
                         if let Some(h) = self.txns.homes.lock().expect("homes").get_mut(&txn) {
                             h.decided_at = Some(now);

@@ -150,7 +150,7 @@ impl Node {
                 move_out(txn, from, src.ino, Some(to)),
             )
             .await?;
-        crate::failpoints::failpoint("txn-rename-moved-out");
+        self.failpoints.crash_at("txn-rename-moved-out")?;
         // The committed name the file has outside the transaction, if it has one.
         let origin = if out.committed {
             Some(from.to_string())

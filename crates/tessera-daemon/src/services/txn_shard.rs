@@ -9,7 +9,6 @@
 //! arrives (between decision and completion).
 
 use crate::Node;
-use crate::failpoints::failpoint;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
 use std::collections::BTreeMap;
@@ -68,7 +67,7 @@ impl ServePeer<TxnPrepare> for Node {
         let ops = self.txns.pending().prepare(r.txn);
         let ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
         self.store.submit(ops).durable().await?;
-        failpoint("shard-after-prepare");
+        self.failpoints.crash_at("shard-after-prepare")?;
         Ok(())
     }
 }
@@ -82,7 +81,7 @@ impl ServePeer<TxnMovedIn> for Node {
 
 impl ServePeer<TxnComplete> for Node {
     async fn serve_peer(&self, r: TxnComplete) -> FsResult<()> {
-        failpoint("shard-before-complete");
+        self.failpoints.crash_at("shard-before-complete")?;
         self.complete_here(r.txn, r.commit).await
     }
 }
@@ -423,7 +422,7 @@ impl Node {
     pub(crate) async fn inode_get_as(&self, view: &TxnView, ino: u64) -> FsResult<AttrAs> {
         let shard = tessera_core::placement::ino_shard(ino);
         let mut view = view.clone();
-        let started = std::time::Instant::now();
+        let started = crate::clock::now();
         loop {
             let got = self
                 .call(
@@ -437,7 +436,9 @@ impl Node {
             match self.decided_since(&view, &got.excluded).await {
                 Some(newly) if newly.is_empty() => return Ok(got),
                 Some(newly) => view.committed.extend(newly),
-                None if started.elapsed() >= RESOLVE_WAIT => return Err(undecidable(ino)),
+                None if crate::clock::since(started) >= RESOLVE_WAIT => {
+                    return Err(undecidable(ino));
+                }
                 None => tokio::time::sleep(Duration::from_millis(10)).await,
             }
         }

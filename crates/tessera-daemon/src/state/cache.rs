@@ -79,16 +79,16 @@ impl Callbacks {
             file_changed: HashMap::new(),
             floor: now_ns,
             quiet_until: if restarted {
-                Instant::now() + LEASE
+                crate::clock::now() + LEASE
             } else {
-                Instant::now()
+                crate::clock::now()
             },
         }
     }
 
     /// Records that `node` takes a copy of `key` now; returns the version of that copy.
     pub fn grant(&mut self, key: Key, node: u32) -> u64 {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let list = self.holders.entry(key).or_default();
         list.retain(|l| l.node != node && l.expires > now);
         list.push(Lease {
@@ -104,7 +104,7 @@ impl Callbacks {
     /// ([`Callbacks::dropped`]) or their lease ends.
     pub fn change(&mut self, keys: impl IntoIterator<Item = Key>) -> Change {
         self.version += 1;
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut holders = Vec::new();
         for key in keys {
             if let Some(list) = self.holders.get_mut(&key) {
@@ -171,7 +171,8 @@ impl Callbacks {
 
     /// How long a change must still wait after a restart (zero normally).
     pub fn quiet_for(&self) -> Duration {
-        self.quiet_until.saturating_duration_since(Instant::now())
+        self.quiet_until
+            .saturating_duration_since(crate::clock::now())
     }
 }
 
@@ -194,7 +195,7 @@ impl StripeCache {
     /// The copy of `key` and its version, as [`StripeCache::get`].
     pub fn get_versioned(&mut self, key: Key) -> Option<(&RunMap<Owner>, u64)> {
         match self.copies.get(&key) {
-            Some((map, version, expires)) if *expires > Instant::now() => {
+            Some((map, version, expires)) if *expires > crate::clock::now() => {
                 self.hits += 1;
                 Some((map, *version))
             }
@@ -210,7 +211,7 @@ impl StripeCache {
     pub fn still_holds(&self, key: Key, version: u64) -> bool {
         self.copies
             .get(&key)
-            .is_some_and(|(_, v, expires)| *v == version && *expires > Instant::now())
+            .is_some_and(|(_, v, expires)| *v == version && *expires > crate::clock::now())
     }
 
     /// Lookups answered by a copy, and lookups that found none, since start.
@@ -234,7 +235,7 @@ impl StripeCache {
         *v = (*v).max(version);
         // Keep the bookkeeping small: expired copies and stale markers go.
         if self.copies.len() > 4096 {
-            let now = Instant::now();
+            let now = crate::clock::now();
             self.copies.retain(|_, (_, _, e)| *e > now);
         }
     }
@@ -301,17 +302,17 @@ mod tests {
     fn a_copy_older_than_an_invalidation_is_refused() {
         let mut c = StripeCache::default();
         c.invalidate((1, 0), 10);
-        c.put((1, 0), map(), 9, Instant::now());
+        c.put((1, 0), map(), 9, crate::clock::now());
         assert!(
             c.get((1, 0)).is_none(),
             "an answer that crossed an invalidation was kept"
         );
-        c.put((1, 0), map(), 11, Instant::now());
+        c.put((1, 0), map(), 11, crate::clock::now());
         assert!(c.get((1, 0)).is_some());
         c.invalidate((1, 0), 12);
         assert!(c.get((1, 0)).is_none());
         // An expired lease is not used.
-        c.put((2, 0), map(), 20, Instant::now() - LEASE);
+        c.put((2, 0), map(), 20, crate::clock::now() - LEASE);
         assert!(c.get((2, 0)).is_none());
     }
 }

@@ -32,7 +32,7 @@ impl DirSeals {
         let mut seals = self.seals.lock().expect("seals");
         // Lapsed seals go as new ones come: at most the directories removed in the last
         // SEAL_AFTER_REMOVAL stay.
-        let now = Instant::now();
+        let now = crate::clock::now();
         if seals.len() >= 1024 {
             seals.retain(|_, (_, lapses)| *lapses > now);
         }
@@ -54,7 +54,7 @@ impl DirSeals {
             .lock()
             .expect("seals")
             .get(dir)
-            .is_some_and(|(i, lapses)| *i == ino && *lapses > Instant::now())
+            .is_some_and(|(i, lapses)| *i == ino && *lapses > crate::clock::now())
     }
 }
 
@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn a_seal_holds_its_inode_until_it_lapses_or_is_lifted() {
         let s = DirSeals::default();
-        let later = Instant::now() + Duration::from_secs(60);
+        let later = crate::clock::now() + Duration::from_secs(60);
         s.seal("/d", 7, later);
         assert!(s.sealed("/d", 7));
         // The directory made again under the name is another inode.
@@ -75,7 +75,7 @@ mod tests {
         assert!(s.sealed("/d", 7));
         s.unseal("/d", 7);
         assert!(!s.sealed("/d", 7));
-        s.seal("/d", 7, Instant::now());
+        s.seal("/d", 7, crate::clock::now());
         assert!(!s.sealed("/d", 7), "a lapsed seal refuses nothing");
     }
 }

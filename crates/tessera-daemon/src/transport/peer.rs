@@ -452,18 +452,7 @@ impl Peers {
     /// Sends `req` to `node` and waits for its reply.
     pub async fn call<R: PeerCall>(&self, node: u32, req: R) -> FsResult<R::Reply> {
         let frame = self.exchange_frame(node, &req.into()).await?;
-        let (reply, trailer) = decode_answer::<R::Reply>(&frame)?;
-        if !trailer.is_empty() {
-            return Err(FsError::new(
-                Errno::Proto,
-                format!(
-                    "node {node} sent {} bytes of data after its answer to {}",
-                    trailer.len(),
-                    R::NAME
-                ),
-            ));
-        }
-        Ok(reply)
+        reply_of::<R>(node, &frame)
     }
 
     /// Reads from a log on `node`: the bytes that follow its `Data` reply, not copied.
@@ -476,7 +465,7 @@ impl Peers {
 
     /// Sends a request to `node` and returns the frame of its answer. A pooled connection
     /// found dead (the peer restarted) is replaced once.
-    async fn exchange_frame(&self, node: u32, req: &PeerRequest) -> FsResult<Bytes> {
+    pub(crate) async fn exchange_frame(&self, node: u32, req: &PeerRequest) -> FsResult<Bytes> {
         let body = frame::encode(req);
         let slot = self.idle.get(node as usize).ok_or_else(|| {
             FsError::new(Errno::Inval, format!("no node {node} in this instance"))
@@ -520,6 +509,22 @@ impl Peers {
         }
         Err(self.unreachable(node, "connection lost twice"))
     }
+}
+
+/// The reply to an `R` in the answer frame `node` sent, which carries no data after it.
+pub fn reply_of<R: PeerCall>(node: u32, frame: &[u8]) -> FsResult<R::Reply> {
+    let (reply, trailer) = decode_answer::<R::Reply>(frame)?;
+    if !trailer.is_empty() {
+        return Err(FsError::new(
+            Errno::Proto,
+            format!(
+                "node {node} sent {} bytes of data after its answer to {}",
+                trailer.len(),
+                R::NAME
+            ),
+        ));
+    }
+    Ok(reply)
 }
 
 /// Accepts peer connections until the listener fails. At most `peer_max_handshakes` may be
@@ -613,7 +618,7 @@ async fn serve_conn(
         SealedCodec::new(auth.clone(), Direction::ToAcceptor, max),
     );
     let io = |e: std::io::Error| FsError::new(Errno::Proto, e.to_string());
-    let corrupt_bulk = crate::failpoints::failpoint_set("peer-corrupt-bulk");
+    let corrupt_bulk = node.failpoints.is_set("peer-corrupt-bulk");
     let mut seq = 0u64;
     while let Some(f) = framed.next().await {
         let body = f.map_err(io)?;
