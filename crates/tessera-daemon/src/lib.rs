@@ -27,10 +27,14 @@
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
 //! * [`failpoints`]: where crash and stop tests make a daemon end or hold; [`clock`]: the
-//!   time every timer of the services reads (tokio's, which tests pause and advance).
+//!   time every timer of the services reads (tokio's, which tests pause and advance);
+//! * `cluster` (tests only): N nodes' services in one test process, linked in memory, on a
+//!   paused clock, with crashes at failpoints, restarts and cut links.
 
 pub mod buffers;
 pub mod clock;
+#[cfg(test)]
+mod cluster;
 pub mod failpoints;
 pub mod leftovers;
 pub mod logs;
