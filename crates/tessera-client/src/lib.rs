@@ -35,6 +35,7 @@ pub mod log_sink;
 mod migrate;
 mod read;
 mod stat_ahead;
+mod view_cache;
 mod xattr;
 
 pub use client::{Client, ReadSources, Stats};

@@ -36,7 +36,6 @@ impl Inner {
         self.retired = None;
         self.written.clear();
         self.foreign.clear();
-        self.foreign_order.clear();
         // The parent's copies stay the parent's; the child's next connection brings its own.
         self.attrs = AttrCache::off();
         self.join_after_fork = self.txn.take().map(|(t, _)| t);

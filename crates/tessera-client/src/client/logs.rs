@@ -81,31 +81,8 @@ impl Inner {
 
     /// The log of another process on this node, refreshed if a query happened since.
     pub fn foreign_view(&mut self, client: u64) -> FsResult<&LogView> {
-        let gen_now = self.query_gen;
-        let key = client;
-        if !self.foreign.contains_key(&key) {
-            while self.foreign.len() >= views_kept() {
-                let Some(old) = self.foreign_order.pop_front() else {
-                    break;
-                };
-                self.foreign.remove(&old);
-            }
-            self.foreign_order.push_back(key);
-        }
-        let cfg = &self.cfg;
-        let node = self.node;
-        let entry = match self.foreign.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let (d, i) = cfg.log_paths(node, client);
-                let view = LogView::open(&d, &i)?;
-                v.insert((view, gen_now))
-            }
-        };
-        if entry.1 < gen_now {
-            entry.0.refresh()?;
-            entry.1 = gen_now;
-        }
-        Ok(&entry.0)
+        let (d, i) = self.cfg.log_paths(self.node, client);
+        self.foreign
+            .get(client, self.query_gen, || LogView::open(&d, &i))
     }
 }

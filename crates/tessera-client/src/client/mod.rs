@@ -148,11 +148,9 @@ pub(crate) struct Inner {
     pub client_id: u64,
     pid: u32,
     pub files: HashMap<u64, FileState>,
-    /// Logs of other processes on this node, read directly: log id -> (view, generation).
-    pub foreign: HashMap<u64, (LogView, u64)>,
-    /// The keys of `foreign`, oldest first: beyond [`views_kept`] the oldest view is closed
-    /// (and opened again when needed).
-    foreign_order: std::collections::VecDeque<u64>,
+    /// Views of other processes' logs on this node, read directly: at most [`views_kept`],
+    /// the least recently used closed first.
+    pub foreign: crate::view_cache::ViewCache<LogView>,
     /// Bumped by every query answer: views older than this are refreshed before use.
     pub query_gen: u64,
     grant: u64,
@@ -266,8 +264,7 @@ impl Client {
                 client_id,
                 pid: std::process::id(),
                 files: HashMap::new(),
-                foreign: HashMap::new(),
-                foreign_order: Default::default(),
+                foreign: crate::view_cache::ViewCache::new(views_kept()),
                 query_gen: 0,
                 grant: 0,
                 lock_seq: 0,
