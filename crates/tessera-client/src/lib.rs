@@ -32,6 +32,7 @@ mod links;
 mod list_lock;
 mod locality;
 pub mod log_sink;
+mod membership;
 mod migrate;
 mod read;
 mod stat_ahead;

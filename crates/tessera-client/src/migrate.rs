@@ -27,7 +27,7 @@ impl File {
         if g.files.get(&ino).is_some_and(|f| !f.local.is_empty()) {
             return Ok(0);
         }
-        if g.txn.is_some() {
+        if g.membership.is_member() {
             return Ok(0);
         }
         if g.through_daemon {

@@ -4,6 +4,7 @@
 use super::*;
 use crate::attr_cache::AttrCache;
 use crate::conn::{Conn, Way, is_disconnect};
+use crate::membership::OnConnect;
 use std::time::{Duration, Instant};
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{Attr, ClientCall, Request, TxnJoin, Writing};
@@ -38,8 +39,7 @@ impl Inner {
         self.foreign.clear();
         // The parent's copies stay the parent's; the child's next connection brings its own.
         self.attrs = AttrCache::off();
-        self.join_after_fork = self.txn.take().map(|(t, _)| t);
-        self.leave_untold = false;
+        self.membership.forked();
     }
 
     pub fn resolve(&self, user_path: &str) -> FsResult<String> {
@@ -75,34 +75,39 @@ impl Inner {
                     let id = bound.client;
                     // Copies under the previous daemon's leases go with it.
                     self.attrs = AttrCache::open(bound.board);
-                    if let Some((txn, log)) = self.txn {
-                        let again = TxnJoin {
-                            txn: Some(txn),
-                            log: Some(log),
-                        };
-                        if let Err(e) = conn.call(again) {
-                            // No longer a member (the transaction ended meanwhile): the call
-                            // that reconnected fails with why; the process is outside it now.
-                            self.txn = None;
-                            self.conn = Some(conn);
-                            self.client_id = id;
-                            return Err(e);
-                        }
-                    } else if let Some(txn) = self.join_after_fork.take() {
-                        let join = TxnJoin {
-                            txn: Some(txn),
-                            log: None,
-                        };
-                        match conn.call(join) {
-                            Ok(log) => self.txn = Some((txn, log)),
-                            // The transaction is over: the child writes outside it, as its
-                            // parent does now.
-                            Err(e) if e.errno == Errno::Inval => {}
-                            // Its home cannot be reached: the child must not write outside
-                            // the transaction unnoticed, so its calls fail until it can join.
-                            Err(e) => {
-                                self.join_after_fork = Some(txn);
+                    match self.membership.on_connect() {
+                        OnConnect::Nothing => {}
+                        OnConnect::Rejoin { txn, log } => {
+                            let again = TxnJoin {
+                                txn: Some(txn),
+                                log: Some(log),
+                            };
+                            if let Err(e) = conn.call(again) {
+                                // No longer a member (the transaction ended meanwhile): the
+                                // call that reconnected fails with why; the process is outside
+                                // it now.
+                                self.membership.rejoin_refused();
+                                self.conn = Some(conn);
+                                self.client_id = id;
                                 return Err(e);
+                            }
+                        }
+                        OnConnect::JoinAfterFork { txn } => {
+                            let join = TxnJoin {
+                                txn: Some(txn),
+                                log: None,
+                            };
+                            match conn.call(join) {
+                                Ok(log) => self.membership.joined(Some((txn, log))),
+                                // The transaction is over: the child writes outside it, as its
+                                // parent does now.
+                                Err(e) if e.errno == Errno::Inval => {}
+                                // Its home cannot be reached: the child must not write outside
+                                // the transaction unnoticed, so its calls fail until it can join.
+                                Err(e) => {
+                                    self.membership.fork_join_failed(txn);
+                                    return Err(e);
+                                }
                             }
                         }
                     }
@@ -143,14 +148,14 @@ impl Inner {
 
     /// [`Inner::call`], the request taking `way` (the socket, or the ring when it fits).
     pub(super) fn call_by<R: ClientCall>(&mut self, req: Request, way: Way) -> FsResult<R::Reply> {
-        if self.leave_untold && !matches!(req, Request::TxnJoin(_)) {
+        if !matches!(req, Request::TxnJoin(_)) && self.membership.take_leave_to_tell() {
             // The daemon must know this process left before it handles anything else.
-            self.leave_untold = false;
             if let Err(e) = self.call(TxnJoin {
                 txn: None,
                 log: None,
             }) {
-                self.leave_untold = self.conn.is_some();
+                let connected = self.conn.is_some();
+                self.membership.leave_not_told(connected);
                 return Err(e);
             }
         }

@@ -35,7 +35,7 @@ impl Inner {
                         log,
                         node: self.node,
                         epoch: 0,
-                        txn: self.txn.is_some(),
+                        txn: self.membership.is_member(),
                     },
                 )?))
             };
@@ -62,7 +62,7 @@ impl Inner {
 
     /// The id of the logs this process writes now: its client id, or its transaction's log.
     pub fn log_id(&self) -> u64 {
-        self.txn.map_or(self.client_id, |(_, log)| log)
+        self.membership.log_id(self.client_id)
     }
 
     /// Cuts this process's view of `ino` at `size` after a truncate, and records it in the

@@ -160,14 +160,9 @@ pub(crate) struct Inner {
     /// The PFS directory, opened at the first read of a PFS copy.
     pfs_root: Option<tessera_logstore::library_fds::Held<rustix::fd::OwnedFd>>,
     reconnect_for: Duration,
-    /// The transaction this process is a member of and the log id it writes under meanwhile:
-    /// joined again on every new connection (after a daemon restart).
-    pub(crate) txn: Option<(u64, u64)>,
-    /// A forked child's transaction, joined under a log of its own at its first connection.
-    join_after_fork: Option<u64>,
-    /// This process left its transaction ([`Client::txn_leave`]) and its daemon does not
-    /// know yet: told before the next request.
-    leave_untold: bool,
+    /// The transaction this process is a member of, and the log id it writes under
+    /// meanwhile (see [`crate::membership`]).
+    pub(crate) membership: crate::membership::Membership,
     /// The process works through its daemon alone (its descriptor limit is too low to keep
     /// its own logs out of the program's way): see [`crate::log_sink`].
     pub(crate) through_daemon: bool,
@@ -271,9 +266,7 @@ impl Client {
                 stats: Stats::default(),
                 pfs_root: None,
                 reconnect_for,
-                txn: None,
-                join_after_fork: None,
-                leave_untold: false,
+                membership: Default::default(),
                 log: None,
                 retired: None,
                 written: Default::default(),

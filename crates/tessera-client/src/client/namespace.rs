@@ -20,7 +20,7 @@ impl Client {
         let mut g = self.lock();
         let p = g.resolve(path)?;
         // A member of a transaction sees it through its view: never from the cache.
-        let cached = g.attrs.enabled() && g.txn.is_none() && !g.leave_untold;
+        let cached = g.attrs.enabled() && g.membership.outside();
         let mut ahead = None;
         let mut a = if !cached {
             g.call(Stat { path: p })?
@@ -182,8 +182,7 @@ impl Client {
             })?;
             // The attributes warm the cache: `ls -l` and find then stat without requests.
             if let Some(leases) = &page.leases
-                && g.txn.is_none()
-                && !g.leave_untold
+                && g.membership.outside()
             {
                 for ((e, attr), slot) in page.entries.iter().zip(&leases.slots) {
                     if let (Some(a), Some((slot, epoch))) = (attr, slot) {

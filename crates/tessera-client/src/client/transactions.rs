@@ -21,15 +21,15 @@ impl Client {
     /// or committed) before joining or leaving: otherwise `EBUSY`.
     pub fn txn_join(&self, txn: Option<u64>) -> FsResult<()> {
         let mut g = self.lock();
-        if g.txn.map(|(t, _)| t) == txn && !g.leave_untold {
+        if g.membership.joins_nothing(txn) {
             return Ok(());
         }
         g.check_published(if txn.is_some() { "joining" } else { "leaving" })?;
         let log = g.call(TxnJoin { txn, log: None })?;
-        g.leave_untold = false;
         // Whether a transaction left this way committed is not known here: its logs are
         // closed at once, as they may be deleted (an abort) and would stay allocated.
-        g.switch_logs(txn.map(|t| (t, log)), false);
+        g.switch_logs(false);
+        g.membership.joined(txn.map(|t| (t, log)));
         Ok(())
     }
 
@@ -64,8 +64,8 @@ impl Client {
     pub fn txn_enter(&self, txn: u64, log: u64) -> FsResult<()> {
         let mut g = self.lock();
         g.check_published("joining")?;
-        g.leave_untold = false;
-        g.switch_logs(Some((txn, log)), true);
+        g.switch_logs(true);
+        g.membership.joined(Some((txn, log)));
         Ok(())
     }
 
@@ -77,18 +77,18 @@ impl Client {
     /// allocated.
     pub fn txn_leave(&self, committed: bool) -> FsResult<()> {
         let mut g = self.lock();
-        if g.txn.is_none() {
+        if !g.membership.is_member() {
             return Ok(());
         }
         g.check_published("leaving")?;
-        g.switch_logs(None, committed);
-        g.leave_untold = true;
+        g.switch_logs(committed);
+        g.membership.leave();
         Ok(())
     }
 
     /// The transaction this process is a member of.
     pub fn txn_member(&self) -> Option<u64> {
-        self.lock().txn.map(|(t, _)| t)
+        self.lock().membership.txn()
     }
 
     /// Asks `txn`'s home to commit (`commit`) or abort it; returns once the decision is
@@ -118,10 +118,10 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes from now on go under `txn` (transaction, log id), or this process's own id.
-    /// The writer of the log written until now is kept until the next switch (`retire`) or
+    /// Writes from now on go under a new log id (the caller changes the membership): the
+    /// writer of the log written until now is kept until the next switch (`retire`) or
     /// closed.
-    pub(super) fn switch_logs(&mut self, txn: Option<(u64, u64)>, retire: bool) {
+    pub(super) fn switch_logs(&mut self, retire: bool) {
         self.attrs.clear();
         self.stat_ahead.clear();
         // New writes go to the new log id's log; the old one stays readable through
@@ -136,6 +136,5 @@ impl Inner {
             fs.forgot = true;
         }
         self.retired = self.log.take().filter(|_| retire).map(|(_, s)| s);
-        self.txn = txn;
     }
 }

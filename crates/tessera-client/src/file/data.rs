@@ -78,7 +78,7 @@ impl File {
         self.check_open()?;
         let client = self.client.clone();
         let mut g = client.lock();
-        if g.txn.is_some() || len == 0 {
+        if g.membership.is_member() || len == 0 {
             self.catch_up(&mut g)?;
             let local_end = g.files.get(&self.ino).map_or(0, |f| f.local.max_end());
             return Ok(self.size.max(local_end));
