@@ -32,14 +32,14 @@ impl Node {
     /// node's logs, since after a restart the daemon no longer knows them).
     pub async fn watch_absent_clients(self: std::sync::Arc<Self>) {
         // Ends once the daemon stops: its state is closed, and a task that ran on past the
-        // runtime's end (after `block_in_place`) would panic at its next timer. What an ended
+        // runtime's end (after `crate::blocking`) would panic at its next timer. What an ended
         // process left and was not published yet is published by the daemon's successor (the
         // process stays in the store's clients table until then).
         let mut had_absent = false;
         while !self.stopping() {
             if !self.clients.any_absent() && std::mem::take(&mut had_absent) {
                 // Transaction logs were kept while a member might come back: look again.
-                tokio::task::block_in_place(|| {
+                crate::blocking::blocking(|| {
                     for log in self.logs.log_ids() {
                         if let Err(e) = self
                             .logs
@@ -53,7 +53,7 @@ impl Node {
             if self.clients.any_absent() {
                 had_absent = true;
                 for client in self.clients.take_ended() {
-                    tokio::task::block_in_place(|| {
+                    crate::blocking::blocking(|| {
                         self.hold_while_serving();
                         self.scan_writing(client)
                     });
@@ -67,7 +67,7 @@ impl Node {
                         .durable()
                         .await;
                     // Its log goes if every file in it was removed meanwhile.
-                    let deleted = tokio::task::block_in_place(|| {
+                    let deleted = crate::blocking::blocking(|| {
                         self.logs
                             .delete_if_done(client, &|log, txn| self.log_in_use(log, txn))
                     });
@@ -127,7 +127,7 @@ impl Node {
 
     /// Publishes the unpublished writes `client` left in its logs on this node.
     pub async fn publish_leftovers(&self, client: u64) {
-        let found = tokio::task::block_in_place(|| self.find_leftovers(client));
+        let found = crate::blocking::blocking(|| self.find_leftovers(client));
         if self.stopping() {
             // The state is closing: the daemon's successor publishes them (the process stays
             // in the store's clients table until then).

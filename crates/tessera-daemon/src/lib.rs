@@ -22,7 +22,8 @@
 //!   apply; [`store::committer`] writes the state log in place or in groups and checkpoints
 //!   it, [`store::state_log`] replays and salvages it;
 //! * [`logs`]: reading the logs on this node and burst-buffer accounting; [`buffers`]: the
-//!   pooled buffers those reads fill for other nodes;
+//!   pooled buffers those reads fill for other nodes; [`blocking`]: blocking work inside a
+//!   request, off the other tasks' way;
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
@@ -31,6 +32,7 @@
 //! * `cluster` (tests only): N nodes' services in one test process, linked in memory, on a
 //!   paused clock, with crashes at failpoints, restarts and cut links.
 
+pub mod blocking;
 pub mod buffers;
 pub mod clock;
 #[cfg(test)]

@@ -12,6 +12,8 @@
 //! library and the interposer; these make a failure point to one function.
 
 mod leases_test;
+mod migrate_test;
+mod ownership_test;
 mod txn_test;
 
 use crate::Node;

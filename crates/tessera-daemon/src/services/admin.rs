@@ -56,7 +56,7 @@ impl Node {
             let open = homes.values().filter(|h| h.machine.decided().is_none());
             (homes.len() as u64, open.count() as u64)
         };
-        let space = tokio::task::block_in_place(|| self.logs.space());
+        let space = crate::blocking::blocking(|| self.logs.space());
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
         NodeStatus {
             node: self.id,

@@ -83,7 +83,7 @@ impl Node {
             epoch: 0,
             txn: log != client,
         };
-        let w = Arc::new(Mutex::new(tokio::task::block_in_place(|| {
+        let w = Arc::new(Mutex::new(crate::blocking::blocking(|| {
             LogWriter::resume(&d, &i, header)
         })?));
         let mut all = self.client_logs.writers.lock().expect("client logs");
@@ -110,7 +110,7 @@ impl Node {
         f: impl FnOnce(&mut LogWriter) -> FsResult<T>,
     ) -> FsResult<T> {
         let w = self.client_log(client, ino, log)?;
-        tokio::task::block_in_place(|| f(&mut w.lock().expect("client log")))
+        crate::blocking::blocking(|| f(&mut w.lock().expect("client log")))
     }
 
     /// A client's read of its own log at data-log positions, for the data trailer.

@@ -39,7 +39,7 @@ impl ServePeer<DropFiles> for Node {
 impl Node {
     /// Lets removed files go from the logs of this node (see [`crate::logs::Logs::drop_files`]).
     pub(crate) fn release_files(&self, inos: &[u64]) -> FsResult<()> {
-        tokio::task::block_in_place(|| {
+        crate::blocking::blocking(|| {
             self.logs.drop_files(
                 inos,
                 |ino| {

@@ -10,7 +10,7 @@
 //! coordinator then sets the size and the file's mode, syncs, and renames the temporary over
 //! the target: a reader of the PFS sees the old file or the new one, never a mix. Every PFS
 //! path goes through [`crate::pfs`], which never follows a link planted there, and every
-//! PFS call runs off the async workers (`block_in_place`: they copy whole files).
+//! PFS call runs off the async workers (`crate::blocking`: they copy whole files).
 //!
 //! A client's [`Flush`] goes to the inode's node as [`FlushFile`]; that node sends each
 //! owning node a [`FlushPart`].
@@ -138,7 +138,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
         .submit(vec![DbOp::PutFlushTemp(temp_path.clone())])
         .durable()
         .await?;
-    let result = match tokio::task::block_in_place(|| node.pfs.create_temp(&temp_path)) {
+    let result = match crate::blocking::blocking(|| node.pfs.create_temp(&temp_path)) {
         Ok(temp) => {
             let extents = tessera_proto::extents_of(&owners.runs).collect();
             write_and_publish(node, &p, d.ino, extents, temp, size, attr.mode).await
@@ -200,7 +200,7 @@ async fn write_and_publish(
     mode: u32,
 ) -> FsResult<(u64, u32)> {
     let filled = async {
-        tokio::task::block_in_place(|| -> FsResult<()> {
+        crate::blocking::blocking(|| -> FsResult<()> {
             if let Some(current) = node.pfs.open_regular(p, OFlags::RDONLY)? {
                 copy_sparse(&current, &temp.file).map_err(|e| {
                     FsError::io(
@@ -234,11 +234,11 @@ async fn write_and_publish(
     .await;
     match filled {
         Ok(done) => {
-            tokio::task::block_in_place(|| node.pfs.publish(temp, p, size, mode))?;
+            crate::blocking::blocking(|| node.pfs.publish(temp, p, size, mode))?;
             Ok(done)
         }
         Err(e) => {
-            tokio::task::block_in_place(|| node.pfs.discard(temp));
+            crate::blocking::blocking(|| node.pfs.discard(temp));
             Err(e)
         }
     }
@@ -258,7 +258,7 @@ async fn write_part(
             "flush part names extents held by another node",
         ));
     }
-    tokio::task::block_in_place(|| {
+    crate::blocking::blocking(|| {
         let f = node.pfs.open_temp(&target)?;
         write_coalesced(node, ino, &f, &target, &extents)
     })

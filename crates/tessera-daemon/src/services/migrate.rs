@@ -351,7 +351,7 @@ impl Node {
             self.list_for_release(ino, [client]);
             return Ok(None);
         }
-        tokio::task::block_in_place(|| {
+        crate::blocking::blocking(|| {
             self.logs
                 .drop_log(ino, client, |log, txn| self.log_in_use(log, txn))
                 .map(Some)

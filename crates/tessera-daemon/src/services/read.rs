@@ -76,6 +76,6 @@ impl Node {
             return self.logs.read(ino, client, &ranges);
         }
         let logs = &self.logs;
-        tokio::task::block_in_place(|| logs.read(ino, client, &ranges))
+        crate::blocking::blocking(|| logs.read(ino, client, &ranges))
     }
 }

@@ -16,7 +16,7 @@ impl ServeClient<Reserve> for Node {
         let deadline = crate::clock::now() + WAIT_FOR_RELEASES;
         loop {
             // Measures the device: off the async workers.
-            match tokio::task::block_in_place(|| self.logs.reserve(client, r.bytes)) {
+            match crate::blocking::blocking(|| self.logs.reserve(client, r.bytes)) {
                 Err(e)
                     if e.errno == Errno::NoSpace
                         && crate::clock::now() < deadline

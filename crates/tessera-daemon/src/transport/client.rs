@@ -82,7 +82,7 @@ async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     if ended {
         match undecided_log {
             None => node.publish_leftovers(c).await,
-            Some(log) => tokio::task::block_in_place(|| node.release_unpublished(c, log)),
+            Some(log) => crate::blocking::blocking(|| node.release_unpublished(c, log)),
         }
     }
     node.client_gone(c).await;
@@ -99,7 +99,7 @@ async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     node.clients.unbind(c);
     if ended {
         // Its log goes if every file in it was removed while it ran.
-        let deleted = tokio::task::block_in_place(|| {
+        let deleted = crate::blocking::blocking(|| {
             node.logs
                 .delete_if_done(c, &|log, txn| node.log_in_use(log, txn))
         });
