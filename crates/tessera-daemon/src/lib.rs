@@ -26,7 +26,8 @@
 //!   request, off the other tasks' way;
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
-//! * [`node`]: the state of one running daemon; [`startup`]: starting and stopping it;
+//! * [`node`]: the wiring of one running daemon; [`client_ids`]: the ids it hands out; [`lifecycle`]: its start, counts and stop;
+//!   [`startup`]: starting and stopping it;
 //! * [`failpoints`]: where crash and stop tests make a daemon end or hold; [`clock`]: the
 //!   time every timer of the services reads (tokio's, which tests pause and advance);
 //! * `cluster` (tests only): N nodes' services in one test process, linked in memory, on a
@@ -34,11 +35,13 @@
 
 pub mod blocking;
 pub mod buffers;
+pub mod client_ids;
 pub mod clock;
 #[cfg(test)]
 mod cluster;
 pub mod failpoints;
 pub mod leftovers;
+pub mod lifecycle;
 pub mod logs;
 pub mod node;
 pub mod pfs;

@@ -1,39 +1,12 @@
 //! The state of one running daemon, shared by its services and transports.
 
 use crate::{logs, pfs, state, store};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{InstanceConfig, InstanceLayout};
-use tokio::sync::Notify;
 
-/// The state of one running daemon.
-/// The client ids a node hands out (also the log ids of transactions' members).
-pub(crate) struct ClientIds {
-    /// The next to hand out.
-    pub next: u64,
-    /// Ids below this are reserved by a state write (made or on its way).
-    pub reserved: u64,
-    /// Ids below this are reserved durably.
-    pub durable: u64,
-}
-
-impl ClientIds {
-    /// How many ids one state write reserves ahead.
-    pub const BLOCK: u64 = 1024;
-
-    /// After a start: past every id reserved before.
-    pub fn resume(persisted: u64) -> ClientIds {
-        let next = persisted.max(1);
-        ClientIds {
-            next,
-            reserved: next,
-            durable: next,
-        }
-    }
-}
-
+/// One running daemon: the wiring between its services, transports and store. Every
+/// field is configuration fixed at start, or a service or handle whose state is its own.
 pub struct Node {
     pub id: u32,
     pub cfg: InstanceConfig,
@@ -50,14 +23,10 @@ pub struct Node {
     /// How file bytes are fetched from other nodes' logs (TCP on connections of its own, or
     /// in-process for tests).
     pub bulk: Box<dyn crate::transport::bulk::BulkPath>,
-    pub(crate) next_client: Mutex<ClientIds>,
-    pub started: Instant,
-    pub requests: AtomicU64,
-    pub connected: AtomicU64,
-    pub shutdown: Notify,
-    /// Set once the daemon is stopping: its state is being written and closed, and the
-    /// background loops that would change it end instead (see [`Node::stopping`]).
-    pub stopping: std::sync::atomic::AtomicBool,
+    /// The client ids this node hands out.
+    pub(crate) client_ids: crate::client_ids::ClientIds,
+    /// When it started, what it counts, whether it is stopping.
+    pub(crate) life: crate::lifecycle::Lifecycle,
     pub uid: u32,
     pub gid: u32,
     /// Who holds copies of this node's ownership stripes.
@@ -66,15 +35,12 @@ pub struct Node {
     pub stripe_cache: Mutex<state::cache::StripeCache>,
     /// Inodes of this node being flushed whole, and those whose bytes are unchanged since
     /// a whole-file flush (see [`crate::services::locality`]).
-    pub flushed_clean: Mutex<crate::services::locality::FlushedFiles>,
+    pub(crate) flushed: crate::services::locality::FlushedFiles,
     /// Logs a migration moved every byte away from, or an aborted transaction or a member
     /// that died unpublished wrote, released when due (see [`crate::services::migrate`]).
-    pub released: Mutex<crate::services::migrate::ReleaseList>,
-    /// Logs to list for release on their nodes (this one too), sent by the release task: a
-    /// completion does not wait on a node that may be down.
-    pub releases_out: Mutex<Vec<(u32, tessera_proto::ReleaseLogs)>>,
+    pub(crate) releases: crate::services::migrate::Releases,
     /// One flush at a time per file (by inode), on the inode's node.
-    pub(crate) flush_locks: Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) flush_locks: crate::services::flush::FlushLocks,
     /// Byte-range locks of this node's inodes, and where this node's clients hold locks.
     pub locks: crate::services::locks::LockService,
     /// Which client ids are bound to live connections.
@@ -98,7 +64,7 @@ pub struct Node {
 impl Node {
     /// Whether the daemon is stopping (its state being written and closed).
     pub fn stopping(&self) -> bool {
-        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+        self.life.stopping()
     }
 
     /// Runs a PFS call on the blocking pool, never on an async worker: the PFS may be a
@@ -123,12 +89,7 @@ impl Node {
 
     /// The lock that serialises flushes of `ino`.
     pub fn flush_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
-        self.flush_locks
-            .lock()
-            .expect("flush locks")
-            .entry(ino)
-            .or_default()
-            .clone()
+        self.flush_locks.of(ino)
     }
 
     /// Hands out a client id (unique on this node, persisted before use).
@@ -137,36 +98,25 @@ impl Node {
     }
 
     /// `n` new client ids at once. Ids are made durable a block ahead (one state write per
-    /// [`ClientIds::BLOCK`] ids, none for most calls): a restart resumes past the block, so
-    /// an id is never handed out twice, and log files are never shared.
+    /// [`crate::client_ids::BLOCK`] ids, none for most calls): a restart resumes past the
+    /// block, so an id is never handed out twice, and log files are never shared.
     pub async fn new_client_ids(&self, n: u64) -> FsResult<std::ops::Range<u64>> {
-        let (ids, pending) = {
-            let mut c = self.next_client.lock().expect("client counter");
-            let first = c.next.max(1);
-            c.next = first + n;
-            if c.next > c.reserved {
-                c.reserved = c.next + ClientIds::BLOCK;
-            }
-            // Also when another call's block write is still on its way: waiting for this
-            // one (written after it) covers both.
-            let pending = (c.next > c.durable).then(|| {
-                let upto = c.reserved;
-                let op = store::DbOp::SetMeta(store::MetaKey::NextClient, upto);
-                (upto, self.store.submit(vec![op]))
-            });
-            (first..first + n, pending)
-        };
+        // The block's state write is queued under the counter's lock, so the log holds the
+        // reservations in the order they were made.
+        let (ids, pending) = self.client_ids.hand_out(n, |upto| {
+            let op = store::DbOp::SetMeta(store::MetaKey::NextClient, upto);
+            self.store.submit(vec![op])
+        });
         if let Some((upto, pending)) = pending {
             pending.durable().await?;
-            let mut c = self.next_client.lock().expect("client counter");
-            c.durable = c.durable.max(upto);
+            self.client_ids.durable_below(upto);
         }
         Ok(ids)
     }
 
     /// Whether `id` was handed out by this node (a reconnecting client may keep it).
     pub fn issued_client_id(&self, id: u64) -> bool {
-        id >= 1 && id < self.next_client.lock().expect("client counter").next
+        self.client_ids.issued(id)
     }
 
     /// A path as the user writes it (with the mount prefix), for messages.
@@ -179,7 +129,7 @@ impl Node {
     }
 
     pub(crate) fn count_request(&self) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.life.count_request();
     }
 }
 

@@ -4,11 +4,9 @@
 use crate::node::Node;
 use crate::transport::{client as server, listen, peer};
 use crate::{logs, pfs, state, store};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::InstanceLayout;
-use tokio::sync::Notify;
 
 /// Removes the flush temporaries a crash left in the PFS directory (their names were recorded
 /// before they were created) and forgets them.
@@ -135,22 +133,17 @@ pub(crate) fn open_node(
         links,
         failpoints,
         bulk,
-        next_client: Mutex::new(crate::node::ClientIds::resume(loaded.next_client)),
+        client_ids: crate::client_ids::ClientIds::resume(loaded.next_client),
         cfg,
         layout: layout.clone(),
         secret,
         store,
-        started: crate::clock::now(),
-        requests: AtomicU64::new(0),
-        connected: AtomicU64::new(0),
-        shutdown: Notify::new(),
-        stopping: std::sync::atomic::AtomicBool::new(false),
+        life: crate::lifecycle::Lifecycle::default(),
         uid,
         gid,
-        flushed_clean: Mutex::default(),
-        released: Mutex::default(),
-        releases_out: Mutex::default(),
-        flush_locks: Mutex::new(std::collections::HashMap::new()),
+        flushed: Default::default(),
+        releases: Default::default(),
+        flush_locks: Default::default(),
         locks: crate::services::locks::LockService::default(),
         clients: state::clients::Clients::default(),
         pfs: Arc::new(pfs),
@@ -326,12 +319,11 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| FsError::io("installing SIGTERM handler", &e))?;
     tokio::select! {
-        _ = node.shutdown.notified() => tracing::info!("shutdown requested"),
+        () = node.life.asked_to_stop() => tracing::info!("shutdown requested"),
         _ = term.recv() => tracing::info!("SIGTERM"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
     }
-    node.stopping
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    node.life.stop();
     // The state is written and its files closed before the node leaves the table: whoever
     // sees it gone may start its successor on the same burst buffer.
     let store_node = node.clone();

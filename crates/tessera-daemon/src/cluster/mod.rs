@@ -23,7 +23,6 @@ use crate::rpc::ServeClient;
 use crate::startup::{Wiring, open_node, recover, spawn_tasks};
 use crate::transport::bulk::{BulkPath, Fetch, InProcessBulk};
 use crate::transport::links::InProcessNet;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{ClientCall, InstanceConfig, InstanceLayout, ReadLog};
@@ -89,7 +88,7 @@ impl Cluster {
         let crashed = move |_: &str| {
             net.down(n);
             if let Some(node) = me.get().and_then(Weak::upgrade) {
-                node.stopping.store(true, Ordering::SeqCst);
+                node.life.stop();
                 node.store.close();
             }
         };
@@ -209,7 +208,7 @@ impl Cluster {
         self.net.down(n);
         let running = self.nodes.lock().expect("nodes")[n as usize].take();
         if let Some(r) = running {
-            r.node.stopping.store(true, Ordering::SeqCst);
+            r.node.life.stop();
             for t in &r.tasks {
                 t.abort();
             }

@@ -3,7 +3,6 @@
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
-use std::sync::atomic::Ordering;
 use tessera_core::FsResult;
 use tessera_proto::{NodeStatus, Ping, Shutdown, Status};
 
@@ -34,7 +33,7 @@ impl ServeClient<Shutdown> for Node {
 
 impl ServePeer<Shutdown> for Node {
     async fn serve_peer(&self, _: Shutdown) -> FsResult<()> {
-        self.shutdown.notify_one();
+        self.life.ask_to_stop();
         Ok(())
     }
 }
@@ -61,17 +60,17 @@ impl Node {
         NodeStatus {
             node: self.id,
             pid: std::process::id(),
-            uptime_ms: crate::clock::since(self.started).as_millis() as u64,
+            uptime_ms: self.life.uptime().as_millis() as u64,
             bb_dir: self.cfg.bb_dir(self.id).display().to_string(),
             bb_used: space.used,
             bb_reserved: space.reserved,
             bb_capacity: self.logs.capacity(),
             bb_device_total: device.as_ref().map_or(0, |d| d.f_blocks * d.f_frsize),
             bb_device_free: device.as_ref().map_or(0, |d| d.f_bavail * d.f_frsize),
-            clients: self.connected.load(Ordering::Relaxed),
+            clients: self.life.clients(),
             files_owned,
             ownership_entries,
-            requests: self.requests.load(Ordering::Relaxed),
+            requests: self.life.requests(),
             stripe_copy_hits,
             stripe_copy_misses,
             list_locks_granted: grants.granted,
@@ -90,7 +89,7 @@ impl Node {
             security: self.cfg.security,
             lock_waiters: self.locks.waiting(),
             txns_pending: self.txns.pending().transactions().count() as u64,
-            logs_to_release: self.released.lock().expect("released").count() as u64,
+            logs_to_release: self.releases.count() as u64,
         }
     }
 }

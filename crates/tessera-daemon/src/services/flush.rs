@@ -27,6 +27,26 @@ use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent, TxnView};
 
+/// One lock per file (by inode) that serialises its flushes, and the renames and removals
+/// that must not meet a flush, on the inode's node.
+#[derive(Default)]
+pub struct FlushLocks {
+    by_ino:
+        std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl FlushLocks {
+    /// The lock of `ino` (made on first use).
+    pub fn of(&self, ino: u64) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        self.by_ino
+            .lock()
+            .expect("flush locks")
+            .entry(ino)
+            .or_default()
+            .clone()
+    }
+}
+
 /// Size of the buffer in which contiguous extents are gathered before one write.
 const COALESCE: usize = 8 << 20;
 

@@ -154,8 +154,47 @@ impl ServePeer<LocateRuns> for Node {
 /// whose bytes are unchanged since one published.
 #[derive(Default)]
 pub struct FlushedFiles {
+    sets: std::sync::Mutex<FlushSets>,
+}
+
+#[derive(Default)]
+struct FlushSets {
     flushing: std::collections::HashSet<u64>,
     clean: std::collections::HashSet<u64>,
+}
+
+impl FlushedFiles {
+    /// Whether the bytes of `ino` are unchanged since its last whole-file flush.
+    pub(crate) fn is_clean(&self, ino: u64) -> bool {
+        self.sets
+            .lock()
+            .expect("flushed files")
+            .clean
+            .contains(&ino)
+    }
+
+    /// Records a flush's start or end, or a change of the file's bytes.
+    pub(crate) fn mark(&self, ino: u64, m: FlushMark) {
+        let mut f = self.sets.lock().expect("flushed files");
+        f.clean.remove(&ino);
+        match m {
+            FlushMark::Started(whole) => {
+                if whole {
+                    f.flushing.insert(ino);
+                } else {
+                    f.flushing.remove(&ino);
+                }
+            }
+            FlushMark::Ended(published) => {
+                if f.flushing.remove(&ino) && published {
+                    f.clean.insert(ino);
+                }
+            }
+            FlushMark::Changed => {
+                f.flushing.remove(&ino);
+            }
+        }
+    }
 }
 
 /// What happened to a file, for [`FlushedFiles`].
@@ -351,37 +390,17 @@ impl Node {
             })
             .collect())
     }
+}
 
+impl Node {
     /// Whether the bytes of `ino` are unchanged since its last whole-file flush.
     pub(crate) fn is_flushed_clean(&self, ino: u64) -> bool {
-        self.flushed_clean
-            .lock()
-            .expect("flushed clean")
-            .clean
-            .contains(&ino)
+        self.flushed.is_clean(ino)
     }
 
     /// Records a flush's start or end, or a change of the file's bytes.
     pub(crate) fn flush_marks(&self, ino: u64, m: FlushMark) {
-        let mut f = self.flushed_clean.lock().expect("flushed clean");
-        f.clean.remove(&ino);
-        match m {
-            FlushMark::Started(whole) => {
-                if whole {
-                    f.flushing.insert(ino);
-                } else {
-                    f.flushing.remove(&ino);
-                }
-            }
-            FlushMark::Ended(published) => {
-                if f.flushing.remove(&ino) && published {
-                    f.clean.insert(ino);
-                }
-            }
-            FlushMark::Changed => {
-                f.flushing.remove(&ino);
-            }
-        }
+        self.flushed.mark(ino, m);
     }
 }
 

@@ -21,7 +21,7 @@
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_core::placement::{ino_shard, stripe_shard};
 use tessera_core::{Errno, FsError, FsResult, Owner, Run};
@@ -147,19 +147,74 @@ impl ServeClient<AttachIf> for Node {
     }
 }
 
-/// The logs of this node listed for release.
+/// The logs of this node listed for release, and the listings this node sends to others.
 #[derive(Default)]
-pub struct ReleaseList {
+pub struct Releases {
+    list: Mutex<ReleaseList>,
+    /// Logs to list for release on their nodes (this one too), sent by the release task: a
+    /// completion does not wait on a node that may be down.
+    out: Mutex<Vec<(u32, ReleaseLogs)>>,
+}
+
+#[derive(Default)]
+struct ReleaseList {
     /// (due, ino, client): each looked at once due.
     listed: Vec<(Instant, u64, u64)>,
     /// Taken off `listed` by the release task and not decided on yet.
     checking: usize,
 }
 
-impl ReleaseList {
+impl Releases {
+    /// Lists the logs of `clients` for `ino`, to be looked at from `due` (a log listed again
+    /// moves its due time on).
+    fn list(&self, ino: u64, clients: impl IntoIterator<Item = u64>, due: Instant) {
+        let mut list = self.list.lock().expect("releases");
+        for c in clients {
+            list.listed
+                .retain(|(_, i, client)| (*i, *client) != (ino, c));
+            list.listed.push((due, ino, c));
+        }
+    }
+
+    /// Makes the listed logs of `ino` due at `now`.
+    fn due_now(&self, ino: u64, now: Instant) {
+        for e in self.list.lock().expect("releases").listed.iter_mut() {
+            if e.1 == ino {
+                e.0 = now;
+            }
+        }
+    }
+
+    /// Takes the logs due at `now` off the list: (ino, client), each counted as being checked
+    /// until [`Releases::checked`].
+    fn take_due(&self, now: Instant) -> Vec<(u64, u64)> {
+        let mut list = self.list.lock().expect("releases");
+        let (due, later): (Vec<_>, Vec<_>) = list.listed.drain(..).partition(|(t, _, _)| *t <= now);
+        list.listed = later;
+        list.checking = due.len();
+        due.into_iter().map(|(_, ino, c)| (ino, c)).collect()
+    }
+
+    /// One log taken by [`Releases::take_due`] was decided on (released, kept, or listed
+    /// again).
+    fn checked(&self) {
+        let mut list = self.list.lock().expect("releases");
+        list.checking = list.checking.saturating_sub(1);
+    }
+
     /// Logs listed or being checked: space that may still come back.
     pub fn count(&self) -> usize {
-        self.listed.len() + self.checking
+        let list = self.list.lock().expect("releases");
+        list.listed.len() + list.checking
+    }
+
+    /// Listings for other nodes (or this one), sent by the release task.
+    pub fn send(&self, requests: impl IntoIterator<Item = (u32, ReleaseLogs)>) {
+        self.out.lock().expect("releases").extend(requests);
+    }
+
+    fn take_to_send(&self) -> Vec<(u32, ReleaseLogs)> {
+        std::mem::take(&mut *self.out.lock().expect("releases"))
     }
 }
 
@@ -262,24 +317,13 @@ impl Node {
     /// now (see [`Node::release_migrated`]).
     pub(crate) fn list_for_release(&self, ino: u64, clients: impl IntoIterator<Item = u64>) {
         let due = crate::clock::now() + Duration::from_millis(self.cfg.migrate_grace_ms);
-        let mut list = self.released.lock().expect("released");
-        for c in clients {
-            // Once per log: a later listing of the same log moves its due time on.
-            list.listed
-                .retain(|(_, i, client)| (*i, *client) != (ino, c));
-            list.listed.push((due, ino, c));
-        }
+        self.releases.list(ino, clients, due);
     }
 
     /// A detach or flush of `ino` on this node ends the grace of its migrated-away logs (the
     /// next round of [`Node::release_migrated`] looks at them).
     pub(crate) fn release_migrated_now(&self, ino: u64) {
-        let now = crate::clock::now();
-        for e in self.released.lock().expect("released").listed.iter_mut() {
-            if e.1 == ino {
-                e.0 = now;
-            }
-        }
+        self.releases.due_now(ino, crate::clock::now());
     }
 
     /// Removes the logs migrations moved away from, once their grace period is over, their
@@ -288,8 +332,7 @@ impl Node {
         let tick = Duration::from_millis((self.cfg.migrate_grace_ms / 4).clamp(10, 1000));
         loop {
             tokio::time::sleep(tick).await;
-            let out = std::mem::take(&mut *self.releases_out.lock().expect("releases out"));
-            for (node, req) in out {
+            for (node, req) in self.releases.take_to_send() {
                 let me = Arc::clone(&self);
                 tokio::spawn(async move {
                     let ino = req.ino;
@@ -299,22 +342,14 @@ impl Node {
                     }
                 });
             }
-            let due: Vec<(Instant, u64, u64)> = {
-                let mut list = self.released.lock().expect("released");
-                let now = crate::clock::now();
-                let (due, later) = list.listed.drain(..).partition(|(t, _, _)| *t <= now);
-                list.listed = later;
-                list.checking = due.len();
-                due
-            };
-            for (_, ino, client) in due {
+            for (ino, client) in self.releases.take_due(crate::clock::now()) {
                 match self.release_log(ino, client).await {
                     Ok(Some(freed)) => tracing::info!(ino, client, freed, "released a log"),
                     Ok(None) => {}
                     Err(e) => tracing::debug!(ino, client, "keeping a log: {}", e.message),
                 }
                 // Decided (or listed again): counted once more only if listed again.
-                self.released.lock().expect("released").checking -= 1;
+                self.releases.checked();
             }
         }
     }

@@ -337,7 +337,7 @@ impl Node {
         let out = logs
             .into_iter()
             .flat_map(|(ino, owners)| super::migrate::release_requests(ino, owners));
-        self.releases_out.lock().expect("releases out").extend(out);
+        self.releases.send(out);
     }
 
     /// Of `txns` (other transactions' state met by a read or a change here), those prepared

@@ -15,7 +15,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::frame;
 use tessera_proto::{Bound, Hello, PROTOCOL_VERSION, RegionAt, Request};
@@ -49,7 +48,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
             Ok((stream, _)) => {
                 let node = node.clone();
                 tokio::spawn(async move {
-                    node.connected.fetch_add(1, Ordering::Relaxed);
+                    node.life.client(true);
                     let mut client = None;
                     if let Err(e) = serve_conn(&node, stream, &mut client).await {
                         tracing::debug!("client connection ended: {e}");
@@ -57,7 +56,7 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
                     if let Some((c, process)) = client {
                         connection_ended(&node, c, process).await;
                     }
-                    node.connected.fetch_sub(1, Ordering::Relaxed);
+                    node.life.client(false);
                 });
             }
             Err(e) => {
