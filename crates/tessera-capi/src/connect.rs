@@ -13,7 +13,7 @@ pub unsafe extern "C" fn tessera_connect(instance: *const c_char, node: c_int) -
         let layout = if instance.is_null() {
             InstanceLayout::from_env()
         } else {
-            // SAFETY: the pointers are as this function's contract states.
+            // SAFETY: `instance` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
             InstanceLayout::new(unsafe { text(instance, "tessera_connect", "instance") }?)
         };
         let node = match node {

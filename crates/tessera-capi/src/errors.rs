@@ -36,7 +36,7 @@ pub extern "C" fn tessera_model_name(model: c_int) -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_model_from_name(name: *const c_char) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `name` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         let s = unsafe { text(name, "tessera_model_from_name", "name") }?;
         let m: Model = s.parse().map_err(|e: String| inval(e))?;
         Ok(model_value(m))

@@ -16,9 +16,9 @@ pub unsafe extern "C" fn tessera_open(
     model: c_int,
 ) -> *mut CFile {
     guard(std::ptr::null_mut(), || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_open") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         let p = unsafe { text(path, "tessera_open", "path") }?;
         let intent = OpenIntent::from_flags(flags)?;
         if intent.directory || intent.path_only {
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn tessera_read(
     count: size_t,
 ) -> ssize_t {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_read") }?;
         check_buf(buf, count, "tessera_read")?;
         if count == 0 {
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn tessera_write(
     count: size_t,
 ) -> ssize_t {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_write") }?;
         check_buf(buf, count, "tessera_write")?;
         if count == 0 {
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn tessera_pread(
     off: i64,
 ) -> ssize_t {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_pread") }?;
         check_buf(buf, count, "tessera_pread")?;
         let off = offset(off, "tessera_pread")?;
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn tessera_pwrite(
     off: i64,
 ) -> ssize_t {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_pwrite") }?;
         check_buf(buf, count, "tessera_pwrite")?;
         let off = offset(off, "tessera_pwrite")?;
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn tessera_pwrite(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_seek(file: *mut CFile, off: i64, whence: c_int) -> i64 {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_seek") }?;
         let w = match whence {
             libc::SEEK_SET => Whence::Start(offset(off, "tessera_seek")?),
@@ -184,9 +184,9 @@ pub unsafe extern "C" fn tessera_seek(file: *mut CFile, off: i64, whence: c_int)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_fstat(file: *mut CFile, st: *mut CStat) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_fstat") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `st` is NULL or points to the caller's own, aligned storage for the result (tessera.h).
         let out = unsafe { out_ptr(st, "tessera_fstat", "st") }?;
         let mut s = stat_of(&f.client.stat(&f.path)?);
         s.size = f.file.len()?;
@@ -203,7 +203,7 @@ pub unsafe extern "C" fn tessera_fstat(file: *mut CFile, st: *mut CStat) -> c_in
 pub unsafe extern "C" fn tessera_file_model(file: *mut CFile) -> c_int {
     guard(-1, || {
         Ok(model_value(
-            // SAFETY: the pointers are as this function's contract states.
+            // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
             unsafe { file_mut(file, "tessera_file_model") }?
                 .file
                 .model(),
@@ -221,7 +221,7 @@ macro_rules! file_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(file: *mut CFile) -> c_int {
             guard(-1, || {
-                // SAFETY: the pointers are as this function's contract states.
+                // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
                 unsafe { file_mut(file, stringify!($name)) }?
                     .file
                     .$method()?;
@@ -249,7 +249,7 @@ macro_rules! range_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(file: *mut CFile, off: u64, len: u64) -> c_int {
             guard(-1, || {
-                // SAFETY: the pointers are as this function's contract states.
+                // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
                 unsafe { file_mut(file, stringify!($name)) }?
                     .file
                     .$method(off, len)?;
@@ -276,10 +276,10 @@ pub unsafe extern "C" fn tessera_query(
     max: size_t,
 ) -> i64 {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_query") }?;
         let ext = tessera_client::sorted_extents(&f.file.query(off, len)?);
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `out` is NULL or holds `max` writable extents (this function's contract).
         unsafe { store_extents(&ext, out, max, "tessera_query") }
     })
 }
@@ -295,10 +295,10 @@ pub unsafe extern "C" fn tessera_query_file(
     max: size_t,
 ) -> i64 {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_query_file") }?;
         let ext = tessera_client::sorted_extents(&f.file.query_file()?);
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `out` is NULL or holds `max` writable extents (this function's contract).
         unsafe { store_extents(&ext, out, max, "tessera_query_file") }
     })
 }
@@ -310,7 +310,7 @@ pub unsafe extern "C" fn tessera_query_file(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_flush(file: *mut CFile, off: u64, len: u64) -> i64 {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let n = unsafe { file_mut(file, "tessera_flush") }?
             .file
             .flush(off, len)?;
@@ -325,7 +325,7 @@ pub unsafe extern "C" fn tessera_flush(file: *mut CFile, off: u64, len: u64) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_flush_file(file: *mut CFile) -> i64 {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let n = unsafe { file_mut(file, "tessera_flush_file") }?
             .file
             .flush_file()?;

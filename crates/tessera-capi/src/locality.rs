@@ -29,9 +29,9 @@ pub unsafe extern "C" fn tessera_locate(
 ) -> i64 {
     guard(-1, || {
         const F: &str = "tessera_locate";
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, F) }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         let p = unsafe { text(path, F, "path") }?;
         if max > 0 && out.is_null() {
             return Err(efault(F, "out (with max above 0)"));
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn tessera_locate_many(
 ) -> c_int {
     guard(-1, || {
         const F: &str = "tessera_locate_many";
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, F) }?;
         if n == 0 {
             return Ok(0);

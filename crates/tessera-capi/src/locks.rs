@@ -16,7 +16,7 @@ pub unsafe extern "C" fn tessera_lock(
     wait: c_int,
 ) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `file` is NULL or a live handle from `tessera_open`, not yet closed, used by this thread only (tessera.h).
         let f = unsafe { file_mut(file, "tessera_lock") }?;
         let k = match kind {
             0 => LockKind::Shared,

@@ -14,11 +14,11 @@ pub unsafe extern "C" fn tessera_stat(
     st: *mut CStat,
 ) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_stat") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         let p = unsafe { text(path, "tessera_stat", "path") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `st` is NULL or points to the caller's own, aligned storage for the result (tessera.h).
         let out = unsafe { out_ptr(st, "tessera_stat", "st") }?;
         *out = stat_of(&c.stat(p)?);
         Ok(0)
@@ -36,11 +36,10 @@ pub unsafe extern "C" fn tessera_mkdir(
     mode: mode_t,
 ) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_mkdir") }?;
-        // SAFETY: the pointers are as this function's contract states.
         c.mkdir(
-            // SAFETY: forwarded under this function's own contract.
+            // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
             unsafe { text(path, "tessera_mkdir", "path") }?,
             mode & 0o7777,
         )?;
@@ -55,9 +54,9 @@ pub unsafe extern "C" fn tessera_mkdir(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_rmdir(client: *mut CClient, path: *const c_char) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_rmdir") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         c.rmdir(unsafe { text(path, "tessera_rmdir", "path") }?)?;
         Ok(0)
     })
@@ -70,9 +69,9 @@ pub unsafe extern "C" fn tessera_rmdir(client: *mut CClient, path: *const c_char
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_unlink(client: *mut CClient, path: *const c_char) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_unlink") }?;
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `path` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
         c.unlink(unsafe { text(path, "tessera_unlink", "path") }?)?;
         Ok(0)
     })
@@ -89,12 +88,12 @@ pub unsafe extern "C" fn tessera_rename(
     to: *const c_char,
 ) -> c_int {
     guard(-1, || {
-        // SAFETY: the pointers are as this function's contract states.
+        // SAFETY: `client` is NULL or a live handle from `tessera_connect`, not yet given to `tessera_disconnect` (tessera.h).
         let c = unsafe { client_ref(client, "tessera_rename") }?;
         c.rename(
-            // SAFETY: the pointers are as this function's contract states.
+            // SAFETY: `from` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
             unsafe { text(from, "tessera_rename", "from") }?,
-            // SAFETY: the pointers are as this function's contract states.
+            // SAFETY: `to` is NULL or a NUL-terminated string that the call does not outlive (tessera.h).
             unsafe { text(to, "tessera_rename", "to") }?,
         )?;
         Ok(0)

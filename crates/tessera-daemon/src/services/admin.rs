@@ -45,10 +45,7 @@ impl Node {
         let (stripe_copy_hits, stripe_copy_misses) =
             self.stripe_cache.lock().expect("stripe cache").counts();
         // Measures the device: off the async workers.
-        let (grants, peak) = {
-            let m = self.locks.manager();
-            (m.grants(), m.peak_holders())
-        };
+        let (grants, peak) = self.locks.figures();
         // One guard at a time: temporaries in the literal below would live to its end.
         let (txns_at_home, txns_open) = {
             let homes = self.txns.homes.lock().expect("homes");
@@ -56,6 +53,7 @@ impl Node {
             (homes.len() as u64, open.count() as u64)
         };
         let space = crate::blocking::blocking(|| self.logs.space());
+        let (stats_leased, stats_unleased) = self.attrs.stats_counted();
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
         NodeStatus {
             node: self.id,
@@ -80,11 +78,8 @@ impl Node {
             name_intents: self.names.count() as u64,
             files_to_drop: self.drops.count() as u64,
             attr_leases: self.attrs.leases_held() as u64,
-            stats_leased: self.attrs.leased.load(std::sync::atomic::Ordering::Relaxed),
-            stats_unleased: self
-                .attrs
-                .unleased
-                .load(std::sync::atomic::Ordering::Relaxed),
+            stats_leased,
+            stats_unleased,
             txns_open,
             security: self.cfg.security,
             lock_waiters: self.locks.waiting(),

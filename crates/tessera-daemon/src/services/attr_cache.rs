@@ -74,11 +74,25 @@ pub struct AttrCache {
     tells: mpsc::UnboundedSender<Telling>,
     telling: Mutex<Option<mpsc::UnboundedReceiver<Telling>>>,
     /// Stats answered with a lease, and without one.
-    pub leased: AtomicU64,
-    pub unleased: AtomicU64,
+    leased: AtomicU64,
+    unleased: AtomicU64,
 }
 
 impl AttrCache {
+    /// Counts a stat answered with a lease (`true`) or without one.
+    pub(crate) fn count_stat(&self, leased: bool) {
+        let counter = if leased { &self.leased } else { &self.unleased };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Stats answered with a lease, and without one, since start.
+    pub fn stats_counted(&self) -> (u64, u64) {
+        (
+            self.leased.load(Ordering::Relaxed),
+            self.unleased.load(Ordering::Relaxed),
+        )
+    }
+
     /// `restarted`: this node had state before, so copies of its entries may exist.
     pub fn new(node: u32, lease_ms: u64, restarted: bool) -> Arc<AttrCache> {
         let lease = Duration::from_millis(lease_ms);
@@ -466,7 +480,7 @@ impl ServeClient<StatLeased> for Node {
         let p = path::normalize(&r.path)?;
         let board = self.attrs.board.as_ref();
         let Some(board) = board.filter(|_| p != "/" && self.txns.member(client).is_none()) else {
-            self.attrs.unleased.fetch_add(1, Ordering::Relaxed);
+            self.attrs.count_stat(false);
             let (_, attr) = self
                 .lookup_for(client, &p)
                 .await?
@@ -497,12 +511,7 @@ impl ServeClient<StatLeased> for Node {
         };
         let lease =
             (got.leased && self.attrs.forgets.load(Ordering::SeqCst) == forgets).then_some(lease);
-        let counter = if lease.is_some() {
-            &self.attrs.leased
-        } else {
-            &self.attrs.unleased
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.attrs.count_stat(lease.is_some());
         Ok(Leased { attr, lease })
     }
 }

@@ -22,12 +22,23 @@ use tokio::sync::Notify;
 #[derive(Default)]
 pub struct CatalogueShard {
     /// Lock order: `own`, then the transactions' `pending`, then this.
-    pub table: Mutex<Catalogue>,
+    table: Mutex<Catalogue>,
     /// Woken whenever a version is committed or deleted here.
-    pub changed: Notify,
+    changed: Notify,
 }
 
 impl CatalogueShard {
+    /// Wakes every waiter: a version was committed or deleted here.
+    pub fn tell_changed(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves at the next [`CatalogueShard::tell_changed`] after it was made: made before
+    /// a waiter looks, it misses no change that comes after the look.
+    pub fn next_change(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
     pub fn new(table: Catalogue) -> CatalogueShard {
         CatalogueShard {
             table: Mutex::new(table),
@@ -84,7 +95,7 @@ impl ServePeer<CatShardChange> for Node {
         };
         durable.durable().await?;
         if r.txn.is_none() {
-            self.catalogue.changed.notify_waiters();
+            self.catalogue.tell_changed();
         }
         Ok(())
     }
@@ -112,7 +123,7 @@ impl ServePeer<CatShardWait> for Node {
         let limit = Duration::from_millis(r.timeout_ms);
         loop {
             // Registered before looking, so a commit between the look and the wait wakes it.
-            let changed = self.catalogue.changed.notified();
+            let changed = self.catalogue.next_change();
             self.settle_catalogue(Some(&r.name), None).await?;
             let latest = self.catalogue.lock().latest(&r.name);
             if latest >= r.version {

@@ -80,7 +80,7 @@ impl Node {
             let batch = self.drops.batch();
             if batch.is_empty() || self.failpoints.is_set("drops-hold") {
                 tokio::select! {
-                    _ = self.drops.wake.notified() => {}
+                    () = self.drops.added() => {}
                     _ = tokio::time::sleep(RETRY_EVERY) => {}
                 }
                 continue;

@@ -20,33 +20,21 @@
 
 use crate::Node;
 use crate::rpc::ServePeer;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use tessera_core::lock_manager::Token;
-use tessera_core::locks::owner_node;
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{Fence, RenewLease};
 
 impl ServePeer<RenewLease> for Node {
     async fn serve_peer(&self, r: RenewLease) -> FsResult<Vec<Fence>> {
-        let now = self.locks.now_ms();
-        // Under the manager's lock, as expiry records what it revoked: a renewal sees either
-        // the holder still holding or every token it lost.
-        let mut manager = self.locks.manager();
-        manager.heard(r.node, now);
-        let revoked = self.locks.revoked_of.lock().expect("revoked");
-        Ok(revoked.get(&r.node).cloned().unwrap_or_default())
+        Ok(self.locks.renewal_from(r.node))
     }
 }
 
 impl ServePeer<Fence> for Node {
     async fn serve_peer(&self, r: Fence) -> FsResult<()> {
-        self.locks
-            .fenced
-            .lock()
-            .expect("fences")
-            .insert((r.ino, r.token));
+        self.locks.fence(r.ino, r.token);
         Ok(())
     }
 }
@@ -59,21 +47,7 @@ impl Node {
         loop {
             tokio::time::sleep(period).await;
             self.renew_leases().await;
-            let revoked = {
-                let now = self.locks.now_ms();
-                let mut manager = self.locks.manager();
-                let revoked = manager.expire(now, self.cfg.lock_lease_ms);
-                let mut of = self.locks.revoked_of.lock().expect("revoked");
-                for r in &revoked {
-                    of.entry(owner_node(r.holder.id)).or_default().push(Fence {
-                        ino: r.ino,
-                        token: r.token,
-                    });
-                }
-                revoked
-            };
-            // Queued requests of the silent holders are gone; waiters re-check.
-            self.locks.changed.notify_waiters();
+            let revoked = self.locks.expire_silent(self.cfg.lock_lease_ms);
             for r in revoked {
                 tracing::warn!(
                     ino = r.ino,
@@ -88,15 +62,7 @@ impl Node {
 
     /// Renews this node's lease on every lock node where its clients may hold locks.
     async fn renew_leases(&self) {
-        let nodes: BTreeSet<u32> = self
-            .locks
-            .held_at
-            .lock()
-            .expect("held_at")
-            .values()
-            .flatten()
-            .copied()
-            .collect();
+        let nodes = self.locks.lock_nodes();
         let renewals = nodes
             .into_iter()
             .map(|lock_node| self.renew_lease(lock_node));
@@ -113,23 +79,15 @@ impl Node {
         let Ok(Ok(revoked)) = tokio::time::timeout(lease / 2, call).await else {
             return false;
         };
-        let mut fenced = self.locks.fenced.lock().expect("fences");
-        fenced.extend(revoked.into_iter().map(|f| (f.ino, f.token)));
-        drop(fenced);
-        let mut until = self.locks.lease_until.lock().expect("leases");
-        let t = until.entry(lock_node).or_insert(sent + lease);
-        *t = (*t).max(sent + lease);
+        self.locks.renewed(lock_node, sent, lease, revoked);
         true
     }
 
     /// Whether this node's lease on `lock_node` is surely still valid for `margin` more.
     pub(crate) fn lease_valid_for(&self, lock_node: u32, margin: std::time::Duration) -> bool {
         self.locks
-            .lease_until
-            .lock()
-            .expect("leases")
-            .get(&lock_node)
-            .is_some_and(|u| crate::clock::now() + margin <= *u)
+            .lease_until(lock_node)
+            .is_some_and(|u| crate::clock::now() + margin <= u)
     }
 
     /// Sends the fence of a revoked token to every node, then frees the grant's bytes.
@@ -149,8 +107,7 @@ impl Node {
             }
         });
         futures::future::join_all(calls).await;
-        self.locks.manager().fenced(ino, token);
-        self.locks.changed.notify_waiters();
+        self.locks.free_fenced(ino, token);
     }
 
     /// Refuses an attach under list locks that were revoked (`fences` are their tokens): on
@@ -169,11 +126,8 @@ impl Node {
                 ),
             )
         };
-        {
-            let fenced = self.locks.fenced.lock().expect("fences");
-            if let Some(t) = fences.iter().find(|t| fenced.contains(&(ino, **t))) {
-                return Err(refused(*t));
-            }
+        if let Some(t) = self.locks.first_fenced(ino, fences) {
+            return Err(refused(t));
         }
         if local && !self.lease_valid_for(ino_shard(ino), std::time::Duration::ZERO) {
             return Err(refused(fences[0]));

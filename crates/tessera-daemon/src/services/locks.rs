@@ -33,23 +33,23 @@ pub const LOCK_WAIT_SLICE: Duration = Duration::from_secs(5);
 
 /// Lock tables of the files whose inodes live on this node, and what this node's clients hold.
 pub struct LockService {
-    pub(super) state: std::sync::Mutex<LockManager>,
+    state: std::sync::Mutex<LockManager>,
     /// Woken on every change that may grant a waiter, so waiters re-check.
-    pub(super) changed: tokio::sync::Notify,
+    changed: tokio::sync::Notify,
     /// For each client of this node: the nodes where it may hold locks.
-    pub(super) held_at: std::sync::Mutex<HashMap<u64, BTreeSet<u32>>>,
+    held_at: std::sync::Mutex<HashMap<u64, BTreeSet<u32>>>,
     /// For each lock node this node's clients hold locks on: until when this node's lease
     /// there is surely valid (the send time of the last renewal it acknowledged, plus the
     /// lease). Attaches under list locks are refused past it.
-    pub(super) lease_until: std::sync::Mutex<HashMap<u32, Instant>>,
+    lease_until: std::sync::Mutex<HashMap<u32, Instant>>,
     /// Revoked list-lock tokens (ino, token): attaches carrying them are refused. Grows by
     /// one entry per revocation, which only a silent holder causes.
-    pub(super) fenced: std::sync::Mutex<HashSet<(u64, Token)>>,
+    fenced: std::sync::Mutex<HashSet<(u64, Token)>>,
     /// On a lock node: the revoked list locks of each holder node, told to it at each of its
     /// renewals. Only a silent holder adds to it.
-    pub(super) revoked_of: std::sync::Mutex<HashMap<u32, Vec<tessera_proto::Fence>>>,
+    revoked_of: std::sync::Mutex<HashMap<u32, Vec<tessera_proto::Fence>>>,
     /// The time base of the lease clock.
-    pub(super) epoch: Instant,
+    epoch: Instant,
     /// Requests waiting on this node's tables now (a status figure).
     waiting: std::sync::atomic::AtomicU64,
 }
@@ -90,8 +90,103 @@ impl Default for LockService {
 }
 
 impl LockService {
-    pub(super) fn now_ms(&self) -> u64 {
+    fn now_ms(&self) -> u64 {
         crate::clock::since(self.epoch).as_millis() as u64
+    }
+
+    /// On a lock node: holder node `node` renewed its lease now; the tokens of its list
+    /// locks revoked here, for it to fence. Under the tables' lock, as expiry records what it
+    /// revoked: a renewal sees either the holder still holding or every token it lost.
+    pub fn renewal_from(&self, node: u32) -> Vec<tessera_proto::Fence> {
+        let now = self.now_ms();
+        let mut manager = self.manager();
+        manager.heard(node, now);
+        let revoked = self.revoked_of.lock().expect("revoked");
+        revoked.get(&node).cloned().unwrap_or_default()
+    }
+
+    /// On a lock node: revokes the locks of the holders not heard from for longer than
+    /// `lease_ms`, records each for its holder's next renewal, and wakes the waiters (the
+    /// silent holders' queued requests are gone). The list grants revoked, to fence.
+    pub fn expire_silent(&self, lease_ms: u64) -> Vec<tessera_core::lock_manager::Revoked> {
+        let revoked = {
+            let now = self.now_ms();
+            let mut manager = self.manager();
+            let revoked = manager.expire(now, lease_ms);
+            let mut of = self.revoked_of.lock().expect("revoked");
+            for r in &revoked {
+                of.entry(tessera_core::locks::owner_node(r.holder.id))
+                    .or_default()
+                    .push(tessera_proto::Fence {
+                        ino: r.ino,
+                        token: r.token,
+                    });
+            }
+            revoked
+        };
+        self.changed.notify_waiters();
+        revoked
+    }
+
+    /// On a lock node: every node that answers has the fence of `token`: its bytes go to the
+    /// next request.
+    pub fn free_fenced(&self, ino: u64, token: Token) {
+        self.manager().fenced(ino, token);
+        self.changed.notify_waiters();
+    }
+
+    /// The lock nodes where this node's clients may hold locks.
+    pub fn lock_nodes(&self) -> BTreeSet<u32> {
+        self.held_at
+            .lock()
+            .expect("held_at")
+            .values()
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// A renewal sent at `sent` was answered by `lock_node` with the tokens it revoked: they
+    /// are fenced here first, then the lease there is valid until `sent + lease`.
+    pub fn renewed(
+        &self,
+        lock_node: u32,
+        sent: Instant,
+        lease: Duration,
+        revoked: Vec<tessera_proto::Fence>,
+    ) {
+        let mut fenced = self.fenced.lock().expect("fences");
+        fenced.extend(revoked.into_iter().map(|f| (f.ino, f.token)));
+        drop(fenced);
+        let mut until = self.lease_until.lock().expect("leases");
+        let t = until.entry(lock_node).or_insert(sent + lease);
+        *t = (*t).max(sent + lease);
+    }
+
+    /// Until when this node's lease on `lock_node` is surely valid, if it has one.
+    pub fn lease_until(&self, lock_node: u32) -> Option<Instant> {
+        self.lease_until
+            .lock()
+            .expect("leases")
+            .get(&lock_node)
+            .copied()
+    }
+
+    /// Fences `token` of `ino` here: attaches carrying it are refused from now on.
+    pub fn fence(&self, ino: u64, token: Token) {
+        self.fenced.lock().expect("fences").insert((ino, token));
+    }
+
+    /// The first of `tokens` fenced here for `ino`.
+    pub fn first_fenced(&self, ino: u64, tokens: &[Token]) -> Option<Token> {
+        let fenced = self.fenced.lock().expect("fences");
+        tokens.iter().copied().find(|t| fenced.contains(&(ino, *t)))
+    }
+
+    /// List locks granted (and their runs) and the most holders at once, since the start.
+    pub fn figures(&self) -> (tessera_core::lock_manager::Grants, usize) {
+        let m = self.manager();
+        (m.grants(), m.peak_holders())
     }
 
     /// Whether list lock `token` of `ino` is fenced here (revoked: attaches carrying it are
@@ -105,7 +200,7 @@ impl LockService {
         self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub(super) fn manager(&self) -> std::sync::MutexGuard<'_, LockManager> {
+    fn manager(&self) -> std::sync::MutexGuard<'_, LockManager> {
         self.state.lock().expect("lock tables")
     }
 

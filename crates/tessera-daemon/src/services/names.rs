@@ -271,7 +271,7 @@ impl ServePeer<NameStep> for Node {
                 if intent.is_some() {
                     // The file went with that name: its bytes go, in the background (the
                     // release itself is recorded).
-                    self.names.wake.notify_one();
+                    self.names.wake();
                 }
                 Ok(Outcome::Done)
             }
@@ -480,7 +480,7 @@ impl Node {
                 // file), as after a crash.
                 let again = intent.clone().resumed();
                 self.names.set(id, Some(again));
-                self.names.wake.notify_one();
+                self.names.wake();
                 break Err(FsError::new(
                     Errno::HostDown,
                     format!(
@@ -672,7 +672,7 @@ impl Node {
             }
         }
         self.names.to_forget(by_shard);
-        self.names.wake.notify_one();
+        self.names.wake();
     }
 
     /// The background task: drives the intents left to it (a shard did not answer, or the
@@ -706,7 +706,7 @@ impl Node {
                 });
             }
             tokio::select! {
-                _ = self.names.wake.notified() => tokio::time::sleep(RETRY_EVERY).await,
+                () = self.names.woken() => tokio::time::sleep(RETRY_EVERY).await,
                 _ = tokio::time::sleep(RETRY_EVERY) => {}
             }
         }

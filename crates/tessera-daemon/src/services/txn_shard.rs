@@ -323,7 +323,7 @@ impl Node {
             (self.store.submit(ops), tell)
         };
         durable.durable().await?;
-        self.catalogue.changed.notify_waiters();
+        self.catalogue.tell_changed();
         self.tell_holders(tell).await;
         Ok(())
     }

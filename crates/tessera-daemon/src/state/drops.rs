@@ -15,7 +15,7 @@ pub struct FilesToDrop {
     /// Waiting, and being released (a batch stays here until every node answered).
     files: Mutex<BTreeSet<u64>>,
     /// Woken when files are added.
-    pub wake: Notify,
+    wake: Notify,
 }
 
 impl FilesToDrop {
@@ -24,6 +24,12 @@ impl FilesToDrop {
             files: Mutex::new(files.into_iter().collect()),
             wake: Notify::new(),
         }
+    }
+
+    /// Returns once files were added since the last call (or at once if some were added
+    /// while no one waited).
+    pub async fn added(&self) {
+        self.wake.notified().await
     }
 
     pub fn add(&self, inos: &[u64]) {

@@ -23,13 +23,24 @@ pub struct NameIntents {
     /// Answers other shards recorded for intents that ended here, to be forgotten there.
     forgets: Mutex<Vec<(u32, Vec<StepKey>)>>,
     /// Woken when an intent is left to the background task.
-    pub wake: Notify,
+    wake: Notify,
     /// Held (shared) while an operation begins; the check of names against counts holds it
     /// alone, so none begins while it counts.
     pub gate: tokio::sync::RwLock<()>,
 }
 
 impl NameIntents {
+    /// Wakes the background task: an intent was left to it.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Returns once [`NameIntents::wake`] was called (at once if it was while no one
+    /// waited).
+    pub async fn woken(&self) {
+        self.wake.notified().await
+    }
+
     /// After a start: the intents and answers the store kept. Every intent is taken up
     /// again as one whose last steps may have gone unanswered.
     pub fn load(intents: Vec<Intent>, answered: Vec<(StepKey, Outcome)>) -> NameIntents {
