@@ -62,13 +62,7 @@ impl Node {
         self.clients.is_live(log)
             || self.clients.is_absent(log)
             || (txn && self.clients.any_absent())
-            || self
-                .txns
-                .members
-                .lock()
-                .expect("members")
-                .values()
-                .any(|(_, l)| *l == log)
+            || self.txns.members.writes_log(log)
     }
 
     /// The background task: releases the listed files on every node, a batch at a time.

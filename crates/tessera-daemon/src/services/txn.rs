@@ -86,25 +86,19 @@ pub struct Txns {
     pub entries: Mutex<PendingEntries>,
     /// The transactions this node is the home of.
     pub homes: Mutex<HashMap<u64, Home>>,
-    /// Client -> the transaction its connection is a member of, and the log id it writes
-    /// under meanwhile.
-    pub members: Mutex<HashMap<u64, (u64, u64)>>,
+    /// Which transaction each client of this node is a member of, and the leaves to tell.
+    pub members: super::txn_members::Members,
     /// Transactions completed here since start: a late attach under one is refused.
-    pub done: Mutex<HashSet<u64>>,
+    pub done: super::txn_members::Completed,
     /// The outcomes of the transactions this home finished most recently (forgotten once
     /// complete everywhere): a decision asked again, or a query that saw one before its
     /// completion, still learns it.
     pub finished: Mutex<Finished>,
-    pub(crate) next: Mutex<u64>,
+    next: Mutex<u64>,
     /// Ids handed out ahead ([`tessera_proto::TxnReserve`]) and not opened yet. In memory: after a restart
     /// a job's reserved ids are refused (its processes were cut off from this home anyway).
-    pub(crate) reserved: Mutex<ReservedIds>,
+    reserved: Mutex<ReservedIds>,
     epoch: std::time::Instant,
-    /// Members that left, for their homes: told in the background, so that leaving (after
-    /// every commit) does not wait for a round trip to the home. A home that hears late
-    /// learns it anyway from its own asking (`TxnMembers`).
-    leaving: Mutex<Vec<(u64, u64)>>,
-    left: tokio::sync::Notify,
 }
 
 impl Txns {
@@ -113,15 +107,36 @@ impl Txns {
             pending: Mutex::new(pending),
             entries: Mutex::new(entries),
             homes: Mutex::new(HashMap::new()),
-            members: Mutex::new(HashMap::new()),
-            done: Mutex::new(HashSet::new()),
+            members: Default::default(),
+            done: Default::default(),
             finished: Mutex::new(Finished::default()),
             next: Mutex::new(next.max(1)),
             reserved: Mutex::new(ReservedIds::default()),
             epoch: crate::clock::now(),
-            leaving: Mutex::new(Vec::new()),
-            left: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Takes the next `count` transaction numbers: `f` gets the first and the counter after
+    /// them, and runs under the counter's lock, so that the state writes it queues are in
+    /// the order the numbers were taken.
+    pub fn take_numbers<R>(&self, count: u64, f: impl FnOnce(u64, u64) -> R) -> R {
+        let mut next = self.next.lock().expect("txn counter");
+        let first = *next;
+        *next += count;
+        f(first, *next)
+    }
+
+    /// Records `count` ids from `first` as reserved, to be opened by their members.
+    pub fn reserve(&self, first: u64, count: u64) {
+        self.reserved
+            .lock()
+            .expect("reserved")
+            .reserve(first, count);
+    }
+
+    /// Takes `txn` off the reserved ids; whether it was reserved (and not opened yet).
+    pub fn take_reserved(&self, txn: u64) -> bool {
+        self.reserved.lock().expect("reserved").take(txn)
     }
 
     /// Milliseconds since start, the clock of the homes' timeouts.
@@ -131,20 +146,12 @@ impl Txns {
 
     /// The transaction client `client`'s connection is a member of.
     pub fn member(&self, client: u64) -> Option<u64> {
-        self.members
-            .lock()
-            .expect("members")
-            .get(&client)
-            .map(|(t, _)| *t)
+        self.members.get(client).map(|(t, _)| t)
     }
 
     /// The log id client `client` writes under: its own, or the one of its transaction.
     pub fn log_of(&self, client: u64) -> u64 {
-        self.members
-            .lock()
-            .expect("members")
-            .get(&client)
-            .map_or(client, |(_, log)| *log)
+        self.members.get(client).map_or(client, |(_, log)| log)
     }
 
     pub fn pending(&self) -> std::sync::MutexGuard<'_, PendingOwnership> {
@@ -165,14 +172,11 @@ impl Txns {
 
 impl ServeClient<TxnOpen> for Node {
     async fn serve_client(&self, _: u64, _: TxnOpen) -> FsResult<u64> {
-        let (txn, durable) = {
-            let mut next = self.txns.next.lock().expect("txn counter");
-            let n = *next;
-            *next += 1;
+        let (txn, durable) = self.txns.take_numbers(1, |n, after| {
             let txn = txn_id(self.id, n);
-            let ops = vec![DbOp::SetMeta(MetaKey::NextTxn, n + 1)];
+            let ops = vec![DbOp::SetMeta(MetaKey::NextTxn, after)];
             (txn, self.open_home(txn, ops))
-        };
+        });
         durable.durable().await?;
         Ok(txn)
     }
@@ -180,20 +184,14 @@ impl ServeClient<TxnOpen> for Node {
 
 impl ServeClient<TxnJoin> for Node {
     async fn serve_client(&self, client: u64, r: TxnJoin) -> FsResult<u64> {
-        let before = self
-            .txns
-            .members
-            .lock()
-            .expect("members")
-            .get(&client)
-            .copied();
+        let before = self.txns.members.get(client);
         if let (Some((txn, log)), Some(want)) = (before, r.txn)
             && txn == want
         {
             return Ok(log);
         }
         let Some(txn) = r.txn else {
-            self.txns.members.lock().expect("members").remove(&client);
+            self.txns.members.set(client, None);
             if let Some((old, _)) = before {
                 self.leave_txn(old, client);
             }
@@ -221,17 +219,9 @@ impl ServeClient<TxnJoin> for Node {
         };
         // Counted here first: the home's check of its members must never find a member it
         // registered unknown here.
-        self.txns
-            .members
-            .lock()
-            .expect("members")
-            .insert(client, (txn, log));
+        self.txns.members.set(client, Some((txn, log)));
         if let Err(e) = self.call(txn_home(txn), join).await {
-            let mut members = self.txns.members.lock().expect("members");
-            match before {
-                Some(old) => members.insert(client, old),
-                None => members.remove(&client),
-            };
+            self.txns.members.set(client, before);
             return Err(e);
         }
         if let Some((old, _)) = before {
@@ -243,11 +233,7 @@ impl ServeClient<TxnJoin> for Node {
 
 impl ServePeer<TxnMembers> for Node {
     async fn serve_peer(&self, r: TxnMembers) -> FsResult<Vec<u64>> {
-        let members = self.txns.members.lock().expect("members");
-        Ok(r.clients
-            .into_iter()
-            .filter(|c| members.get(c).is_some_and(|(t, _)| *t == r.txn))
-            .collect())
+        Ok(self.txns.members.still_in(r.txn, r.clients))
     }
 }
 
@@ -299,25 +285,17 @@ impl Node {
     /// [`Node::tell_leaves`]).
     pub(crate) fn leave_txn(&self, txn: u64, client: u64) {
         // Completed here means decided: its home counts members only while it is open.
-        if self.txns.done.lock().expect("done").contains(&txn) {
+        if self.txns.done.contains(txn) {
             return;
         }
-        self.txns
-            .leaving
-            .lock()
-            .expect("leaving")
-            .push((txn, client));
-        self.txns.left.notify_one();
+        self.txns.members.left(txn, client);
     }
 
     /// Until shutdown: tells the homes which members left (best effort: a home that cannot
     /// be reached counts its members by asking, and times the transaction out on its own).
     pub async fn tell_leaves(self: Arc<Self>) {
         loop {
-            self.txns.left.notified().await;
-            let mut leaves = std::mem::take(&mut *self.txns.leaving.lock().expect("leaving"));
-            // One that joined the same transaction again since is a member after all.
-            leaves.retain(|(txn, client)| self.txns.member(*client) != Some(*txn));
+            let leaves = self.txns.members.leaves_to_tell().await;
             let told = leaves.iter().map(|(txn, client)| {
                 let leave = TxnMember {
                     txn: *txn,
@@ -342,10 +320,10 @@ impl Node {
     /// published (its writes count only if published before its vote). `None`: what it left
     /// is its own.
     pub async fn txn_client_gone(&self, client: u64) -> Option<u64> {
-        let (txn, log) = self.txns.members.lock().expect("members").remove(&client)?;
+        let (txn, log) = self.txns.members.set(client, None)?;
         self.leave_txn(txn, client);
         // A member of a transaction completed here had left it (its library leaves without
         // telling the daemon until its next call): what it wrote since is its own.
-        (!self.txns.done.lock().expect("done").contains(&txn)).then_some(log)
+        (!self.txns.done.contains(txn)).then_some(log)
     }
 }

@@ -30,19 +30,12 @@ impl ServeClient<TxnReserve> for Node {
                 ),
             ));
         }
-        let (first, durable) = {
-            let mut next = self.txns.next.lock().expect("txn counter");
-            let n = *next;
-            *next += u64::from(r.count);
+        let (first, durable) = self.txns.take_numbers(u64::from(r.count), |n, after| {
             let first = txn_id(self.id, n);
-            self.txns
-                .reserved
-                .lock()
-                .expect("reserved")
-                .reserve(first, u64::from(r.count));
-            let ops = vec![DbOp::SetMeta(MetaKey::NextTxn, *next)];
+            self.txns.reserve(first, u64::from(r.count));
+            let ops = vec![DbOp::SetMeta(MetaKey::NextTxn, after)];
             (first, self.store.submit(ops))
-        };
+        });
         durable.durable().await?;
         Ok(first)
     }
@@ -71,7 +64,7 @@ impl Node {
     /// Opens a reserved `txn` now, if it is reserved here and not opened yet: open in memory
     /// at once, durable when the answer is awaited; `None` if it is not reserved here.
     fn open_reserved(&self, txn: u64) -> Option<crate::store::Pending> {
-        if !self.txns.reserved.lock().expect("reserved").take(txn) {
+        if !self.txns.take_reserved(txn) {
             return None;
         }
         Some(self.open_home(txn, Vec::new()))
@@ -187,12 +180,7 @@ impl ServeClient<TxnEnroll> for Node {
 impl ServePeer<TxnEnrollNode> for Node {
     async fn serve_peer(&self, r: TxnEnrollNode) -> FsResult<Vec<u64>> {
         if r.undo {
-            let mut members = self.txns.members.lock().expect("members");
-            for c in &r.clients {
-                if members.get(c).is_some_and(|(t, _)| *t == r.txn) {
-                    members.remove(c);
-                }
-            }
+            self.txns.members.unenroll(r.txn, &r.clients);
             return Ok(Vec::new());
         }
         if r.clients.len() > MAX_ENROLL {
@@ -223,30 +211,9 @@ impl ServePeer<TxnEnrollNode> for Node {
             }
         }
         // A member enrolled again (a resent request) keeps its log id.
-        let fresh = {
-            let members = self.txns.members.lock().expect("members");
-            r.clients
-                .iter()
-                .filter(|c| members.get(c).is_none_or(|(t, _)| *t != r.txn))
-                .count() as u64
-        };
+        let fresh = self.txns.members.not_in(r.txn, &r.clients);
         let mut ids = self.new_client_ids(fresh).await?;
-        let mut logs = Vec::with_capacity(r.clients.len());
-        let mut left = Vec::new();
-        {
-            let mut members = self.txns.members.lock().expect("members");
-            for c in &r.clients {
-                match members.get(c).copied() {
-                    Some((t, log)) if t == r.txn => logs.push(log),
-                    before => {
-                        let log = ids.next().expect("one fresh id per new member");
-                        members.insert(*c, (r.txn, log));
-                        left.extend(before.map(|(old, _)| (old, *c)));
-                        logs.push(log);
-                    }
-                }
-            }
-        }
+        let (logs, left) = self.txns.members.enroll(r.txn, &r.clients, &mut ids);
         for (old, c) in left {
             self.leave_txn(old, c);
         }

@@ -198,7 +198,7 @@ impl Node {
     }
 
     pub(crate) fn check_not_done(&self, txn: u64) -> FsResult<()> {
-        if self.txns.done.lock().expect("done").contains(&txn) {
+        if self.txns.done.contains(txn) {
             return Err(FsError::new(
                 Errno::Inval,
                 format!(
@@ -222,7 +222,7 @@ impl Node {
             let _own = self.own.lock().expect("own");
             let _catalogue = self.catalogue.lock();
             let _entries = self.txns.entries();
-            self.txns.done.lock().expect("done").insert(txn);
+            self.txns.done.insert(txn);
         }
         // Files it created first: their entries and inodes are in place (or gone) before the
         // pending rows that name them are forgotten. The store writes in the order it is
@@ -353,7 +353,7 @@ impl Node {
         txns.dedup();
         // One being completed here already is left to that completion (which may be what
         // asked, through a file it drops).
-        txns.retain(|t| !self.txns.done.lock().expect("done").contains(t));
+        txns.retain(|t| !self.txns.done.contains(*t));
         txns.retain(|t| self.txns.is_prepared(*t));
         for txn in txns {
             let status = self.call(txn_home(txn), TxnStatus { txn });
