@@ -47,11 +47,7 @@ impl Node {
         // Measures the device: off the async workers.
         let (grants, peak) = self.locks.figures();
         // One guard at a time: temporaries in the literal below would live to its end.
-        let (txns_at_home, txns_open) = {
-            let homes = self.txns.homes.lock().expect("homes");
-            let open = homes.values().filter(|h| h.machine.decided().is_none());
-            (homes.len() as u64, open.count() as u64)
-        };
+        let (txns_at_home, txns_open) = self.txns.homes.counts();
         let space = crate::blocking::blocking(|| self.logs.space());
         let (stats_leased, stats_unleased) = self.attrs.stats_counted();
         let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();

@@ -15,7 +15,7 @@
 //! * [`txn`] / [`txn_enroll`] / [`txn_home`] / [`txn_shard`]: transactions (D2T):
 //!   joining one (one process, or all of the library's at once), its two-phase commit at its
 //!   home, and the state every node holds back until the decision; [`txn_members`]: which
-//!   transaction each client is a member of;
+//!   transaction each client is a member of; [`txn_homes`]: the homes' table;
 //!   [`txn_rename`]: renames by its members, pending between the two names' shards;
 //! * [`catalogue`] / [`catalogue_shard`]: the catalogue of variables and chunks (D2T),
 //!   pending under transactions like their writes;
@@ -56,6 +56,7 @@ pub mod space;
 pub mod txn;
 pub mod txn_enroll;
 pub mod txn_home;
+pub mod txn_homes;
 pub mod txn_members;
 pub mod txn_rename;
 pub mod txn_shard;

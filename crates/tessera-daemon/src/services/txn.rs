@@ -10,71 +10,14 @@
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
 use crate::store::{DbOp, MetaKey};
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tessera_core::txn_entries::PendingEntries;
-use tessera_core::txn_home::{HomeTxn, Outcome};
 use tessera_core::txn_pending::PendingOwnership;
 use tessera_core::txn_reserved::ReservedIds;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{
     TxnDecide, TxnHomeDecide, TxnJoin, TxnMember, TxnMembers, TxnOpen, txn_home, txn_id,
 };
-use tokio::sync::oneshot;
-
-/// A process waiting for a decision: whether it asked to commit, and where its answer goes
-/// (the reasons of an abort, or why what it asked for was not done).
-pub type Waiter = (bool, oneshot::Sender<Result<(), Vec<String>>>);
-
-/// A transaction at its home: the state machine, its member processes, and the processes
-/// waiting for its decision.
-pub struct Home {
-    pub machine: HomeTxn,
-    pub members: HashSet<(u32, u64)>,
-    /// Each with what it asked for (commit: `true`).
-    pub waiters: Vec<Waiter>,
-    /// When the decision became durable (ms): completions still missing a second later are
-    /// sent again.
-    pub decided_at: Option<u64>,
-    /// When each member node was last heard from about its members (ms).
-    pub heard: HashMap<u32, u64>,
-}
-
-/// The outcomes of recently finished transactions, the oldest dropped beyond
-/// [`Finished::KEPT`].
-#[derive(Default)]
-pub struct Finished {
-    outcomes: HashMap<u64, (Outcome, Vec<String>)>,
-    order: std::collections::VecDeque<u64>,
-}
-
-impl Finished {
-    const KEPT: usize = 65_536;
-
-    /// Records `txn`'s outcome, with the reasons of an abort.
-    pub fn insert(&mut self, txn: u64, outcome: Outcome, reasons: Vec<String>) {
-        if self.outcomes.insert(txn, (outcome, reasons)).is_none() {
-            self.order.push_back(txn);
-        }
-        while self.order.len() > Self::KEPT {
-            if let Some(old) = self.order.pop_front() {
-                self.outcomes.remove(&old);
-            }
-        }
-    }
-
-    pub fn get(&self, txn: u64) -> Option<Outcome> {
-        self.outcomes.get(&txn).map(|(o, _)| *o)
-    }
-
-    /// Why `txn` aborted, as its processes were told.
-    pub fn reasons(&self, txn: u64) -> Vec<String> {
-        self.outcomes
-            .get(&txn)
-            .map(|(_, r)| r.clone())
-            .unwrap_or_default()
-    }
-}
 
 /// Everything a daemon keeps of transactions.
 pub struct Txns {
@@ -84,16 +27,12 @@ pub struct Txns {
     /// The entries of files transactions created, on this namespace shard. Lock order: `ns`,
     /// then this.
     pub entries: Mutex<PendingEntries>,
-    /// The transactions this node is the home of.
-    pub homes: Mutex<HashMap<u64, Home>>,
+    /// The transactions this node is the home of, and the outcomes of those it finished.
+    pub homes: super::txn_homes::Homes,
     /// Which transaction each client of this node is a member of, and the leaves to tell.
     pub members: super::txn_members::Members,
     /// Transactions completed here since start: a late attach under one is refused.
     pub done: super::txn_members::Completed,
-    /// The outcomes of the transactions this home finished most recently (forgotten once
-    /// complete everywhere): a decision asked again, or a query that saw one before its
-    /// completion, still learns it.
-    pub finished: Mutex<Finished>,
     next: Mutex<u64>,
     /// Ids handed out ahead ([`tessera_proto::TxnReserve`]) and not opened yet. In memory: after a restart
     /// a job's reserved ids are refused (its processes were cut off from this home anyway).
@@ -106,10 +45,9 @@ impl Txns {
         Txns {
             pending: Mutex::new(pending),
             entries: Mutex::new(entries),
-            homes: Mutex::new(HashMap::new()),
+            homes: Default::default(),
             members: Default::default(),
             done: Default::default(),
-            finished: Mutex::new(Finished::default()),
             next: Mutex::new(next.max(1)),
             reserved: Mutex::new(ReservedIds::default()),
             epoch: crate::clock::now(),

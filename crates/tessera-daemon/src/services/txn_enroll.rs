@@ -14,7 +14,7 @@ use tessera_core::txn_home::HomeTxn;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{TxnEnroll, TxnEnrollNode, TxnReserve, txn_home, txn_id};
 
-use super::txn::Home;
+use super::txn_homes::Home;
 
 /// The most ids one reservation takes.
 const MAX_RESERVE: u32 = 1 << 16;
@@ -47,7 +47,7 @@ impl Node {
     pub(crate) fn open_home(&self, txn: u64, mut ops: Vec<DbOp>) -> crate::store::Pending {
         let mut machine = HomeTxn::open(txn, self.cfg.nodes);
         machine.left(self.txns.now_ms());
-        self.txns.homes.lock().expect("homes").insert(
+        self.txns.homes.insert(
             txn,
             Home {
                 machine,
@@ -114,7 +114,7 @@ impl ServeClient<TxnEnroll> for Node {
         // The open record becomes durable while the nodes count their members: no member
         // learns its log id (and acts as one) before both are done.
         let mut opened = None;
-        if r.open && !self.txns.homes.lock().expect("homes").contains_key(&r.txn) {
+        if r.open && !self.txns.homes.contains(r.txn) {
             opened = self.open_reserved(r.txn);
         }
         self.check_open(r.txn)?;

@@ -7,7 +7,7 @@
 //! Failpoints (`TESSERA_FAILPOINT`, for the crash tests): `home-before-decision` and
 //! `home-after-decision` end this daemon at once around the decision record.
 
-use super::txn::Home;
+use super::txn_homes::{Found, Home};
 use crate::Node;
 use crate::rpc::ServePeer;
 use crate::store::DbOp;
@@ -63,12 +63,11 @@ impl ServePeer<TxnMember> for Node {
             return self.admit(r.txn, &[who]);
         }
         let now = self.txns.now_ms();
-        let mut homes = self.txns.homes.lock().expect("homes");
-        if let Some(h) = homes.get_mut(&r.txn)
-            && h.members.remove(&who)
-        {
-            h.machine.left(now);
-        }
+        self.txns.homes.with(r.txn, |h| {
+            if h.members.remove(&who) {
+                h.machine.left(now);
+            }
+        });
         Ok(())
     }
 }
@@ -78,37 +77,39 @@ impl Node {
     /// unless the transaction is open (a member joining again, after its daemon restarted,
     /// stays one whatever the state).
     pub(crate) fn admit(&self, txn: u64, who: &[(u32, u64)]) -> FsResult<()> {
-        let mut homes = self.txns.homes.lock().expect("homes");
-        let Some(h) = homes.get_mut(&txn) else {
-            return Err(self.not_open(txn));
-        };
-        if who.iter().all(|w| h.members.contains(w)) {
-            return Ok(());
-        }
-        if *h.machine.state() != HomeState::Open {
-            return Err(closed(txn));
-        }
-        for w in who {
-            if h.members.insert(*w) {
-                h.machine.joined();
+        let admitted = self.txns.homes.with(txn, |h| {
+            if who.iter().all(|w| h.members.contains(w)) {
+                return Ok(());
             }
-        }
-        Ok(())
+            if *h.machine.state() != HomeState::Open {
+                return Err(closed(txn));
+            }
+            for w in who {
+                if h.members.insert(*w) {
+                    h.machine.joined();
+                }
+            }
+            Ok(())
+        });
+        admitted.unwrap_or_else(|| Err(self.not_open(txn)))
     }
 
     /// Refuses at its home a transaction that may not be joined (or enrolled in) because it
     /// is no longer, or never was, open here.
     pub(crate) fn check_open(&self, txn: u64) -> FsResult<()> {
-        let homes = self.txns.homes.lock().expect("homes");
-        match homes.get(&txn).map(|h| h.machine.state()) {
-            Some(HomeState::Open) => Ok(()),
-            Some(_) => Err(closed(txn)),
+        match self
+            .txns
+            .homes
+            .with(txn, |h| *h.machine.state() == HomeState::Open)
+        {
+            Some(true) => Ok(()),
+            Some(false) => Err(closed(txn)),
             None => Err(self.not_open(txn)),
         }
     }
 
     fn not_open(&self, txn: u64) -> FsError {
-        let why = match self.txns.finished.lock().expect("finished").get(txn) {
+        let why = match self.txns.homes.finished(txn) {
             Some(Outcome::Commit) => "it was committed",
             Some(Outcome::Abort) => "it was aborted",
             None => "it was never opened, or finished long ago",
@@ -122,46 +123,45 @@ impl Node {
 
 impl ServePeer<TxnHomeDecide> for Node {
     async fn serve_peer(&self, r: TxnHomeDecide) -> FsResult<()> {
-        let (rx, actions) = {
-            let mut homes = self.txns.homes.lock().expect("homes");
-            let Some(h) = homes.get_mut(&r.txn) else {
-                // Finished: the decision asked again is answered as it was taken.
-                let (outcome, reasons) = {
-                    let finished = self.txns.finished.lock().expect("finished");
-                    (finished.get(r.txn), finished.reasons(r.txn))
+        let looked = self.txns.homes.look(r.txn, |found| match found {
+            Found::Home(h) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                h.waiters.push((r.commit, tx));
+                let actions = if r.commit {
+                    h.machine.commit()
+                } else {
+                    h.machine.abort(r.reasons)
                 };
-                return match outcome {
-                    Some(Outcome::Commit) if r.commit => Ok(()),
-                    Some(Outcome::Abort) if !r.commit => Ok(()),
-                    Some(Outcome::Commit) => Err(FsError::new(
-                        Errno::Inval,
-                        format!("transaction {:016x} is already committed", r.txn),
-                    )),
-                    Some(Outcome::Abort) => Err(FsError::new(
-                        Errno::Canceled,
-                        if reasons.is_empty() {
-                            format!("transaction {:016x} was aborted", r.txn)
-                        } else {
-                            reasons.join("; ")
-                        },
-                    )),
-                    None => Err(FsError::new(
-                        Errno::Inval,
-                        format!(
-                            "transaction {:016x} is unknown at its home: it was never opened, or it finished long ago",
-                            r.txn
-                        ),
-                    )),
-                };
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            h.waiters.push((r.commit, tx));
-            let actions = if r.commit {
-                h.machine.commit()
-            } else {
-                h.machine.abort(r.reasons)
-            };
-            (rx, actions)
+                Ok((rx, actions))
+            }
+            // Finished: the decision asked again is answered as it was taken.
+            Found::Gone(outcome, reasons) => Err(match outcome {
+                Some(Outcome::Commit) if r.commit => Ok(()),
+                Some(Outcome::Abort) if !r.commit => Ok(()),
+                Some(Outcome::Commit) => Err(FsError::new(
+                    Errno::Inval,
+                    format!("transaction {:016x} is already committed", r.txn),
+                )),
+                Some(Outcome::Abort) => Err(FsError::new(
+                    Errno::Canceled,
+                    if reasons.is_empty() {
+                        format!("transaction {:016x} was aborted", r.txn)
+                    } else {
+                        reasons.join("; ")
+                    },
+                )),
+                None => Err(FsError::new(
+                    Errno::Inval,
+                    format!(
+                        "transaction {:016x} is unknown at its home: it was never opened, or it finished long ago",
+                        r.txn
+                    ),
+                )),
+            }),
+        });
+        let (rx, actions) = match looked {
+            Ok(waiting) => waiting,
+            Err(answer) => return answer,
         };
         self.drive(r.txn, actions).await;
         match rx.await {
@@ -184,28 +184,26 @@ impl ServePeer<TxnHomeDecide> for Node {
 
 impl ServePeer<TxnStatus> for Node {
     async fn serve_peer(&self, r: TxnStatus) -> FsResult<TxnVerdict> {
-        let homes = self.txns.homes.lock().expect("homes");
-        let finished = || self.txns.finished.lock().expect("finished").get(r.txn);
-        Ok(match homes.get(&r.txn).map(|h| h.machine.decided()) {
-            None => match finished() {
+        Ok(self.txns.homes.look(r.txn, |found| match found {
+            Found::Home(h) => match h.machine.decided() {
+                None => TxnVerdict::Undecided,
                 Some(Outcome::Commit) => TxnVerdict::Committed,
                 Some(Outcome::Abort) => TxnVerdict::Aborted,
-                None => TxnVerdict::Unknown,
             },
-            Some(None) => TxnVerdict::Undecided,
-            Some(Some(Outcome::Commit)) => TxnVerdict::Committed,
-            Some(Some(Outcome::Abort)) => TxnVerdict::Aborted,
-        })
+            Found::Gone(Some(Outcome::Commit), _) => TxnVerdict::Committed,
+            Found::Gone(Some(Outcome::Abort), _) => TxnVerdict::Aborted,
+            Found::Gone(None, _) => TxnVerdict::Unknown,
+        }))
     }
 }
 
 impl Node {
     /// Feeds an event to a home transaction's state machine.
     fn home_event(&self, txn: u64, event: impl FnOnce(&mut HomeTxn) -> Vec<Action>) -> Vec<Action> {
-        let mut homes = self.txns.homes.lock().expect("homes");
-        homes
-            .get_mut(&txn)
-            .map_or_else(Vec::new, |h| event(&mut h.machine))
+        self.txns
+            .homes
+            .with(txn, |h| event(&mut h.machine))
+            .unwrap_or_default()
     }
 
     /// Carries out a home's actions, and the actions they lead to, until none is left.
@@ -240,35 +238,22 @@ impl Node {
                             return;
                         }
                         let now = self.txns.now_ms();
-                        if let Some(h) = self.txns.homes.lock().expect("homes").get_mut(&txn) {
-                            h.decided_at = Some(now);
-                        }
+                        self.txns.homes.with(txn, |h| h.decided_at = Some(now));
                         next.extend(self.home_event(txn, |h| h.decision_durable()));
                     }
                     // Each waiter is told how the decision stands to what it asked for.
                     Action::Answer(_) => {
-                        let mut homes = self.txns.homes.lock().expect("homes");
-                        if let Some(h) = homes.get_mut(&txn)
-                            && let Some(outcome) = h.machine.decided()
-                        {
-                            let reasons = h.machine.reasons().to_vec();
-                            for (commit, w) in std::mem::take(&mut h.waiters) {
-                                let _ = w.send(answer_to(txn, commit, outcome, &reasons));
+                        self.txns.homes.with(txn, |h| {
+                            if let Some(outcome) = h.machine.decided() {
+                                let reasons = h.machine.reasons().to_vec();
+                                for (commit, w) in std::mem::take(&mut h.waiters) {
+                                    let _ = w.send(answer_to(txn, commit, outcome, &reasons));
+                                }
                             }
-                        }
+                        });
                     }
                     Action::Forget => {
-                        let gone = self.txns.homes.lock().expect("homes").remove(&txn);
-                        if let Some(h) = gone
-                            && let Some(outcome) = h.machine.decided()
-                        {
-                            let reasons = h.machine.reasons().to_vec();
-                            self.txns
-                                .finished
-                                .lock()
-                                .expect("finished")
-                                .insert(txn, outcome, reasons);
-                        }
+                        self.txns.homes.finish(txn);
                         drop(self.store.submit(vec![DbOp::DelHomeTxn(txn)]));
                     }
                 }
@@ -301,60 +286,59 @@ impl Node {
     /// whose node stays unreachable for `txn_timeout_ms` (the node died with it), is no longer
     /// a member, so a transaction whose processes are all gone times out.
     async fn check_members(&self, now: u64) {
-        let asks: Vec<(u64, u32, Vec<u64>)> = {
-            let homes = self.txns.homes.lock().expect("homes");
-            let mut asks = Vec::new();
-            for (txn, h) in homes.iter() {
+        let asks: Vec<(u64, u32, Vec<u64>)> = self
+            .txns
+            .homes
+            .each(|txn, h| {
                 if *h.machine.state() != HomeState::Open {
-                    continue;
+                    return None;
                 }
                 let mut by_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
                 for (node, client) in &h.members {
                     by_node.entry(*node).or_default().push(*client);
                 }
-                asks.extend(by_node.into_iter().map(|(n, c)| (*txn, n, c)));
-            }
-            asks
-        };
+                Some(by_node.into_iter().map(move |(n, c)| (txn, n, c)))
+            })
+            .into_iter()
+            .flatten()
+            .collect();
         for (txn, node, clients) in asks {
             let ask = TxnMembers {
                 txn,
                 clients: clients.clone(),
             };
             let answer = tokio::time::timeout(TICK, self.call(node, ask)).await;
-            let mut homes = self.txns.homes.lock().expect("homes");
-            let Some(h) = homes.get_mut(&txn) else {
-                continue;
-            };
-            let gone: Vec<u64> = match answer {
-                Ok(Ok(still)) => {
-                    h.heard.insert(node, now);
-                    clients.into_iter().filter(|c| !still.contains(c)).collect()
-                }
-                _ => {
-                    let heard = *h.heard.entry(node).or_insert(now);
-                    if now < heard + self.cfg.txn_timeout_ms {
-                        continue;
+            let timeout_ms = self.cfg.txn_timeout_ms;
+            self.txns.homes.with(txn, |h| {
+                let gone: Vec<u64> = match answer {
+                    Ok(Ok(still)) => {
+                        h.heard.insert(node, now);
+                        clients.into_iter().filter(|c| !still.contains(c)).collect()
                     }
-                    tracing::warn!(
-                        "transaction {txn:016x}: node {node} has not answered for {} ms; its processes no longer count as members",
-                        now - heard
-                    );
-                    clients
+                    _ => {
+                        let heard = *h.heard.entry(node).or_insert(now);
+                        if now < heard + timeout_ms {
+                            return;
+                        }
+                        tracing::warn!(
+                            "transaction {txn:016x}: node {node} has not answered for {} ms; its processes no longer count as members",
+                            now - heard
+                        );
+                        clients
+                    }
+                };
+                for client in gone {
+                    if h.members.remove(&(node, client)) {
+                        h.machine.left(now);
+                    }
                 }
-            };
-            for client in gone {
-                if h.members.remove(&(node, client)) {
-                    h.machine.left(now);
-                }
-            }
+            });
         }
     }
 
     /// Recovers the transactions this node was the home of when it stopped: a decision record
     /// is completed everywhere again; an open one (no decision was taken) aborts.
     pub fn recover_homes(&self, records: &[(u64, u8)]) -> Vec<(u64, Vec<Action>)> {
-        let mut homes = self.txns.homes.lock().expect("homes");
         records
             .iter()
             .map(|(txn, state)| {
@@ -364,7 +348,7 @@ impl Node {
                     _ => None,
                 };
                 let (machine, actions) = HomeTxn::recover(*txn, self.cfg.nodes, outcome);
-                homes.insert(
+                self.txns.homes.insert(
                     *txn,
                     Home {
                         machine,
@@ -385,27 +369,21 @@ impl Node {
         loop {
             tokio::time::sleep(TICK).await;
             let now = self.txns.now_ms();
-            let work: Vec<(u64, Vec<Action>)> = {
-                let mut homes = self.txns.homes.lock().expect("homes");
-                homes
-                    .iter_mut()
-                    .map(|(txn, h)| {
-                        let mut actions = h.machine.tick(now, self.cfg.txn_timeout_ms);
-                        let late = h.decided_at.is_none_or(|at| now >= at + 1000);
-                        if let (true, HomeState::Completing { outcome, waiting }) =
-                            (late, h.machine.state())
-                        {
-                            h.decided_at = Some(now);
-                            actions.extend(waiting.iter().map(|node| Action::Complete {
-                                node: *node,
-                                outcome: *outcome,
-                            }));
-                        }
-                        (*txn, actions)
-                    })
-                    .filter(|(_, a)| !a.is_empty())
-                    .collect()
-            };
+            let timeout_ms = self.cfg.txn_timeout_ms;
+            let work: Vec<(u64, Vec<Action>)> = self.txns.homes.each(|txn, h| {
+                let mut actions = h.machine.tick(now, timeout_ms);
+                let late = h.decided_at.is_none_or(|at| now >= at + 1000);
+                if let (true, HomeState::Completing { outcome, waiting }) =
+                    (late, h.machine.state())
+                {
+                    h.decided_at = Some(now);
+                    actions.extend(waiting.iter().map(|node| Action::Complete {
+                        node: *node,
+                        outcome: *outcome,
+                    }));
+                }
+                (!actions.is_empty()).then_some((txn, actions))
+            });
             self.check_members(now).await;
             for (txn, actions) in work {
                 if actions
