@@ -32,7 +32,7 @@ pub struct Node {
     /// Who holds copies of this node's ownership stripes.
     pub callbacks: Mutex<state::cache::Callbacks>,
     /// Copies of other nodes' ownership stripes.
-    pub stripe_cache: Mutex<state::cache::StripeCache>,
+    pub(crate) stripe_cache: state::cache::StripeCopies,
     /// Inodes of this node being flushed whole, and those whose bytes are unchanged since
     /// a whole-file flush (see [`crate::services::locality`]).
     pub(crate) flushed: crate::services::locality::FlushedFiles,

@@ -148,7 +148,7 @@ pub(crate) fn open_node(
         clients: state::clients::Clients::default(),
         pfs: Arc::new(pfs),
         callbacks: Mutex::new(state::cache::Callbacks::new(restarted)),
-        stripe_cache: Mutex::new(state::cache::StripeCache::default()),
+        stripe_cache: Default::default(),
         txns: crate::services::txn::Txns::new(
             tessera_core::txn_pending::PendingOwnership::load(
                 &loaded.pending_runs,

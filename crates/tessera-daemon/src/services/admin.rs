@@ -42,8 +42,7 @@ impl Node {
     /// What this node holds and serves.
     pub fn status(&self) -> NodeStatus {
         let (files_owned, ownership_entries) = self.own.lock().expect("own").stats();
-        let (stripe_copy_hits, stripe_copy_misses) =
-            self.stripe_cache.lock().expect("stripe cache").counts();
+        let (stripe_copy_hits, stripe_copy_misses) = self.stripe_cache.counts();
         // Measures the device: off the async workers.
         let (grants, peak) = self.locks.figures();
         // One guard at a time: temporaries in the literal below would live to its end.

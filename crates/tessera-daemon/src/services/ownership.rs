@@ -269,10 +269,7 @@ impl Node {
     async fn settle(&self, probe: &mut Probe, ino: u64) -> FsResult<bool> {
         let copies = std::mem::take(&mut *probe.copies.lock().expect("probe"));
         let excluded = std::mem::take(&mut *probe.excluded.lock().expect("probe"));
-        let copies_held = copies.is_empty() || {
-            let cache = self.stripe_cache.lock().expect("stripe cache");
-            copies.iter().all(|(k, v)| cache.still_holds(*k, *v))
-        };
+        let copies_held = copies.is_empty() || self.stripe_cache.all_still_held(&copies);
         if !copies_held {
             probe.use_cache = false;
         }
@@ -427,21 +424,16 @@ impl Node {
             return Ok(runs);
         }
         let plain = probe.view == TxnView::default();
-        if plain && probe.use_cache {
-            let mut cache = self.stripe_cache.lock().expect("stripe cache");
-            if let Some((map, version)) = cache.get_versioned((ino, stripe)) {
-                let runs = map
-                    .overlapping(s, t)
-                    .into_iter()
-                    .map(OwnedRun::from)
-                    .collect();
-                probe
-                    .copies
-                    .lock()
-                    .expect("probe")
-                    .push(((ino, stripe), version));
-                return Ok(runs);
-            }
+        if plain
+            && probe.use_cache
+            && let Some((runs, version)) = self.stripe_cache.runs_within((ino, stripe), s, t)
+        {
+            probe
+                .copies
+                .lock()
+                .expect("probe")
+                .push(((ino, stripe), version));
+            return Ok(runs);
         }
         let asked = crate::clock::now();
         let fetch = OwnFetchStripe {
@@ -457,12 +449,8 @@ impl Node {
             for r in &got.runs {
                 map.restore(r.run, r.owner);
             }
-            self.stripe_cache.lock().expect("stripe cache").put(
-                (ino, stripe),
-                map,
-                got.version,
-                asked,
-            );
+            self.stripe_cache
+                .put((ino, stripe), map, got.version, asked);
         }
         Ok(clip_runs(&got.runs, s, t))
     }

@@ -125,10 +125,7 @@ impl ServePeer<OwnFetchStripe> for Node {
 
 impl ServePeer<Invalidate> for Node {
     async fn serve_peer(&self, r: Invalidate) -> FsResult<()> {
-        self.stripe_cache
-            .lock()
-            .expect("stripe cache")
-            .invalidate((r.ino, r.stripe), r.version);
+        self.stripe_cache.invalidate((r.ino, r.stripe), r.version);
         Ok(())
     }
 }

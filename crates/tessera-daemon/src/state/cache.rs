@@ -176,6 +176,60 @@ impl Callbacks {
     }
 }
 
+/// Coordinator side: the copies of remote stripes this node holds, shared by its requests
+/// (a [`StripeCache`] behind its lock; every operation takes the lock once).
+#[derive(Default)]
+pub struct StripeCopies {
+    cache: std::sync::Mutex<StripeCache>,
+}
+
+impl StripeCopies {
+    /// The runs of the copy of `key` within `[start, end)`, with the copy's version, if a
+    /// copy within its lease is held.
+    pub fn runs_within(
+        &self,
+        key: Key,
+        start: u64,
+        end: u64,
+    ) -> Option<(Vec<tessera_core::OwnedRun>, u64)> {
+        let mut cache = self.cache.lock().expect("stripe copies");
+        let (map, version) = cache.get_versioned(key)?;
+        let runs = map
+            .overlapping(start, end)
+            .into_iter()
+            .map(tessera_core::OwnedRun::from)
+            .collect();
+        Some((runs, version))
+    }
+
+    /// Whether every copy `(key, version)` read is still held within its lease.
+    pub fn all_still_held(&self, copies: &[(Key, u64)]) -> bool {
+        let cache = self.cache.lock().expect("stripe copies");
+        copies.iter().all(|(k, v)| cache.still_holds(*k, *v))
+    }
+
+    /// See [`StripeCache::put`].
+    pub fn put(&self, key: Key, map: RunMap<Owner>, version: u64, asked: Instant) {
+        self.cache
+            .lock()
+            .expect("stripe copies")
+            .put(key, map, version, asked);
+    }
+
+    /// See [`StripeCache::invalidate`].
+    pub fn invalidate(&self, key: Key, version: u64) {
+        self.cache
+            .lock()
+            .expect("stripe copies")
+            .invalidate(key, version);
+    }
+
+    /// Lookups answered by a copy, and lookups that found none, since start.
+    pub fn counts(&self) -> (u64, u64) {
+        self.cache.lock().expect("stripe copies").counts()
+    }
+}
+
 /// Coordinator side: copies of remote stripes.
 #[derive(Default)]
 pub struct StripeCache {
