@@ -35,6 +35,7 @@ pub mod log_sink;
 mod membership;
 mod migrate;
 mod read;
+mod reconnect;
 mod stat_ahead;
 mod view_cache;
 mod xattr;

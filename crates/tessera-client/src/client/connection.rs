@@ -5,7 +5,8 @@ use super::*;
 use crate::attr_cache::AttrCache;
 use crate::conn::{Conn, Way, is_disconnect};
 use crate::membership::OnConnect;
-use std::time::{Duration, Instant};
+use crate::reconnect::{Next, Reconnect};
+use std::time::Instant;
 use tessera_core::{Errno, FsError, FsResult, path};
 use tessera_proto::{Attr, ClientCall, Request, TxnJoin, Writing};
 
@@ -57,13 +58,7 @@ impl Inner {
 
     pub(super) fn reconnect(&mut self) -> FsResult<()> {
         let resume = (self.client_id != 0).then_some(self.client_id);
-        let deadline = Instant::now()
-            + if resume.is_some() {
-                self.reconnect_for
-            } else {
-                Duration::ZERO
-            };
-        let mut wait = Duration::from_millis(20);
+        let mut attempts = Reconnect::start(Instant::now(), resume.is_some(), self.reconnect_for);
         loop {
             match Conn::connect(
                 &self.cfg.socket_path(self.node),
@@ -123,17 +118,10 @@ impl Inner {
                     self.client_id = id;
                     return Ok(());
                 }
-                // Busy: the daemon is still cleaning up this id's previous connection.
-                Err(e)
-                    if Instant::now() >= deadline
-                        || !matches!(e.errno, Errno::ConnRefused | Errno::Busy) =>
-                {
-                    return Err(e);
-                }
-                Err(_) => {
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(Duration::from_millis(500));
-                }
+                Err(e) => match attempts.failed(e.errno, Instant::now()) {
+                    Next::RetryAfter(wait) => std::thread::sleep(wait),
+                    Next::GiveUp => return Err(e),
+                },
             }
         }
     }
