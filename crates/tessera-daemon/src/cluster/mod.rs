@@ -14,6 +14,7 @@
 mod leases_test;
 mod migrate_test;
 mod ownership_test;
+mod stripe_lease_test;
 mod txn_test;
 
 use crate::Node;
