@@ -111,7 +111,7 @@ pub unsafe extern "C" fn aio_read(cb: *mut aiocb) -> c_int {
         return unsafe { run_now(cb, libc::LIO_READ) };
     }
     forget(cb);
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `aio_read`, whose contract the caller met in calling it.
     unsafe { real::aio_read(cb) }
 }
 alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn aio_write(cb: *mut aiocb) -> c_int {
         return unsafe { run_now(cb, libc::LIO_WRITE) };
     }
     forget(cb);
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `aio_write`, whose contract the caller met in calling it.
     unsafe { real::aio_write(cb) }
 }
 alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn aio_fsync(op: c_int, cb: *mut aiocb) -> c_int {
         return unsafe { run_now(cb, libc::LIO_NOP) };
     }
     forget(cb);
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `aio_fsync`, whose contract the caller met in calling it.
     unsafe { real::aio_fsync(op, cb) }
 }
 alias!(aio_fsync64 => aio_fsync(op: c_int, cb: *mut aiocb) -> c_int);
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn aio_error(cb: *const aiocb) -> c_int {
     crate::guarded(|| {
         match outcome(cb, false) {
             Some((_, err)) => err,
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            // SAFETY: the caller's arguments, passed unchanged to the real `aio_error`, whose contract the caller met in calling it.
             None => unsafe { real::aio_error(cb) },
         }
     })
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn aio_return(cb: *mut aiocb) -> ssize_t {
                 }
                 ret
             }
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            // SAFETY: the caller's arguments, passed unchanged to the real `aio_return`, whose contract the caller met in calling it.
             None => unsafe { real::aio_return(cb) },
         }
     })
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn aio_suspend(
                 return 0;
             }
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `aio_suspend`, whose contract the caller met in calling it.
         unsafe { real::aio_suspend(list, n, timeout) }
     })
 }
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn aio_cancel(fd: c_int, cb: *mut aiocb) -> c_int {
         if desc(fd).is_some() {
             return libc::AIO_ALLDONE;
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `aio_cancel`, whose contract the caller met in calling it.
         unsafe { real::aio_cancel(fd, cb) }
     })
 }
@@ -253,14 +253,14 @@ pub unsafe extern "C" fn lio_listio(
     ev: *mut sigevent,
 ) -> c_int {
     if list.is_null() || n <= 0 {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `lio_listio`, whose contract the caller met in calling it.
         return unsafe { real::lio_listio(mode, list, n, ev) };
     }
     // SAFETY: `n` entries, by the caller's contract.
     let cbs = unsafe { std::slice::from_raw_parts(list, n as usize) };
     // SAFETY: each entry is a control block of the caller's list (lio_listio's contract).
     if !cbs.iter().any(|&cb| unsafe { tessera(cb) }) {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `lio_listio`, whose contract the caller met in calling it.
         return unsafe { real::lio_listio(mode, list, n, ev) };
     }
     // The list's own notification is checked before anything runs.
@@ -298,7 +298,8 @@ pub unsafe extern "C" fn lio_listio(
         }
         0
     } else {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: `rest` holds the caller's non-Tessera requests, each a non-NULL aiocb of its
+        // list (lio_listio's contract), and lives across the call; `ev` is the caller's own.
         unsafe { real::lio_listio(mode, rest.as_ptr(), rest.len() as c_int, ev) }
     };
     if failed && mode == libc::LIO_WAIT {

@@ -117,7 +117,7 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut libc::DIR {
                 std::ptr::null_mut()
             });
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fdopendir`, whose contract the caller met in calling it.
         unsafe { real::fdopendir(fd) }
     })
 }
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
         if ours(d) {
             return with_stream(d, next);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `readdir64`, whose contract the caller met in calling it.
         unsafe { real::readdir64(d) }
     })
 }
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
             None => 0,
         };
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `closedir`, whose contract the caller met in calling it.
     unsafe { real::closedir(d) }
 }
 /// # Safety
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn dirfd(d: *mut libc::DIR) -> c_int {
         if ours(d) {
             return with_stream(d, |s| s.fd);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `dirfd`, whose contract the caller met in calling it.
         unsafe { real::dirfd(d) }
     })
 }
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn rewinddir(d: *mut libc::DIR) {
         if ours(d) {
             return with_stream(d, |s| s.pos = 0);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `rewinddir`, whose contract the caller met in calling it.
         unsafe { real::rewinddir(d) }
     })
 }
@@ -224,7 +224,7 @@ pub unsafe extern "C" fn telldir(d: *mut libc::DIR) -> c_long {
         if ours(d) {
             return with_stream(d, |s| s.pos as c_long);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `telldir`, whose contract the caller met in calling it.
         unsafe { real::telldir(d) }
     })
 }
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn seekdir(d: *mut libc::DIR, pos: c_long) {
         if ours(d) {
             return with_stream(d, |s| s.pos = pos.max(0) as usize);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `seekdir`, whose contract the caller met in calling it.
         unsafe { real::seekdir(d, pos) }
     })
 }

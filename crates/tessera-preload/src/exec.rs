@@ -396,6 +396,6 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
 /// As `popen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    // SAFETY: libc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `popen`, whose contract the caller met in calling it.
     crate::inherit::with_environment(|| unsafe { real::popen(command, mode) })
 }

@@ -541,7 +541,7 @@ pub unsafe extern "C" fn fts64_open(
     crate::guarded(|| {
         // SAFETY: the caller's NULL-terminated array (fts_open's contract).
         if !unsafe { any_tessera(argv) } {
-            // SAFETY: glibc's own call, with the caller's arguments.
+            // SAFETY: the caller's arguments, passed unchanged to the real `fts64_open`, whose contract the caller met in calling it.
             return unsafe { real::fts64_open(argv, options, compar) };
         }
         if options & !FTS_OPTIONMASK != 0 {

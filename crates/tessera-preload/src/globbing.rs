@@ -89,7 +89,7 @@ pub unsafe extern "C" fn glob64(
             // SAFETY: glibc's own glob, reading through the functions just named.
             return unsafe { real::glob64(pattern, flags | GLOB_ALTDIRFUNC, errfunc, pglob) };
         }
-        // SAFETY: glibc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `glob64`, whose contract the caller met in calling it.
         unsafe { real::glob64(pattern, flags, errfunc, pglob) }
     })
 }

@@ -132,7 +132,7 @@ pub unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
     crate::guarded(|| {
         // SAFETY: NUL-terminated by the caller's contract.
         if unsafe { tessera_path(libc::AT_FDCWD, template) }.is_none() {
-            // SAFETY: glibc's own call, with the caller's argument.
+            // SAFETY: the caller's arguments, passed unchanged to the real `mkdtemp`, whose contract the caller met in calling it.
             return unsafe { real::mkdtemp(template) };
         }
         let mode = 0o700 & !crate::files::umask();
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn lchmod(path: *const c_char, mode: mode_t) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int {
     if desc(fd).is_none() {
-        // SAFETY: glibc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `lockf64`, whose contract the caller met in calling it.
         return unsafe { real::lockf64(fd, cmd, len) };
     }
     // glibc's lockf, over the interposer's fcntl locks: from the position, `len` bytes.
@@ -284,7 +284,7 @@ pub unsafe extern "C" fn fpathconf(fd: c_int, name: c_int) -> c_long {
     if desc(fd).is_some() {
         return tessera_conf(name);
     }
-    // SAFETY: glibc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fpathconf`, whose contract the caller met in calling it.
     unsafe { real::fpathconf(fd, name) }
 }
 
@@ -296,7 +296,7 @@ pub unsafe extern "C" fn fpathconf(fd: c_int, name: c_int) -> c_long {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
     if desc(fd).is_none() {
-        // SAFETY: glibc's own call, with the caller's argument.
+        // SAFETY: the caller's arguments, passed unchanged to the real `syncfs`, whose contract the caller met in calling it.
         return unsafe { real::syncfs(fd) };
     }
     let fds: Vec<c_int> = state::tessera_fds_in(0, u32::MAX)
@@ -321,7 +321,7 @@ pub unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off_t, n: off_t, flags: u32) -> c_int {
     if desc(fd).is_none() {
-        // SAFETY: glibc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `sync_file_range`, whose contract the caller met in calling it.
         return unsafe { real::sync_file_range(fd, off, n, flags) };
     }
     if off < 0 || n < 0 {
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn splice(
 ) -> libc::ssize_t {
     let (tin, tout) = (desc(fd_in).is_some(), desc(fd_out).is_some());
     if !tin && !tout {
-        // SAFETY: glibc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `splice`, whose contract the caller met in calling it.
         return unsafe { real::splice(fd_in, off_in, fd_out, off_out, len, flags) };
     }
     if tin && tout {
@@ -428,7 +428,7 @@ pub unsafe extern "C" fn mktemp(template: *mut c_char) -> *mut c_char {
     crate::guarded(|| {
         // SAFETY: NUL-terminated by the caller's contract.
         if unsafe { tessera_path(libc::AT_FDCWD, template) }.is_none() {
-            // SAFETY: glibc's own call, with the caller's argument.
+            // SAFETY: the caller's arguments, passed unchanged to the real `mktemp`, whose contract the caller met in calling it.
             return unsafe { real::mktemp(template) };
         }
         // A name nothing has yet (glibc's looks with lstat).
@@ -469,7 +469,7 @@ pub unsafe extern "C" fn ftok(path: *const c_char, id: c_int) -> libc::key_t {
                     as libc::key_t,
             )
         }),
-        // SAFETY: glibc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `ftok`, whose contract the caller met in calling it.
         None => unsafe { real::ftok(path, id) },
     }
 }

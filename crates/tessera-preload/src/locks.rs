@@ -165,7 +165,7 @@ fn fcntl_tessera(fd: c_int, d: DescRef, cmd: c_int, arg: c_ulong) -> FsResult<c_
             Ok(0)
         }
         // The close-on-exec flag lives on the kernel placeholder.
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fcntl`, whose contract the caller met in calling it.
         libc::F_GETFD | libc::F_SETFD => Ok(unsafe { real::fcntl(fd, cmd, arg) }),
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => Ok(dupfd(fd, d, cmd, arg)),
         libc::F_GETLK
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     }
     match desc(fd) {
         Some(d) => run(|| fcntl_tessera(fd, d, cmd, arg)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fcntl`, whose contract the caller met in calling it.
         None => unsafe { real::fcntl(fd, cmd, arg) },
     }
 }
@@ -205,7 +205,7 @@ alias!(fcntl64 => fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int);
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     let Some(d) = desc(fd) else {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `flock`, whose contract the caller met in calling it.
         return unsafe { real::flock(fd, op) };
     };
     run(|| {
@@ -257,7 +257,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
                 format!("ioctl {req:#x} on Tessera descriptor {fd}: not supported"),
             ));
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `ioctl`, whose contract the caller met in calling it.
         unsafe { real::ioctl(fd, req, arg) }
     })
 }

@@ -44,7 +44,7 @@ macro_rules! refuse_path_first {
             // SAFETY: NUL-terminated or NULL by the call's contract.
             match unsafe { ours($path) } {
                 Some(p) => refuse(stringify!($name), p, $errno, $why),
-                // SAFETY: libc's own call, with the caller's arguments.
+                // SAFETY: the caller's arguments, passed unchanged to the real `name`, whose contract the caller met in calling it.
                 None => unsafe { real::$name($path $(, $arg)*) },
             }
         }
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn mount(
     if let Some(p) = unsafe { ours(target) }.or_else(|| unsafe { ours(src) }) {
         return refuse("mount", p, Errno::Perm, NOT_A_DEVICE);
     }
-    // SAFETY: libc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `mount`, whose contract the caller met in calling it.
     unsafe { real::mount(src, target, fstype, flags, data) }
 }
 
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn pivot_root(new_root: *const c_char, put_old: *const c_c
     if let Some(p) = unsafe { ours(new_root) }.or_else(|| unsafe { ours(put_old) }) {
         return refuse("pivot_root", p, Errno::Perm, NOT_A_DEVICE);
     }
-    // SAFETY: libc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `pivot_root`, whose contract the caller met in calling it.
     unsafe { real::pivot_root(new_root, put_old) }
 }
 
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn quotactl(
             Errno::NotSup,
             "Tessera keeps no quotas; the burst buffer's capacity is its limit",
         ),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `quotactl`, whose contract the caller met in calling it.
         None => unsafe { real::quotactl(cmd, special, id, addr) },
     }
 }
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn inotify_add_watch(fd: c_int, path: *const c_char, mask:
     // SAFETY: NUL-terminated or NULL by the call's contract.
     match unsafe { ours(path) } {
         Some(p) => refuse("inotify_add_watch", p, Errno::NotSup, NO_WATCH),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `inotify_add_watch`, whose contract the caller met in calling it.
         None => unsafe { real::inotify_add_watch(fd, path, mask) },
     }
 }
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn fanotify_mark(
     // SAFETY: NUL-terminated or NULL by the call's contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => refuse("fanotify_mark", p, Errno::NotSup, NO_WATCH),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fanotify_mark`, whose contract the caller met in calling it.
         None => unsafe { real::fanotify_mark(fd, flags, mask, dirfd, path) },
     }
 }
@@ -165,7 +165,7 @@ pub unsafe extern "C" fn name_to_handle_at(
             Errno::NotSup,
             "Tessera gives out no file handles (as a file system that cannot be exported)",
         ),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `name_to_handle_at`, whose contract the caller met in calling it.
         None => unsafe { real::name_to_handle_at(dirfd, path, handle, mount_id, flags) },
     }
 }
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addopen(
             Errno::NotSup,
             SPAWN_ACTIONS,
         )),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `posix_spawn_file_actions_addopen`, whose contract the caller met in calling it.
         None => unsafe { real::posix_spawn_file_actions_addopen(actions, fd, path, oflag, mode) },
     }
 }
@@ -215,7 +215,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addchdir_np(
             Errno::NotSup,
             SPAWN_ACTIONS,
         )),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `posix_spawn_file_actions_addchdir_np`, whose contract the caller met in calling it.
         None => unsafe { real::posix_spawn_file_actions_addchdir_np(actions, path) },
     }
 }
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addfchdir_np(
             SPAWN_ACTIONS,
         ));
     }
-    // SAFETY: libc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `posix_spawn_file_actions_addfchdir_np`, whose contract the caller met in calling it.
     unsafe { real::posix_spawn_file_actions_addfchdir_np(actions, fd) }
 }
 
@@ -247,7 +247,7 @@ pub unsafe extern "C" fn open_tree(dirfd: c_int, path: *const c_char, flags: c_u
     // SAFETY: NUL-terminated or NULL by the call's contract.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => refuse("open_tree", p, Errno::NotSup, NOT_A_DEVICE),
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `open_tree`, whose contract the caller met in calling it.
         None => unsafe { real::open_tree(dirfd, path, flags) },
     }
 }

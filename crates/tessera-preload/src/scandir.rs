@@ -108,7 +108,7 @@ pub unsafe extern "C" fn scandir64(
     crate::guarded(|| {
         // SAFETY: NUL-terminated or NULL by the caller's contract.
         if unsafe { tessera_path(libc::AT_FDCWD, dir) }.is_none() {
-            // SAFETY: glibc's own call, with the caller's arguments.
+            // SAFETY: the caller's arguments, passed unchanged to the real `scandir64`, whose contract the caller met in calling it.
             return unsafe { real::scandir64(dir, list, filter, compar) };
         }
         // SAFETY: as above; the interposer's opendir serves the Tessera path.
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn scandirat64(
     crate::guarded(|| {
         // SAFETY: NUL-terminated or NULL by the caller's contract.
         if unsafe { tessera_path(dirfd, dir) }.is_none() {
-            // SAFETY: glibc's own call, with the caller's arguments.
+            // SAFETY: the caller's arguments, passed unchanged to the real `scandirat64`, whose contract the caller met in calling it.
             return unsafe { real::scandirat64(dirfd, dir, list, filter, compar) };
         }
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;

@@ -137,7 +137,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
             }
             return f;
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fdopen`, whose contract the caller met in calling it.
         unsafe { real::fdopen(fd, mode) }
     })
 }
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
     crate::guarded(|| {
         match our_stream(f) {
             Some(fd) => fd,
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            // SAFETY: the caller's arguments, passed unchanged to the real `fileno`, whose contract the caller met in calling it.
             None => unsafe { real::fileno(f) },
         }
     })
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
             table().streams.remove(&(f as usize));
             FILE_STREAMS.fetch_sub(1, Ordering::Relaxed);
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fclose`, whose contract the caller met in calling it.
         unsafe { real::fclose(f) }
     })
 }

@@ -18,7 +18,7 @@ const ATTEMPTS: usize = 238_328;
 unsafe fn mkostemps_impl(template: *mut c_char, suffixlen: c_int, flags: c_int) -> c_int {
     // SAFETY: NUL-terminated by the caller's contract.
     if unsafe { tessera_path(libc::AT_FDCWD, template) }.is_none() {
-        // SAFETY: libc's own call, with the caller's arguments.
+        // SAFETY: the caller's arguments, passed unchanged to the real `mkostemps64`, whose contract the caller met in calling it.
         return unsafe { real::mkostemps64(template, suffixlen, flags) };
     }
     let open_flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE);

@@ -352,7 +352,7 @@ pub unsafe extern "C" fn nftw64(
         match (unsafe { tessera_path(libc::AT_FDCWD, dir) }, f) {
             // SAFETY: a Tessera path, NUL-terminated.
             (Some(_), Some(f)) => unsafe { walk(dir, Callback::Nftw(f), flags) },
-            // SAFETY: glibc's own call, with the caller's arguments.
+            // SAFETY: the caller's arguments, passed unchanged to the real `nftw64`, whose contract the caller met in calling it.
             _ => unsafe { real::nftw64(dir, f, nopenfd, flags) },
         }
     })
@@ -368,7 +368,7 @@ pub unsafe extern "C" fn ftw64(dir: *const c_char, f: FtwFn, nopenfd: c_int) -> 
         match (unsafe { tessera_path(libc::AT_FDCWD, dir) }, f) {
             // SAFETY: a Tessera path, NUL-terminated.
             (Some(_), Some(f)) => unsafe { walk(dir, Callback::Ftw(f), 0) },
-            // SAFETY: glibc's own call, with the caller's arguments.
+            // SAFETY: the caller's arguments, passed unchanged to the real `ftw64`, whose contract the caller met in calling it.
             _ => unsafe { real::ftw64(dir, f, nopenfd) },
         }
     })

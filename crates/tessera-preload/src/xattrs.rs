@@ -212,7 +212,8 @@ macro_rules! fd_form {
                 fd,
                 // SAFETY: the caller's arguments, under the libc function's contract.
                 |p| unsafe { $imp(p, $($arg),*) },
-                // SAFETY: libc's own call, with the caller's arguments.
+                // SAFETY: the caller's arguments, passed unchanged to the real function this entry point
+                // wraps, whose contract the caller met in calling it.
                 || unsafe { real::$sym(fd, $($arg),*) },
             )
         }

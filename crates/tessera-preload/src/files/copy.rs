@@ -33,7 +33,7 @@ pub unsafe extern "C" fn copy_file_range(
                 return fail(&no_copy(fd)) as ssize_t;
             }
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `copy_file_range`, whose contract the caller met in calling it.
         unsafe { real::copy_file_range(fi, oi, fo, oo, n, flags) }
     })
 }
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: size
                 return fail(&e) as ssize_t;
             }
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `sendfile64`, whose contract the caller met in calling it.
         unsafe { real::sendfile64(out, inp, off, n) }
     })
 }
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice
         if desc(fd).is_some() {
             return 0;
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `posix_fadvise64`, whose contract the caller met in calling it.
         unsafe { real::posix_fadvise64(fd, off, len, advice) }
     })
 }

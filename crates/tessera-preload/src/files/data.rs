@@ -149,7 +149,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (read(2)'s contract).
         Some(d) => run(|| read_desc(fd, &d, unsafe { slice_mut(buf, n) }?, None)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `read`, whose contract the caller met in calling it.
         None => unsafe { real::read(fd, buf, n) },
     }
 }
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (write(2)'s contract).
         Some(d) => run(|| write_desc(fd, &d, unsafe { slice(buf, n) }?, None)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `write`, whose contract the caller met in calling it.
         None => unsafe { real::write(fd, buf, n) },
     }
 }
@@ -171,7 +171,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (pread(2)'s contract).
         Some(d) => run(|| read_desc(fd, &d, unsafe { slice_mut(buf, n) }?, Some(offset(off)?))),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `pread64`, whose contract the caller met in calling it.
         None => unsafe { real::pread64(fd, buf, n, off) },
     }
 }
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: o
     match desc(fd) {
         // SAFETY: `buf` holds `n` bytes (pwrite(2)'s contract).
         Some(d) => run(|| write_desc(fd, &d, unsafe { slice(buf, n) }?, Some(offset(off)?))),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `pwrite64`, whose contract the caller met in calling it.
         None => unsafe { real::pwrite64(fd, buf, n, off) },
     }
 }

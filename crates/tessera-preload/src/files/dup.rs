@@ -25,10 +25,10 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
         match desc(fd) {
             Some(d) => {
                 let _b = Busy::enter();
-                // SAFETY: libc's own call, with the caller's arguments under the same contract.
+                // SAFETY: the caller's arguments, passed unchanged to the real `dup`, whose contract the caller met in calling it.
                 dup_into(unsafe { real::dup(fd) }, d)
             }
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            // SAFETY: the caller's arguments, passed unchanged to the real `dup`, whose contract the caller met in calling it.
             None => unsafe { real::dup(fd) },
         }
     })

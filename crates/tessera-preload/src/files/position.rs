@@ -29,7 +29,7 @@ pub(crate) fn lseek_desc(fd: c_int, d: &DescRef, off: off_t, whence: c_int) -> F
 pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
     match desc(fd) {
         Some(d) => run(|| lseek_desc(fd, &d, off, whence)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `lseek64`, whose contract the caller met in calling it.
         None => unsafe { real::lseek64(fd, off, whence) },
     }
 }
@@ -59,7 +59,7 @@ pub(crate) fn fsync_desc(d: &DescRef) -> FsResult<c_int> {
 pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     match desc(fd) {
         Some(d) => run(|| fsync_desc(&d)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fsync`, whose contract the caller met in calling it.
         None => unsafe { real::fsync(fd) },
     }
 }
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     match desc(fd) {
         Some(d) => run(|| fsync_desc(&d)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fdatasync`, whose contract the caller met in calling it.
         None => unsafe { real::fdatasync(fd) },
     }
 }
@@ -99,7 +99,7 @@ pub(crate) fn ftruncate_desc(d: &DescRef, len: off_t) -> FsResult<c_int> {
 pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
     match desc(fd) {
         Some(d) => run(|| ftruncate_desc(&d, len)),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `ftruncate64`, whose contract the caller met in calling it.
         None => unsafe { real::ftruncate64(fd, len) },
     }
 }

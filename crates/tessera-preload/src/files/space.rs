@@ -75,7 +75,7 @@ pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c
                 }
             };
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `posix_fallocate64`, whose contract the caller met in calling it.
         unsafe { real::posix_fallocate64(fd, off, len) }
     })
 }
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_
         if let Some(d) = desc(fd) {
             return run(|| allocate_desc(fd, &d, mode, off, len).map(|()| 0));
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `fallocate64`, whose contract the caller met in calling it.
         unsafe { real::fallocate64(fd, mode, off, len) }
     })
 }
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn mmap(
                 }
             };
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `mmap64`, whose contract the caller met in calling it.
         unsafe { real::mmap64(addr, len, prot, flags, fd, off) }
     })
 }
@@ -211,6 +211,6 @@ pub unsafe extern "C" fn readahead(fd: c_int, off: off_t, count: size_t) -> ssiz
     if desc(fd).is_some() {
         return 0;
     }
-    // SAFETY: libc's own call, with the caller's arguments.
+    // SAFETY: the caller's arguments, passed unchanged to the real `readahead`, whose contract the caller met in calling it.
     unsafe { real::readahead(fd, off, count) }
 }

@@ -91,7 +91,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => run(|| unsafe { writev_desc(fd, &d, iov, n, None) }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `writev`, whose contract the caller met in calling it.
         None => unsafe { real::writev(fd, iov, n) },
     }
 }
@@ -102,7 +102,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => run(|| unsafe { readv_desc(fd, &d, iov, n, None) }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `readv`, whose contract the caller met in calling it.
         None => unsafe { real::readv(fd, iov, n) },
     }
 }
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: of
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => run(|| unsafe { writev_desc(fd, &d, iov, n, Some(offset(off)?)) }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `pwritev64`, whose contract the caller met in calling it.
         None => unsafe { real::pwritev64(fd, iov, n, off) },
     }
 }
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => run(|| unsafe { readv_desc(fd, &d, iov, n, Some(offset(off)?)) }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `preadv64`, whose contract the caller met in calling it.
         None => unsafe { real::preadv64(fd, iov, n, off) },
     }
 }
@@ -153,7 +153,7 @@ pub unsafe extern "C" fn pwritev2(
                 (off != -1).then(|| offset(off)).transpose()?,
             )
         }),
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `pwritev64v2`, whose contract the caller met in calling it.
         None => unsafe { real::pwritev64v2(fd, iov, n, off, flags) },
     }
 }
@@ -182,7 +182,7 @@ pub unsafe extern "C" fn preadv2(
                 )
             })
         }
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `preadv64v2`, whose contract the caller met in calling it.
         None => unsafe { real::preadv64v2(fd, iov, n, off, flags) },
     }
 }

@@ -91,7 +91,7 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
     if desc(fd).is_some() {
         return run(|| chmod_path(&fd_path(fd)?, mode));
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fchmod`, whose contract the caller met in calling it.
     unsafe { real::fchmod(fd, mode) }
 }
 /// # Safety
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -
     if desc(fd).is_some() {
         return run(|| same_or_refuse(&fd_attr(fd)?, (uid, gid), "fchown"));
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fchown`, whose contract the caller met in calling it.
     unsafe { real::fchown(fd, uid, gid) }
 }
 
@@ -233,6 +233,6 @@ pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_
         // SAFETY: `times` is NULL or two timespecs (futimens's contract).
         return run(|| unsafe { set_times(&fd_path(fd)?, times) });
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `futimens`, whose contract the caller met in calling it.
     unsafe { real::futimens(fd, times) }
 }

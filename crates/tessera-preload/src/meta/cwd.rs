@@ -74,7 +74,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
         let p = state::lock_desc(&d).path.clone();
         return run(|| enter_dir(&p));
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fchdir`, whose contract the caller met in calling it.
     let r = unsafe { real::fchdir(fd) };
     if r == 0 {
         state::set_cwd(None);
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
     crate::guarded(|| {
         let Some(cwd) = state::cwd() else {
-            // SAFETY: libc's own call, with the caller's arguments under the same contract.
+            // SAFETY: the caller's arguments, passed unchanged to the real `getcwd`, whose contract the caller met in calling it.
             return unsafe { real::getcwd(buf, size) };
         };
         let _b = crate::state::Busy::enter();

@@ -159,7 +159,7 @@ pub unsafe extern "C" fn renameat2(
     // SAFETY: forwarded under this function's own contract.
     let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
     match (from, to) {
-        // SAFETY: libc's own call, with the caller's arguments under the same contract.
+        // SAFETY: the caller's arguments, passed unchanged to the real `renameat2`, whose contract the caller met in calling it.
         (None, None) => unsafe { real::renameat2(od, old, nd, new, flags) },
         (Some(Err(e)), _) | (_, Some(Err(e))) => run(|| Err::<c_int, _>(e)),
         (Some(a), Some(b)) => run(|| {

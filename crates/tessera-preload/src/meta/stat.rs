@@ -154,7 +154,7 @@ pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
             unsafe { fill_stat(&a, buf) }
         });
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fstat64`, whose contract the caller met in calling it.
     unsafe { real::fstat64(fd, buf) }
 }
 /// # Safety

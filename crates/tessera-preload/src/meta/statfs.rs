@@ -107,7 +107,7 @@ pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int {
         // SAFETY: `buf` is the caller's struct statfs (fstatfs's contract).
         return run(|| unsafe { fill_statfs(buf) });
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fstatfs64`, whose contract the caller met in calling it.
     unsafe { real::fstatfs64(fd, buf) }
 }
 alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int
         // SAFETY: `buf` is the caller's struct statvfs (fstatvfs's contract).
         return run(|| unsafe { fill_statvfs(buf) });
     }
-    // SAFETY: libc's own call, with the caller's arguments under the same contract.
+    // SAFETY: the caller's arguments, passed unchanged to the real `fstatvfs64`, whose contract the caller met in calling it.
     unsafe { real::fstatvfs64(fd, buf) }
 }
 alias!(fstatvfs64 => fstatvfs(fd: c_int, buf: *mut libc::statvfs64) -> c_int);
