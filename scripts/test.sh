@@ -37,20 +37,22 @@ cargo build --locked -q -p tessera-txn --bins
 cargo test --locked --workspace -q
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"
-    cargo test --locked -q -p tessera-cli --test as_root -- --ignored
+    # `--workspace --test NAME`, not `-p`: the features are then resolved as for the run above,
+    # so its builds are reused instead of a second tokio, daemon and CLI being compiled.
+    cargo test --locked -q --workspace --test as_root -- --ignored
     say "across 3 emulated hosts: registration, stop, a lost link, a list lock revoked with its lease, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
     ensure_host_deps
     bash scripts/hosts.sh up 3
     # One at a time: a test takes a host's link down.
-    TESSERA_TEST_HOSTS=3 cargo test --locked -q -p tessera-cli --test hosts -- --ignored --test-threads=1
+    TESSERA_TEST_HOSTS=3 cargo test --locked -q --workspace --test hosts -- --ignored --test-threads=1
     # One at a time too: each starts its daemons through mpirun onto the same hosts, and one
     # such start, beside another, once never registered a daemon (a start that times out
     # lists what its launcher still runs).
-    TESSERA_TEST_HOSTS=3 cargo test --locked -q -p tessera-cli \
+    TESSERA_TEST_HOSTS=3 cargo test --locked -q --workspace \
         --test conformance --test locks --test restart --test mpi -- --test-threads=1 \
         read_the_latest_write conflicting_locks_across_daemons blocking_lock_waits \
         killed_daemon_restarts mpiio_ompio posix_programs_as_mpi_ranks parallel_hdf5
-    cargo test --locked -q -p tessera-bench --test smoke -- --ignored
+    cargo test --locked -q --workspace --test smoke -- --ignored
     bash scripts/slurm.sh down
     bash scripts/hosts.sh down
 else
