@@ -9,7 +9,7 @@ mod common;
 use common::{Inst, TESSERA, scratch};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// Installs into a fresh prefix from this build's target directory; returns the prefix.
 fn install() -> PathBuf {
@@ -83,14 +83,7 @@ fn run(inst: &Inst, node: u32, exe: &Path, args: &[&str]) -> Command {
 }
 
 fn ok(mut c: Command) -> String {
-    let out: Output = c.stdin(Stdio::null()).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{c:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = tessera_testkit::instance::succeeded(c.stdin(Stdio::null()));
     String::from_utf8(out.stdout).unwrap()
 }
 

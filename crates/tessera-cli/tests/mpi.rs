@@ -47,17 +47,7 @@ fn mpirun_cmd(inst: Option<&Inst>) -> Command {
 /// Runs a prepared `mpirun` (one at a time); fails the test with the ranks' output.
 fn run_ranks(mut c: Command) -> Output {
     let _one = MPIRUN.lock().unwrap_or_else(|p| p.into_inner());
-    let out = c
-        .output()
-        .expect("mpirun is missing: scripts/test.sh installs Open MPI");
-    assert!(
-        out.status.success(),
-        "{c:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    tessera_testkit::instance::succeeded(&mut c)
 }
 
 /// Runs `exe args` as 4 MPI ranks with MPI-IO implementation `io`.

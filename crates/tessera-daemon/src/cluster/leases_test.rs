@@ -9,7 +9,7 @@ use tessera_core::lock_list::LockRun;
 use tessera_core::locks::LockKind;
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, Run};
-use tessera_proto::{Attach, ListLock, Open, OpenFlags};
+use tessera_proto::ListLock;
 
 const LEASE: Duration = Duration::from_secs(2);
 const LEN: u64 = 64 << 10;
@@ -31,17 +31,7 @@ fn list_lock(ino: u64, seq: u64, wait: bool) -> ListLock {
 async fn a_silent_holders_lock_is_revoked_after_its_lease_and_its_writes_are_fenced() {
     let c = Cluster::start(3, |cfg| cfg.lock_lease_ms = LEASE.as_millis() as u64).await;
     let creator = c.connect(0).await;
-    let open = Open {
-        path: "/shared".into(),
-        flags: OpenFlags {
-            create: true,
-            write: true,
-            ..OpenFlags::default()
-        },
-        mode: 0o644,
-        want_owners: false,
-    };
-    let ino = c.ask(0, creator, open).await.expect("create").attr.ino;
+    let ino = c.create(0, creator, "/shared").await;
     // The lock table is on the inode's node; the holder and the waiter on the two others.
     let table = ino_shard(ino);
     let mut others = (0..3).filter(|n| *n != table);
@@ -75,26 +65,26 @@ async fn a_silent_holders_lock_is_revoked_after_its_lease_and_its_writes_are_fen
     // What the holder wrote under the revoked lock is refused, by its own daemon (its view
     // of the lease ended) and, once the link is back, by the fences everywhere.
     c.write_log(holder_node, holder, false, ino, 0, &vec![1u8; LEN as usize]);
-    let attach = || Attach {
-        ino,
-        runs: vec![Run::single(0, LEN)],
-        upto: None,
-        fences: vec![token],
+    let c = &c;
+    let refused = |when: &'static str| async move {
+        let e = c
+            .attach(
+                holder_node,
+                holder,
+                ino,
+                vec![Run::single(0, LEN)],
+                vec![token],
+            )
+            .await
+            .expect_err(when);
+        assert_eq!(e.errno, Errno::Stale, "{e}");
     };
-    let e = c
-        .ask(holder_node, holder, attach())
-        .await
-        .expect_err("writes under a revoked lock were attached");
-    assert_eq!(e.errno, Errno::Stale, "{e}");
+    refused("writes under a revoked lock were attached").await;
     c.mend();
     c.eventually("the holder's daemon to learn the revocation", || async {
         c.node(holder_node).renew_lease(table).await
             && c.node(holder_node).locks.is_fenced(ino, token)
     })
     .await;
-    let e = c
-        .ask(holder_node, holder, attach())
-        .await
-        .expect_err("writes under a revoked lock were attached after the renewal");
-    assert_eq!(e.errno, Errno::Stale, "{e}");
+    refused("writes under a revoked lock were attached after the renewal").await;
 }

@@ -6,7 +6,7 @@
 use super::Cluster;
 use std::time::Duration;
 use tessera_core::{Owner, Run};
-use tessera_proto::{Attach, AttachIf, MigratePlan, Open, OpenFlags, Query};
+use tessera_proto::{AttachIf, MigratePlan, Query};
 
 const GRACE: Duration = Duration::from_secs(3);
 const LEN: u64 = 256 << 10;
@@ -15,31 +15,12 @@ const LEN: u64 = 256 << 10;
 async fn migrated_bytes_move_and_the_old_log_goes_after_the_grace_period() {
     let c = Cluster::start(3, |cfg| cfg.migrate_grace_ms = GRACE.as_millis() as u64).await;
     let writer = c.connect(1).await;
-    let open = Open {
-        path: "/m".into(),
-        flags: OpenFlags {
-            create: true,
-            write: true,
-            ..OpenFlags::default()
-        },
-        mode: 0o644,
-        want_owners: false,
-    };
-    let ino = c.ask(1, writer, open).await.expect("create").attr.ino;
+    let ino = c.create(1, writer, "/m").await;
     let bytes: Vec<u8> = (0..LEN).map(|i| (i % 253) as u8).collect();
     c.write_log(1, writer, false, ino, 0, &bytes);
-    c.ask(
-        1,
-        writer,
-        Attach {
-            ino,
-            runs: vec![Run::single(0, LEN)],
-            upto: None,
-            fences: vec![],
-        },
-    )
-    .await
-    .expect("attach");
+    c.attach(1, writer, ino, vec![Run::single(0, LEN)], vec![])
+        .await
+        .expect("attach");
     // The writer ends: its log may go once nothing points at it.
     c.node(1).clients.unbind(writer);
 

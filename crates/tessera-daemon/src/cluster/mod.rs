@@ -172,6 +172,45 @@ impl Cluster {
         }
     }
 
+    /// Client `client` of node `n` creates the regular file `path`, opened for writing; its
+    /// inode.
+    pub async fn create(&self, n: u32, client: u64, path: &str) -> u64 {
+        let open = tessera_proto::Open {
+            path: path.into(),
+            flags: tessera_proto::OpenFlags {
+                create: true,
+                write: true,
+                ..Default::default()
+            },
+            mode: 0o644,
+            want_owners: false,
+        };
+        let opened = self.ask(n, client, open).await;
+        opened
+            .unwrap_or_else(|e| panic!("creating {path}: {e}"))
+            .attr
+            .ino
+    }
+
+    /// Client `client` of node `n` attaches `runs` of `ino` (written to its log before),
+    /// under the list locks `fences`.
+    pub async fn attach(
+        &self,
+        n: u32,
+        client: u64,
+        ino: u64,
+        runs: Vec<tessera_core::Run>,
+        fences: Vec<u64>,
+    ) -> FsResult<()> {
+        let attach = tessera_proto::Attach {
+            ino,
+            runs,
+            upto: None,
+            fences,
+        };
+        self.ask(n, client, attach).await
+    }
+
     /// Writes `bytes` at `offset` of file `ino` into log `log` on node `n`'s burst buffer,
     /// durably, as a client's library writes before it attaches (`txn`: a transaction's log).
     pub fn write_log(&self, n: u32, log: u64, txn: bool, ino: u64, offset: u64, bytes: &[u8]) {

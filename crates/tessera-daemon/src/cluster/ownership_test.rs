@@ -4,7 +4,7 @@
 
 use super::Cluster;
 use tessera_core::{Owner, Run};
-use tessera_proto::{Attach, Open, OpenFlags, QueryFile};
+use tessera_proto::QueryFile;
 
 #[tokio::test(start_paused = true)]
 async fn a_file_of_many_runs_is_listed_whole_across_pages() {
@@ -16,17 +16,7 @@ async fn a_file_of_many_runs_is_listed_whole_across_pages() {
     })
     .await;
     let writer = c.connect(0).await;
-    let open = Open {
-        path: "/many".into(),
-        flags: OpenFlags {
-            create: true,
-            write: true,
-            ..OpenFlags::default()
-        },
-        mode: 0o644,
-        want_owners: false,
-    };
-    let ino = c.ask(0, writer, open).await.expect("create").attr.ino;
+    let ino = c.create(0, writer, "/many").await;
     // Runs of irregular lengths 64 bytes apart, so that no pattern merges them.
     const RUNS: u64 = 40_000;
     let runs: Vec<Run> = (0..RUNS)
@@ -34,18 +24,9 @@ async fn a_file_of_many_runs_is_listed_whole_across_pages() {
         .collect();
     let end = runs.last().unwrap().start + 64;
     c.write_log(0, writer, false, ino, 0, &vec![3u8; end as usize]);
-    c.ask(
-        0,
-        writer,
-        Attach {
-            ino,
-            runs: runs.clone(),
-            upto: None,
-            fences: vec![],
-        },
-    )
-    .await
-    .expect("attach");
+    c.attach(0, writer, ino, runs.clone(), vec![])
+        .await
+        .expect("attach");
 
     let reader = c.connect(1).await;
     let mut listed: Vec<Run> = Vec::new();

@@ -7,24 +7,15 @@ use super::Cluster;
 use crate::state::cache::LEASE;
 use tessera_core::placement::{ino_shard, stripe_shard};
 use tessera_core::{Errno, Owner, Run};
-use tessera_proto::{Attach, Open, OpenFlags, Owners, Query};
+use tessera_proto::{Owners, Query};
 
 const LEN: u64 = 64 << 10;
 
 async fn attach_all(c: &Cluster, node: u32, client: u64, ino: u64) {
     c.write_log(node, client, false, ino, 0, &vec![5u8; LEN as usize]);
-    c.ask(
-        node,
-        client,
-        Attach {
-            ino,
-            runs: vec![Run::single(0, LEN)],
-            upto: None,
-            fences: vec![],
-        },
-    )
-    .await
-    .expect("attach");
+    c.attach(node, client, ino, vec![Run::single(0, LEN)], vec![])
+        .await
+        .expect("attach");
 }
 
 fn owners_of(o: &Owners) -> Vec<Owner> {
@@ -35,17 +26,7 @@ fn owners_of(o: &Owners) -> Vec<Owner> {
 async fn a_change_waits_out_the_lease_of_a_copy_whose_holder_cannot_be_told() {
     let c = Cluster::start(4, |_| {}).await;
     let creator = c.connect(0).await;
-    let open = Open {
-        path: "/leased".into(),
-        flags: OpenFlags {
-            create: true,
-            write: true,
-            ..OpenFlags::default()
-        },
-        mode: 0o644,
-        want_owners: false,
-    };
-    let ino = c.ask(0, creator, open).await.expect("create").attr.ino;
+    let ino = c.create(0, creator, "/leased").await;
     // The stripe's shard writes; a node that holds neither the stripe nor the inode reads
     // and keeps a copy.
     let shard = stripe_shard(ino, 0, 4);

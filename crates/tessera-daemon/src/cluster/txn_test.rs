@@ -6,7 +6,7 @@
 
 use super::Cluster;
 use tessera_core::{Errno, FsResult, Owner, Run};
-use tessera_proto::{Attach, Open, OpenFlags, Owners, Query, TxnDecide, TxnJoin, TxnOpen};
+use tessera_proto::{Owners, Query, TxnDecide, TxnJoin, TxnOpen};
 
 /// The file every test writes: its size, and where its writer's bytes go.
 const LEN: u64 = 1 << 20;
@@ -14,24 +14,7 @@ const LEN: u64 = 1 << 20;
 /// A transaction of one process on node 0 (its home) that attached the whole of `/f`,
 /// undecided: (the transaction, the inode, the member's log).
 async fn attached(c: &Cluster, client: u64) -> (u64, u64, u64) {
-    let opened = c
-        .ask(
-            0,
-            client,
-            Open {
-                path: "/f".into(),
-                flags: OpenFlags {
-                    create: true,
-                    write: true,
-                    ..OpenFlags::default()
-                },
-                mode: 0o644,
-                want_owners: false,
-            },
-        )
-        .await
-        .expect("create /f");
-    let ino = opened.attr.ino;
+    let ino = c.create(0, client, "/f").await;
     let txn = c
         .ask(0, client, TxnOpen {})
         .await
@@ -48,18 +31,9 @@ async fn attached(c: &Cluster, client: u64) -> (u64, u64, u64) {
         .await
         .expect("join it");
     c.write_log(0, log, true, ino, 0, &vec![7u8; LEN as usize]);
-    c.ask(
-        0,
-        client,
-        Attach {
-            ino,
-            runs: vec![Run::single(0, LEN)],
-            upto: None,
-            fences: vec![],
-        },
-    )
-    .await
-    .expect("attach under it");
+    c.attach(0, client, ino, vec![Run::single(0, LEN)], vec![])
+        .await
+        .expect("attach under it");
     (txn, ino, log)
 }
 
@@ -90,6 +64,35 @@ async fn committed_seen(c: &Cluster, n: u32, ino: u64, log: u64) -> bool {
     })
 }
 
+/// Waits until node `n` holds no pending state of `txn` (it completed there).
+async fn forgotten(c: &Cluster, n: u32, txn: u64, what: &str) {
+    c.eventually(what, || async { !c.node(n).txns.holds(txn) })
+        .await;
+}
+
+/// Checks that every node's clients see the transaction's bytes (`committed`) or not.
+async fn seen_everywhere(c: &Cluster, ino: u64, log: u64, committed: bool, why: &str) {
+    for n in 0..3 {
+        assert_eq!(
+            committed_seen(c, n, ino, log).await,
+            committed,
+            "node {n}: {why}"
+        );
+    }
+}
+
+/// The home (node 0) crashes at `point` while deciding to commit `txn`: its client sees its
+/// connection end; the home then restarts.
+async fn home_crashes_at(c: &Cluster, member: u64, txn: u64, point: &str) {
+    c.arm(0, point);
+    let e = c
+        .ask(0, member, decide(txn, true))
+        .await
+        .expect_err("the home answered after crashing");
+    assert_eq!(e.errno, Errno::HostDown, "{e}");
+    c.restart(0).await;
+}
+
 fn decide(txn: u64, commit: bool) -> TxnDecide {
     TxnDecide {
         txn,
@@ -103,30 +106,15 @@ async fn a_commit_is_seen_on_every_node_and_an_abort_on_none() {
     let c = Cluster::start(3, |_| {}).await;
     let member = c.connect(0).await;
     let (txn, ino, log) = attached(&c, member).await;
-    for n in 0..3 {
-        assert!(
-            !committed_seen(&c, n, ino, log).await,
-            "node {n} saw an undecided transaction's bytes"
-        );
-    }
+    seen_everywhere(&c, ino, log, false, "saw an undecided transaction's bytes").await;
     c.ask(0, member, decide(txn, true)).await.expect("commit");
-    for n in 0..3 {
-        assert!(
-            committed_seen(&c, n, ino, log).await,
-            "node {n} does not see the commit"
-        );
-    }
+    seen_everywhere(&c, ino, log, true, "does not see the commit").await;
 
     let c = Cluster::start(3, |_| {}).await;
     let member = c.connect(0).await;
     let (txn, ino, log) = attached(&c, member).await;
     c.ask(0, member, decide(txn, false)).await.expect("abort");
-    for n in 0..3 {
-        assert!(
-            !committed_seen(&c, n, ino, log).await,
-            "node {n} sees an abort"
-        );
-    }
+    seen_everywhere(&c, ino, log, false, "sees an abort").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -142,23 +130,14 @@ async fn a_shard_that_crashes_after_preparing_aborts_the_transaction_and_forgets
     assert_eq!(e.errno, Errno::Canceled, "{e}");
     assert!(!c.is_up(1), "node 1 did not crash at its prepare");
     c.restart(1).await;
-    c.eventually(
+    forgotten(
+        &c,
+        1,
+        txn,
         "node 1 to learn the abort and forget the transaction",
-        || async {
-            !c.node(1)
-                .txns
-                .pending()
-                .transactions()
-                .any(|(t, _)| t == txn)
-        },
     )
     .await;
-    for n in 0..3 {
-        assert!(
-            !committed_seen(&c, n, ino, log).await,
-            "node {n} sees an abort"
-        );
-    }
+    seen_everywhere(&c, ino, log, false, "sees an abort").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -177,23 +156,14 @@ async fn a_shard_that_crashes_before_completing_completes_the_commit_after_its_r
     };
     let (decided, ()) = tokio::join!(decided, back);
     decided.expect("the decision to commit was durable before node 1 crashed");
-    c.eventually(
+    forgotten(
+        &c,
+        1,
+        txn,
         "node 1 to complete the commit after its restart",
-        || async {
-            !c.node(1)
-                .txns
-                .pending()
-                .transactions()
-                .any(|(t, _)| t == txn)
-        },
     )
     .await;
-    for n in 0..3 {
-        assert!(
-            committed_seen(&c, n, ino, log).await,
-            "node {n} lost the commit"
-        );
-    }
+    seen_everywhere(&c, ino, log, true, "lost the commit").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,28 +171,12 @@ async fn a_home_that_crashes_before_its_decision_record_aborts_after_its_restart
     let c = Cluster::start(3, |_| {}).await;
     let member = c.connect(0).await;
     let (txn, ino, log) = attached(&c, member).await;
-    c.arm(0, "home-before-decision");
-    let e = c
-        .ask(0, member, decide(txn, true))
-        .await
-        .expect_err("the home answered after crashing");
-    assert_eq!(e.errno, Errno::HostDown, "{e}");
-    c.restart(0).await;
+    home_crashes_at(&c, member, txn, "home-before-decision").await;
     // Every node had prepared; with no decision recorded, the home aborts it.
     for n in 0..3 {
-        c.eventually("every node to learn the abort", || async {
-            !c.node(n)
-                .txns
-                .pending()
-                .transactions()
-                .any(|(t, _)| t == txn)
-        })
-        .await;
-        assert!(
-            !committed_seen(&c, n, ino, log).await,
-            "node {n} sees an undecided commit"
-        );
+        forgotten(&c, n, txn, "every node to learn the abort").await;
     }
+    seen_everywhere(&c, ino, log, false, "sees an undecided commit").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -230,25 +184,9 @@ async fn a_home_that_crashes_after_its_decision_record_commits_after_its_restart
     let c = Cluster::start(3, |_| {}).await;
     let member = c.connect(0).await;
     let (txn, ino, log) = attached(&c, member).await;
-    c.arm(0, "home-after-decision");
-    let e = c
-        .ask(0, member, decide(txn, true))
-        .await
-        .expect_err("the home answered after crashing");
-    assert_eq!(e.errno, Errno::HostDown, "{e}");
-    c.restart(0).await;
+    home_crashes_at(&c, member, txn, "home-after-decision").await;
     for n in 0..3 {
-        c.eventually("every node to complete the recorded commit", || async {
-            !c.node(n)
-                .txns
-                .pending()
-                .transactions()
-                .any(|(t, _)| t == txn)
-        })
-        .await;
-        assert!(
-            committed_seen(&c, n, ino, log).await,
-            "node {n} lost the recorded commit"
-        );
+        forgotten(&c, n, txn, "every node to complete the recorded commit").await;
     }
+    seen_everywhere(&c, ino, log, true, "lost the recorded commit").await;
 }

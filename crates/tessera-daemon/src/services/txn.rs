@@ -100,6 +100,11 @@ impl Txns {
         self.entries.lock().expect("entries")
     }
 
+    /// Whether this node holds pending state of `txn` (it is not complete here).
+    pub fn holds(&self, txn: u64) -> bool {
+        self.pending().transactions().any(|(t, _)| t == txn)
+    }
+
     /// Whether `txn` is prepared on this node (closed to further changes).
     pub fn is_prepared(&self, txn: u64) -> bool {
         self.pending()
