@@ -102,7 +102,8 @@ pub unsafe fn c_bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
 /// # Safety
 /// As [`c_bytes`].
 pub unsafe fn c_text<'a>(p: *const c_char, func: &str, what: &str) -> FsResult<&'a str> {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `p` is NULL or NUL-terminated and unchanged for `'a` (our contract, stated as
+    // `c_bytes`'s), so `c_bytes` may borrow it for `'a`.
     let bytes = unsafe { c_bytes(p) }.ok_or_else(|| null_argument(func, what))?;
     std::str::from_utf8(bytes)
         .map_err(|_| FsError::new(Errno::Inval, format!("{func}: {what} is not valid UTF-8")))

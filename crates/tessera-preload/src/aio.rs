@@ -105,9 +105,11 @@ unsafe fn tessera(cb: *const aiocb) -> bool {
 /// As `aio_read(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_read(cb: *mut aiocb) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `cb` is NULL or a valid `struct aiocb` per aio_read(3); `tessera` only reads its
+    // `aio_fildes`.
     if unsafe { tessera(cb) } {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `cb` is non-NULL (just checked) and a valid control block whose buffer holds
+        // `aio_nbytes` bytes per aio_read(3), as `run_now` requires.
         return unsafe { run_now(cb, libc::LIO_READ) };
     }
     forget(cb);
@@ -122,9 +124,10 @@ alias!(aio_read64 => aio_read(cb: *mut aiocb) -> c_int);
 /// As `aio_write(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_write(cb: *mut aiocb) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: aio_write(3) makes `cb` a valid control block (or NULL, which `tessera` rejects).
     if unsafe { tessera(cb) } {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `cb` is non-NULL and, per aio_write(3), its buffer holds `aio_nbytes` readable
+        // bytes, which `run_now` needs.
         return unsafe { run_now(cb, libc::LIO_WRITE) };
     }
     forget(cb);
@@ -139,9 +142,11 @@ alias!(aio_write64 => aio_write(cb: *mut aiocb) -> c_int);
 /// As `aio_fsync(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aio_fsync(op: c_int, cb: *mut aiocb) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `cb` points to a valid control block by aio_fsync(3)'s contract; `tessera` also
+    // accepts NULL.
     if unsafe { tessera(cb) } {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `cb` is a non-NULL, valid control block per aio_fsync(3); with LIO_NOP `run_now`
+        // only fsyncs, touching no buffer.
         return unsafe { run_now(cb, libc::LIO_NOP) };
     }
     forget(cb);
@@ -274,7 +279,8 @@ pub unsafe extern "C" fn lio_listio(
     let mut rest: Vec<*mut aiocb> = Vec::new();
     let mut failed = false;
     for &cb in cbs {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `cb` is an entry of the caller's `list` of `n` pointers (NULL or valid control
+        // blocks per lio_listio(3)), which `tessera` accepts.
         if unsafe { tessera(cb) } {
             // SAFETY: a listed control block.
             let op = unsafe { (*cb).aio_lio_opcode };
@@ -282,7 +288,8 @@ pub unsafe extern "C" fn lio_listio(
                 continue;
             }
             // A request fails by its outcome (aio_error tells which) or by its notification.
-            // SAFETY: forwarded under this function's own contract.
+            // SAFETY: `cb` is a non-NULL listed control block whose buffer holds `aio_nbytes`
+            // bytes per lio_listio(3), as `run_now` requires.
             if unsafe { run_now(cb, op) } != 0 || outcome(cb, false).is_some_and(|(_, e)| e != 0) {
                 failed = true;
             }

@@ -65,7 +65,8 @@ fn with_stream<T>(d: *mut libc::DIR, f: impl FnOnce(&mut DirStream) -> T) -> T {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     crate::guarded(|| {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `path` is the caller's NUL-terminated name per opendir(3); `tessera_path`
+        // only reads it, and tolerates NULL.
         match unsafe { tessera_path(libc::AT_FDCWD, path) } {
             Some(p) => {
                 let _b = Busy::enter();

@@ -259,7 +259,8 @@ pub unsafe extern "C" fn execvpe(
     // SAFETY: NUL-terminated by execvpe's contract.
     if !file.is_null() && unsafe { CStr::from_ptr(file) }.to_bytes().contains(&b'/') {
         // A path, not searched for: a program in Tessera is staged as `execve` does.
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `file` is non-NULL and NUL-terminated (read just above); `argv`/`envp` are
+        // the caller's NULL-terminated arrays per execvpe(3), as our `execve` requires.
         return unsafe { execve(file, argv, envp) };
     }
     // SAFETY: `envp` is the caller's environment array (execvpe's contract).
@@ -280,7 +281,8 @@ pub unsafe extern "C" fn fexecve(
         // A Tessera descriptor: the program at its path, staged as `execve` does.
         let path = CString::new(state::lock_desc(&d).path.clone());
         return match path {
-            // SAFETY: forwarded under this function's own contract, with the path.
+            // SAFETY: `p` is a CString we own, alive across the call; `argv`/`envp` are the
+            // caller's NULL-terminated arrays per fexecve(3), passed to our `execve` as-is.
             Ok(p) => unsafe { execve(p.as_ptr(), argv, envp) },
             Err(_) => crate::fail(&FsError::new(Errno::Inval, "a path holds a NUL byte")),
         };
@@ -307,13 +309,15 @@ pub unsafe extern "C" fn execveat(
     // SAFETY: non-NULL, and NUL-terminated by the call's contract.
     let empty = !path.is_null() && unsafe { *path } == 0;
     if empty && flags & libc::AT_EMPTY_PATH != 0 && state::desc(dirfd).is_some() {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: no path is passed: `dirfd` is a Tessera descriptor (checked); `argv`/`envp`
+        // are the caller's NULL-terminated arrays per execveat(2), as fexecve(3) asks too.
         return unsafe { fexecve(dirfd, argv, envp) };
     }
     // SAFETY: NUL-terminated or NULL by the call's contract.
     match unsafe { crate::tessera_path(dirfd, path) } {
         Some(Ok(p)) => match CString::new(p) {
-            // SAFETY: forwarded under this function's own contract, with the whole path.
+            // SAFETY: `p` is a CString we own holding the resolved Tessera path; `argv`/`envp`
+            // are the caller's NULL-terminated arrays per execveat(2), given to our `execve`.
             Ok(p) => unsafe { execve(p.as_ptr(), argv, envp) },
             Err(_) => crate::fail(&FsError::new(Errno::Inval, "a path holds a NUL byte")),
         },
@@ -371,7 +375,8 @@ unsafe extern "C" {
 /// As `execv(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract, with the process's environment.
+    // SAFETY: `path` and `argv` are NUL- and NULL-terminated per execv(3); `environ` is libc's own
+    // NULL-terminated environment array, read here as execv itself would.
     unsafe { execve(path, argv, environ) }
 }
 
@@ -379,7 +384,8 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 /// As `execvp(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract, with the process's environment.
+    // SAFETY: `file` and `argv` meet execvp(3)'s contract on our caller; `environ` is libc's
+    // process environment (a NULL-terminated array), passed on as execvpe's `envp`.
     unsafe { execvpe(file, argv, environ) }
 }
 

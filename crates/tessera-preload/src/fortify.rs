@@ -71,7 +71,8 @@ pub unsafe extern "C" fn __readlink_chk(
     n: size_t,
     buflen: size_t,
 ) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated and `buf` holds `buflen` bytes, per readlink(2) and
+    // the fortify ABI on our caller; `__readlinkat_chk` checks `n <= buflen` itself.
     unsafe { __readlinkat_chk(libc::AT_FDCWD, path, buf, n, buflen) }
 }
 
@@ -169,7 +170,8 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
         // SAFETY: glibc's own check, which aborts with its message on these flags.
         return unsafe { real::__open_2(path, flags) };
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per open(2), all `open_impl` needs; mode 0 is never
+    // read, as these flags take none (checked above).
     unsafe { crate::files::open_impl(libc::AT_FDCWD, path, flags, 0 as c_uint) }
 }
 alias!(__open64_2 => __open_2(path: *const c_char, flags: c_int) -> c_int);
@@ -184,7 +186,8 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
         // SAFETY: glibc's own check, which aborts with its message on these flags.
         return unsafe { real::__openat_2(dirfd, path, flags) };
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per openat(2), as `open_impl` requires; `dirfd` and
+    // `flags` are ints, and mode 0 stands in because these flags take none.
     unsafe { crate::files::open_impl(dirfd, path, flags, 0 as c_uint) }
 }
 alias!(__openat64_2 => __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int);

@@ -54,7 +54,8 @@ unsafe fn from_timevals(tv: *const timeval) -> Option<Result<[timespec; 2], c_in
 /// # Safety
 /// As `utimes(2)` for `tv`, `utimensat(2)` for the rest.
 unsafe fn utimes_at(dirfd: c_int, path: *const c_char, tv: *const timeval, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `tv` is NULL or points to two timevals (utimes(2), as our contract states), which
+    // is `from_timevals`'s requirement.
     let times = match unsafe { from_timevals(tv) } {
         Some(Err(e)) => return fail_with(e),
         Some(Ok(t)) => Some(t),
@@ -97,7 +98,8 @@ pub unsafe extern "C" fn utime(path: *const c_char, times: *const libc::utimbuf)
 /// As `utimes(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const timeval) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `tv` NULL or two timevals, as utimes(2) asks of our
+    // caller and `utimes_at` requires.
     unsafe { utimes_at(libc::AT_FDCWD, path, tv, 0) }
 }
 
@@ -105,7 +107,8 @@ pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const timeval) -> c_in
 /// As `lutimes(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const timeval) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: lutimes(3) gives a NUL-terminated `path` and `tv` NULL or two timevals; `utimes_at`
+    // needs just that.
     unsafe { utimes_at(libc::AT_FDCWD, path, tv, libc::AT_SYMLINK_NOFOLLOW) }
 }
 
@@ -113,7 +116,8 @@ pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const timeval) -> c_i
 /// As `futimes(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn futimes(fd: c_int, tv: *const timeval) -> c_int {
-    // SAFETY: forwarded under this function's own contract (a NULL path: the descriptor).
+    // SAFETY: the path is NULL (`utimes_at` then works on descriptor `fd`); `tv` is NULL or two
+    // timevals per futimes(3).
     unsafe { utimes_at(fd, std::ptr::null(), tv, 0) }
 }
 
@@ -121,7 +125,8 @@ pub unsafe extern "C" fn futimes(fd: c_int, tv: *const timeval) -> c_int {
 /// As `futimesat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn futimesat(dirfd: c_int, path: *const c_char, tv: *const timeval) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated and `tv` NULL or two timevals per futimesat(2);
+    // `dirfd` passes through.
     unsafe { utimes_at(dirfd, path, tv, 0) }
 }
 

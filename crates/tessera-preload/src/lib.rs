@@ -251,7 +251,8 @@ pub fn guarded_or<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
 /// # Safety
 /// `path` is null or a NUL-terminated string.
 pub unsafe fn tessera_path(dirfd: c_int, path: *const c_char) -> Option<FsResult<String>> {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated (our contract), all that `tessera_path_of` requires;
+    // `dirfd` is a plain int.
     let found = unsafe { tessera_path_of(dirfd, path) }?;
     if state::in_vfork_child() {
         // Its parent's memory: the interposer's state is the parent's, not its own.

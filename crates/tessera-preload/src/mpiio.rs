@@ -788,7 +788,8 @@ macro_rules! manage {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
             let next = next!($sym: fn($($ty),*) -> c_int);
-            // SAFETY: forwarded under this function's own contract.
+            // SAFETY: `next` is `$sym`'s next definition, typed with this exact signature;
+            // pointer args (`name`, `fh`, `datarep`) are the MPI caller's, as `$imp` requires.
             unsafe { $imp(next, $($arg),*) }
         }
     };

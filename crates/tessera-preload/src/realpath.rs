@@ -121,7 +121,8 @@ unsafe fn give(path: &str, resolved: *mut c_char) -> FsResult<*mut c_char> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
     guarded(|| {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `path` is NUL-terminated by realpath(3)'s contract (NULL is tolerated), which
+        // is all `tessera_path` reads; `resolved` is not passed.
         let Some(p) = (unsafe { tessera_path(libc::AT_FDCWD, path) }) else {
             // SAFETY: NUL-terminated or NULL by the caller's contract.
             let k = unsafe { crate::kernel_at(libc::AT_FDCWD, path) };

@@ -79,7 +79,8 @@ pub(crate) unsafe fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     crate::guarded(|| {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `path` is NUL-terminated by fopen(3)'s contract (NULL is tolerated too), all that
+        // `tessera_path` reads; `mode` is not passed here.
         match unsafe { tessera_path(libc::AT_FDCWD, path) } {
             Some(p) => {
                 let _b = Busy::enter();
@@ -117,7 +118,8 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
 /// As `fopen(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` and `mode` are NUL-terminated strings per fopen(3) on our caller, exactly what
+    // our `fopen` requires; they pass through unchanged.
     unsafe { fopen(path, mode) }
 }
 /// # Safety

@@ -22,7 +22,8 @@ unsafe fn mkostemps_impl(template: *mut c_char, suffixlen: c_int, flags: c_int) 
         return unsafe { real::mkostemps64(template, suffixlen, flags) };
     }
     let open_flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE);
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `template` is writable and NUL-terminated (our contract) and names a Tessera path
+    // (checked just above), which `with_random_names` requires.
     unsafe { with_random_names(template, suffixlen, |p| open_path(p, open_flags, 0o600)) }
 }
 
@@ -103,7 +104,8 @@ fn random_name() -> String {
 /// As `mkstemp(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkstemp(template: *mut c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `template` is a writable, NUL-terminated string per mkstemp(3), as `mkostemps_impl`
+    // requires; no suffix, no flags.
     unsafe { mkostemps_impl(template, 0, 0) }
 }
 alias!(mkstemp64 => mkstemp(template: *mut c_char) -> c_int);
@@ -112,7 +114,8 @@ alias!(mkstemp64 => mkstemp(template: *mut c_char) -> c_int);
 /// As `mkostemp(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkostemp(template: *mut c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: mkostemp(3)'s contract makes `template` a writable NUL-terminated string, which is
+    // `mkostemps_impl`'s requirement.
     unsafe { mkostemps_impl(template, 0, flags) }
 }
 alias!(mkostemp64 => mkostemp(template: *mut c_char, flags: c_int) -> c_int);
@@ -121,7 +124,8 @@ alias!(mkostemp64 => mkostemp(template: *mut c_char, flags: c_int) -> c_int);
 /// As `mkstemps(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkstemps(template: *mut c_char, suffixlen: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `template` is writable and NUL-terminated per mkstemps(3), with `suffixlen` bytes of
+    // suffix, as `mkostemps_impl` needs.
     unsafe { mkostemps_impl(template, suffixlen, 0) }
 }
 alias!(mkstemps64 => mkstemps(template: *mut c_char, suffixlen: c_int) -> c_int);
@@ -130,7 +134,8 @@ alias!(mkstemps64 => mkstemps(template: *mut c_char, suffixlen: c_int) -> c_int)
 /// As `mkostemps(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkostemps(template: *mut c_char, suffixlen: c_int, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `template` is a writable NUL-terminated string by mkostemps(3)'s contract, which
+    // `mkostemps_impl` shares.
     unsafe { mkostemps_impl(template, suffixlen, flags) }
 }
 alias!(mkostemps64 => mkostemps(template: *mut c_char, suffixlen: c_int, flags: c_int) -> c_int);

@@ -106,7 +106,8 @@ fn guard(f: impl FnOnce() -> Result<(), Failure>) -> c_int {
 /// # Safety
 /// `p` is NULL or points to a NUL-terminated string that stays unchanged for `'a`.
 unsafe fn text<'a>(p: *const c_char, func: &str) -> Result<&'a str, Failure> {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `p` is NULL or NUL-terminated and unchanged for `'a` by this fn's contract, the same
+    // requirement `c_text` makes of it; the `&'a str` it returns borrows that string.
     unsafe { tessera_cabi::c_text(p, func, "name") }.map_err(|e| Failure(EINVAL, e.message))
 }
 

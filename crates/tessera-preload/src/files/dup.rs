@@ -107,14 +107,16 @@ pub(crate) unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, dup2: bool) ->
 /// As `dup2(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: no pointers: `old` and `new` are plain descriptors, and `dup_to` in dup2 mode
+    // reads no caller memory, only ints it may hand to the real `fcntl`/`dup3`.
     unsafe { dup_to(old, new, 0, true) }
 }
 /// # Safety
 /// As `dup3(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: no pointers: `old`, `new` and `flags` are ints; where they reach the real `dup3`,
+    // that symbol was resolved with this exact signature.
     unsafe { dup_to(old, new, flags, false) }
 }
 

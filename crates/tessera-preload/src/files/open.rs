@@ -135,14 +135,16 @@ pub unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per open(2), as `open_impl` requires; `flags` and
+    // `mode` are ints passed through.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
 /// # Safety
 /// As `open(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: open64 has open(2)'s contract: `path` is NUL-terminated (or NULL), which is all
+    // `open_impl` asks; the ints pass unchanged.
     unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }
 }
 alias!(__open => open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int);
@@ -154,7 +156,8 @@ alias!(openat64 => open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mo
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn creat(path: *const c_char, mode: c_uint) -> c_int {
     crate::guarded(|| {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `path` is NULL or NUL-terminated per creat(2); `open_impl` only needs that,
+        // and the flags are our fixed O_CREAT | O_WRONLY | O_TRUNC.
         unsafe {
             open_impl(
                 libc::AT_FDCWD,

@@ -171,7 +171,8 @@ pub unsafe extern "C" fn preadv2(
     match desc(fd) {
         // SAFETY: `iov` holds `n` iovecs of valid buffers (the call's contract).
         Some(d) => {
-            // SAFETY: forwarded under this function's own contract.
+            // SAFETY: `iov` is NULL or `n` iovecs of writable buffers per preadv2(2) on our caller,
+            // which is `readv_desc`'s contract; `fd` and `d` name the same descriptor.
             run(|| unsafe {
                 readv_desc(
                     fd,

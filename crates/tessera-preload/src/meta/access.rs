@@ -25,7 +25,8 @@ pub(crate) fn access_check(p: &str, mode: c_int) -> FsResult<c_int> {
 /// As `access(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per access(2), which is what `faccessat` requires of it;
+    // `mode` and flags 0 are ints.
     unsafe { faccessat(libc::AT_FDCWD, path, mode, 0) }
 }
 /// # Safety
@@ -37,7 +38,8 @@ pub unsafe extern "C" fn faccessat(
     mode: c_int,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by faccessat(2)'s contract on our caller, all
+    // `tessera_path` reads.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -56,7 +58,8 @@ pub unsafe extern "C" fn faccessat(
 /// As `euidaccess(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per euidaccess(3), as `faccessat` needs; AT_EACCESS and
+    // `mode` are ints.
     unsafe { faccessat(libc::AT_FDCWD, path, mode, libc::AT_EACCESS) }
 }
 alias!(eaccess => euidaccess(path: *const c_char, mode: c_int) -> c_int);

@@ -51,7 +51,8 @@ pub(crate) fn fd_path(fd: c_int) -> FsResult<String> {
 /// As `chmod(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated (or NULL) per chmod(2), as `fchmodat` requires of it;
+    // `mode` and flags 0 are ints.
     unsafe { fchmodat(libc::AT_FDCWD, path, mode, 0) }
 }
 /// # Safety
@@ -69,7 +70,8 @@ pub unsafe extern "C" fn fchmodat(
     } else {
         &[]
     };
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by fchmodat(2)'s contract on our caller;
+    // `tessera_path` only reads it, with `dirfd` as given.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => crate::run_quiet_on(expected, || {
             let p = at_end(p?, flags)?;
@@ -98,14 +100,16 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
 /// As `chown(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` meets chown(2)'s contract (NUL-terminated), which is fchownat's for it;
+    // `uid` and `gid` are ints.
     unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, 0) }
 }
 /// # Safety
 /// As `lchown(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per lchown(2), as `fchownat` needs; AT_SYMLINK_NOFOLLOW
+    // and the ids are plain ints.
     unsafe { fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
@@ -118,7 +122,8 @@ pub unsafe extern "C" fn fchownat(
     gid: libc::gid_t,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per fchownat(2) on our caller, which is all
+    // `tessera_path` reads.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -206,10 +211,12 @@ pub unsafe extern "C" fn utimensat(
     flags: c_int,
 ) -> c_int {
     if path.is_null() && desc(dirfd).is_some() {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `times` is NULL or two timespecs per utimensat(2), futimens(3)'s own contract;
+        // `dirfd` is a Tessera descriptor (checked above).
         return unsafe { futimens(dirfd, times) };
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by utimensat(2)'s contract; `tessera_path` reads
+    // only `path`, not `times`.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = at_end(p?, flags)?;

@@ -53,10 +53,12 @@ pub(crate) unsafe fn leave_to(path: *const c_char) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
     if state::in_vfork_child() {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `path` is NULL or NUL-terminated per chdir(2) on our caller, as `chdir_in_child`
+        // requires.
         return crate::guarded(|| unsafe { crate::vfork::chdir_in_child(path) });
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated by chdir(2)'s contract (NULL tolerated), which is all
+    // `tessera_path` needs.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;

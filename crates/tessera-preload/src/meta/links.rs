@@ -12,7 +12,8 @@ use tessera_client::{Errno, FileKind, FsError, FsResult};
 /// As `symlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `target` and `path` are NUL-terminated per symlink(2) on our caller, the same
+    // requirement `symlinkat` has.
     unsafe { symlinkat(target, libc::AT_FDCWD, path) }
 }
 /// `symlinkat(2)`: a link inside Tessera is made (as a link in the PFS directory, with its
@@ -26,7 +27,8 @@ pub unsafe extern "C" fn symlinkat(
     dirfd: c_int,
     path: *const c_char,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per symlinkat(2); `tessera_path` reads only it
+    // (`target` is checked and read below).
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -55,7 +57,8 @@ pub unsafe extern "C" fn symlinkat(
 /// As `link(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `old` and `new` are NUL-terminated per link(2), as `linkat` requires; both are
+    // taken against AT_FDCWD with no flags.
     unsafe { linkat(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
 }
 /// `linkat(2)`: a hard link inside Tessera gives the file another name; one between Tessera
@@ -77,10 +80,11 @@ pub unsafe extern "C" fn linkat(
     let empty = flags & libc::AT_EMPTY_PATH != 0 && !old.is_null() && unsafe { *old } == 0;
     let from = match desc(olddirfd).filter(|_| empty) {
         Some(d) => Some(Ok(state::lock_desc(&d).path.clone())),
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `old` is NULL or NUL-terminated per linkat(2) on our caller; `tessera_path` only
+        // reads it.
         None => unsafe { tessera_path(olddirfd, old) },
     };
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `new` is NULL or NUL-terminated by linkat(2)'s contract, all `tessera_path` needs.
     let to = unsafe { tessera_path(newdirfd, new) };
     match (from, to) {
         (Some(from), Some(to)) => {
@@ -171,7 +175,8 @@ pub(crate) fn followed(c: &tessera_client::Client, p: &str) -> FsResult<String> 
 /// As `readlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `buf` holds `n` bytes, as readlink(2) asks of our
+    // caller; both reach our `readlinkat` unchanged.
     unsafe { readlinkat(libc::AT_FDCWD, path, buf, n) }
 }
 /// # Safety
@@ -183,7 +188,8 @@ pub unsafe extern "C" fn readlinkat(
     buf: *mut c_char,
     n: size_t,
 ) -> ssize_t {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per readlinkat(2); `tessera_path` reads only
+    // `path` (`buf` is written below).
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;

@@ -10,21 +10,21 @@ use tessera_client::{Errno, FsError};
 /// As `unlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per unlink(2), which is what `unlinkat` needs of it.
     unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
 }
 /// # Safety
 /// As `rmdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per rmdir(2), passed to `unlinkat` with AT_REMOVEDIR.
     unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
 }
 /// # Safety
 /// As `unlinkat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by unlinkat(2)'s contract; `tessera_path` reads it.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -49,14 +49,15 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 /// As `mkdir(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per mkdir(2), as `mkdirat` requires; `mode` is an int.
     unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
 }
 /// # Safety
 /// As `mkdirat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per mkdirat(2) on our caller, which is all
+    // `tessera_path` needs.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -77,7 +78,8 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 /// As `mknod(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per mknod(2), the same requirement as `mknodat`'s; `mode`
+    // and `dev` are ints.
     unsafe { mknodat(libc::AT_FDCWD, path, mode, dev) }
 }
 /// `mknodat(2)`: a regular file is created empty (tar makes files this way to set their
@@ -92,7 +94,8 @@ pub unsafe extern "C" fn mknodat(
     mode: mode_t,
     dev: libc::dev_t,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by mknodat(2)'s contract; `tessera_path`
+    // only reads it.
     match unsafe { tessera_path(dirfd, path) } {
         // A refusal programs expect of some file systems: quiet unless TESSERA_VERBOSE.
         Some(p) => crate::run_quiet_on(&[Errno::Perm], || {
@@ -127,7 +130,7 @@ pub unsafe extern "C" fn mknodat(
 /// As `rename(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `old` and `new` are NUL-terminated per rename(2), as `renameat2` needs of both.
     unsafe { renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0) }
 }
 /// # Safety
@@ -139,7 +142,8 @@ pub unsafe extern "C" fn renameat(
     nd: c_int,
     new: *const c_char,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `old` and `new` are NUL-terminated per renameat(2); `renameat2` asks the same, and
+    // `od`/`nd` and flags 0 are ints.
     unsafe { renameat2(od, old, nd, new, 0) }
 }
 /// Renames inside Tessera; a rename between Tessera and another file system fails with
@@ -156,7 +160,8 @@ pub unsafe extern "C" fn renameat2(
     new: *const c_char,
     flags: c_uint,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `old` and `new` are NULL or NUL-terminated per renameat2(2); `tessera_path` reads
+    // each against its own `od`/`nd`.
     let (from, to) = unsafe { (tessera_path(od, old), tessera_path(nd, new)) };
     match (from, to) {
         // SAFETY: the caller's arguments, passed unchanged to the real `renameat2`, whose contract the caller met in calling it.
@@ -181,9 +186,9 @@ pub unsafe extern "C" fn renameat2(
                 Errno::XDev,
                 format!(
                     "rename {} -> {}: only one side is on Tessera (copy, then remove)",
-                    // SAFETY: forwarded under this function's own contract.
+                    // SAFETY: `old` is NULL or NUL-terminated per renameat2(2); `show` reads it.
                     unsafe { show(old) },
-                    // SAFETY: forwarded under this function's own contract.
+                    // SAFETY: `new` is NUL-terminated or NULL per renameat2(2); `show` copies it.
                     unsafe { show(new) }
                 ),
             ))
@@ -195,7 +200,7 @@ pub unsafe extern "C" fn renameat2(
 /// As `truncate(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per truncate(2), which is all `tessera_path` reads.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -225,7 +230,8 @@ pub unsafe extern "C" fn __xmknod(
     mode: mode_t,
     dev: *const libc::dev_t,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract (`dev` readable).
+    // SAFETY: `path` is NUL-terminated and `dev` points to a `dev_t`, both by this fn's stated
+    // contract, which `__xmknodat` shares; `_ver` is an int.
     unsafe { __xmknodat(_ver, libc::AT_FDCWD, path, mode, dev) }
 }
 
@@ -247,6 +253,7 @@ pub unsafe extern "C" fn __xmknodat(
         // SAFETY: non-NULL, so a dev_t (the call's contract).
         unsafe { *dev }
     };
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated per mknodat(2) on our caller; `dev` was already read into
+    // a value, so `path` is the only pointer here.
     unsafe { mknodat(dirfd, path, mode, dev) }
 }

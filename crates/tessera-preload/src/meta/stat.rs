@@ -112,35 +112,40 @@ pub(crate) fn fd_attr(fd: c_int) -> FsResult<Attr> {
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `buf` points to a writable `struct stat` per stat(2);
+    // both reach `fstatat` unchanged.
     unsafe { fstatat(libc::AT_FDCWD, path, buf, 0) }
 }
 /// # Safety
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `buf` is a writable `struct stat64` and `path` NUL-terminated, as stat64 asks of our
+    // caller; `fstatat64` needs exactly that.
     unsafe { fstatat64(libc::AT_FDCWD, path, buf, 0) }
 }
 /// # Safety
 /// As `lstat(2)`: a symbolic link found in the PFS directory is shown as a link.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `buf` a writable `struct stat` by lstat(2)'s contract;
+    // `fstatat` gets them with AT_SYMLINK_NOFOLLOW.
     unsafe { fstatat(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
 /// As `lstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: per lstat(2) on our caller, `path` is NUL-terminated and `buf` a writable
+    // `struct stat64`, which `fstatat64` requires.
     unsafe { fstatat64(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `buf` points to a writable `struct stat`, which on our only targets (x86-64, AArch64
+    // Linux) has `struct stat64`'s layout, so the cast gives `fstat64` what it needs.
     unsafe { fstat64(fd, buf.cast()) }
 }
 /// # Safety
@@ -166,7 +171,8 @@ pub unsafe extern "C" fn fstatat(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per fstatat(2); `buf` is a writable `struct stat`,
+    // the same layout as `stat64` on our only targets (x86-64, AArch64).
     unsafe { fstatat64(dirfd, path, buf.cast(), flags) }
 }
 /// # Safety
@@ -180,10 +186,12 @@ pub unsafe extern "C" fn fstatat64(
 ) -> c_int {
     // SAFETY: non-null, and NUL-terminated by the call's contract.
     if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
-        // SAFETY: forwarded under this function's own contract.
+        // SAFETY: `buf` points to a writable `struct stat64` by fstatat(2)'s contract,
+        // which fstat64 also asks of it; `dirfd` stands in for the empty path.
         return unsafe { fstat64(dirfd, buf) };
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per fstatat(2); `tessera_path` reads only `path`
+    // and `dirfd`.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -206,7 +214,8 @@ pub unsafe extern "C" fn fstatat64(
 /// As `stat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `buf` a writable `struct stat`, as `stat` requires;
+    // `_ver` is ignored.
     unsafe { stat(path, buf) }
 }
 /// # Safety
@@ -217,14 +226,16 @@ pub unsafe extern "C" fn __xstat64(
     path: *const c_char,
     buf: *mut libc::stat64,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` and `buf` (a writable `struct stat64`) come from our caller under stat(2)'s
+    // contract, which `stat64` shares.
     unsafe { stat64(path, buf) }
 }
 /// # Safety
 /// As `lstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated and `buf` a writable `struct stat` per lstat(2), exactly
+    // what our `lstat` needs.
     unsafe { lstat(path, buf) }
 }
 /// # Safety
@@ -235,21 +246,23 @@ pub unsafe extern "C" fn __lxstat64(
     path: *const c_char,
     buf: *mut libc::stat64,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: lstat(2)'s contract on our caller gives a NUL-terminated `path` and a writable
+    // `struct stat64` at `buf`, as `lstat64` requires.
     unsafe { lstat64(path, buf) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `buf` points to a writable `struct stat` per fstat(2), as `fstat` needs; `fd` is
+    // an int and `_ver` is dropped.
     unsafe { fstat(fd, buf) }
 }
 /// # Safety
 /// As `fstat(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `buf` is a writable `struct stat64` per fstat(2) on our caller, all `fstat64` needs.
     unsafe { fstat64(fd, buf) }
 }
 /// # Safety
@@ -262,7 +275,8 @@ pub unsafe extern "C" fn __fxstatat(
     buf: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated and `buf` a writable `struct stat` per fstatat(2);
+    // `dirfd` and `flags` pass through unchanged.
     unsafe { fstatat(dirfd, path, buf, flags) }
 }
 /// # Safety
@@ -275,7 +289,8 @@ pub unsafe extern "C" fn __fxstatat64(
     buf: *mut libc::stat64,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `buf` points to a writable `struct stat64` and `path` is NUL-terminated by
+    // fstatat(2)'s contract on our caller; `fstatat64` asks the same.
     unsafe { fstatat64(dirfd, path, buf, flags) }
 }
 
@@ -298,7 +313,8 @@ pub unsafe extern "C" fn statx(
             unsafe { fill_statx(&a, buf) }
         });
     }
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated by statx(2)'s contract; `tessera_path` reads it,
+    // not `buf`.
     match unsafe { tessera_path(dirfd, path) } {
         Some(p) => run(|| {
             let p = p?;

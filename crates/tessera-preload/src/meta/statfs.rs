@@ -81,7 +81,8 @@ pub(crate) unsafe fn fill_statvfs(buf: *mut libc::statvfs64) -> FsResult<c_int> 
 /// As `statfs(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs64) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NUL-terminated or NULL per statfs(2); only it reaches `tessera_path`
+    // (`buf` is filled below, under its own comment).
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
@@ -115,7 +116,8 @@ alias!(fstatfs64 => fstatfs(fd: c_int, buf: *mut libc::statfs64) -> c_int);
 /// As `statvfs(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs64) -> c_int {
-    // SAFETY: forwarded under this function's own contract.
+    // SAFETY: `path` is NULL or NUL-terminated per statvfs(3) on our caller; `tessera_path` reads
+    // only that, `buf` is not passed.
     match unsafe { tessera_path(libc::AT_FDCWD, path) } {
         Some(p) => run(|| {
             let p = p?;
