@@ -1,7 +1,7 @@
 //! The state of one running daemon, shared by its services and transports.
 
 use crate::{logs, pfs, state, store};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{InstanceConfig, InstanceLayout};
 
@@ -13,8 +13,8 @@ pub struct Node {
     pub layout: InstanceLayout,
     pub secret: Vec<u8>,
     pub store: store::Store,
-    pub ns: Mutex<tessera_core::namespace::Namespace>,
-    pub own: Mutex<tessera_core::ownership::Ownership>,
+    /// The namespace and ownership shards, and who holds copies of its stripes.
+    pub(crate) shards: state::shards::Shards,
     pub logs: logs::Logs,
     /// How calls reach other nodes' shards (TCP, or in-process for tests).
     pub(crate) links: Box<dyn crate::transport::links::PeerLinks>,
@@ -29,8 +29,6 @@ pub struct Node {
     pub(crate) life: crate::lifecycle::Lifecycle,
     pub uid: u32,
     pub gid: u32,
-    /// Who holds copies of this node's ownership stripes.
-    pub callbacks: Mutex<state::cache::Callbacks>,
     /// Copies of other nodes' ownership stripes.
     pub(crate) stripe_cache: state::cache::StripeCopies,
     /// Inodes of this node being flushed whole, and those whose bytes are unchanged since

@@ -4,7 +4,7 @@
 use crate::node::Node;
 use crate::transport::{client as server, listen, peer};
 use crate::{logs, pfs, state, store};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::InstanceLayout;
 
@@ -118,7 +118,7 @@ pub(crate) fn open_node(
     } = wiring;
     let node = Arc::new(Node {
         id,
-        ns: Mutex::new(
+        shards: state::shards::Shards::new(
             tessera_core::namespace::Namespace::new(
                 id,
                 loaded.next_ino,
@@ -127,8 +127,9 @@ pub(crate) fn open_node(
             )
             .with_xattrs(std::mem::take(&mut loaded.xattrs))
             .with_xattr_limits(cfg.xattr_limits()),
+            tessera_core::ownership::Ownership::load(&loaded.owners),
+            state::cache::Callbacks::new(restarted),
         ),
-        own: Mutex::new(tessera_core::ownership::Ownership::load(&loaded.owners)),
         logs: logs::Logs::new(id, &cfg),
         links,
         failpoints,
@@ -147,7 +148,6 @@ pub(crate) fn open_node(
         locks: crate::services::locks::LockService::default(),
         clients: state::clients::Clients::default(),
         pfs: Arc::new(pfs),
-        callbacks: Mutex::new(state::cache::Callbacks::new(restarted)),
         stripe_cache: Default::default(),
         txns: crate::services::txn::Txns::new(
             tessera_core::txn_pending::PendingOwnership::load(
@@ -254,10 +254,10 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let (node, loaded) = open_node(&layout, cfg, id, secret, wiring)?;
     let home_work = recover(&node, &loaded).await?;
     let state_ms = crate::clock::since(loading).as_millis() as u64;
-    let (files, extents) = node.own.lock().expect("own").stats();
+    let (files, extents) = node.shards.ownership(|own| own.stats());
     tracing::info!(
         node = id,
-        inodes = node.ns.lock().expect("ns").inode_count(),
+        inodes = node.shards.namespace(|ns| ns.inode_count()),
         files,
         ownership_entries = extents,
         state_ms,

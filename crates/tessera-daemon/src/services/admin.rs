@@ -41,7 +41,7 @@ impl ServePeer<Shutdown> for Node {
 impl Node {
     /// What this node holds and serves.
     pub fn status(&self) -> NodeStatus {
-        let (files_owned, ownership_entries) = self.own.lock().expect("own").stats();
+        let (files_owned, ownership_entries) = self.shards.ownership(|own| own.stats());
         let (stripe_copy_hits, stripe_copy_misses) = self.stripe_cache.counts();
         // Measures the device: off the async workers.
         let (grants, peak) = self.locks.figures();
@@ -78,7 +78,7 @@ impl Node {
             txns_open,
             security: self.cfg.security,
             lock_waiters: self.locks.waiting(),
-            txns_pending: self.txns.pending().transactions().count() as u64,
+            txns_pending: self.txns.pending(|p| p.transactions().count()) as u64,
             logs_to_release: self.releases.count() as u64,
         }
     }

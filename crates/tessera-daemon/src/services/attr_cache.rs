@@ -461,7 +461,7 @@ impl ServePeer<LeaseAttr> for Node {
         // Only attributes this shard holds, of an entry no transaction is changing, and only
         // if nothing changed while they were read.
         if let Some((d, Some(_))) = &found
-            && self.txns.entries().get(&p).is_none()
+            && self.txns.entries(|e| e.get(&p)).is_none()
         {
             let mut leases = self.attrs.leases.lock().expect("attr leases");
             if leases.version() == before {

@@ -7,8 +7,8 @@
 
 use crate::Node;
 use crate::rpc::ServePeer;
+use crate::state::ordered::{Ordered, Rank};
 use crate::store::DbOp;
-use std::sync::Mutex;
 use std::time::Duration;
 use tessera_core::catalogue::{Catalogue, CatalogueChange};
 use tessera_core::txn_pending::ShardTxn;
@@ -19,10 +19,9 @@ use tessera_proto::{
 use tokio::sync::Notify;
 
 /// This node's shard of the catalogue.
-#[derive(Default)]
 pub struct CatalogueShard {
-    /// Lock order: `own`, then the transactions' `pending`, then this.
-    table: Mutex<Catalogue>,
+    /// Ranked after the ownership maps and the transactions' pending overlay.
+    table: Ordered<Catalogue>,
     /// Woken whenever a version is committed or deleted here.
     changed: Notify,
 }
@@ -41,13 +40,15 @@ impl CatalogueShard {
 
     pub fn new(table: Catalogue) -> CatalogueShard {
         CatalogueShard {
-            table: Mutex::new(table),
+            table: Ordered::new(Rank::Catalogue, table),
             changed: Notify::new(),
         }
     }
 
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Catalogue> {
-        self.table.lock().expect("catalogue")
+    /// Runs `f` on the catalogue table, under its lock (ranked after the transactions'
+    /// pending overlay).
+    pub fn table<R>(&self, f: impl FnOnce(&mut Catalogue) -> R) -> R {
+        self.table.with(f)
     }
 }
 
@@ -61,38 +62,39 @@ impl ServePeer<CatShardChange> for Node {
             // Made after every decision taken so far: it lands on top of their entries.
             self.settle_catalogue(Some(r.op.name()), None).await?;
         }
-        let durable = {
-            let pending = self.txns.pending();
-            let mut table = self.catalogue.lock();
+        let durable = self.txns.pending(|pending| {
+            self.catalogue.table(|table| {
             let changes = match r.txn {
-                Some(txn) => {
-                    self.check_not_done(txn)?;
-                    let prepared = pending
-                        .transactions()
-                        .any(|(t, s)| t == txn && s == ShardTxn::Prepared);
-                    if prepared {
-                        return Err(FsError::new(
-                            Errno::Inval,
-                            format!(
-                                "transaction {txn:016x} is committing: a catalogue change can no longer be part of it (make it before the vote)"
-                            ),
-                        ));
+                    Some(txn) => {
+                        self.check_not_done(txn)?;
+                        let prepared = pending
+                            .transactions()
+                            .any(|(t, s)| t == txn && s == ShardTxn::Prepared);
+                        if prepared {
+                            return Err(FsError::new(
+                                Errno::Inval,
+                                format!(
+                                    "transaction {txn:016x} is committing: a catalogue change can no longer be part of it (make it before the vote)"
+                                ),
+                            ));
+                        }
+                        match r.op {
+                            CatalogueOp::Create(v) => table.create(txn, v),
+                            CatalogueOp::AddChunk { name, chunk } => table.add_chunk(txn, &name, chunk),
+                            CatalogueOp::Delete { name } => table.delete(txn, &name),
+                        }?
                     }
-                    match r.op {
-                        CatalogueOp::Create(v) => table.create(txn, v),
-                        CatalogueOp::AddChunk { name, chunk } => table.add_chunk(txn, &name, chunk),
-                        CatalogueOp::Delete { name } => table.delete(txn, &name),
-                    }?
-                }
-                None => match r.op {
-                    CatalogueOp::Create(v) => table.create_now(v),
-                    CatalogueOp::AddChunk { name, chunk } => table.append_chunk(&name, chunk),
-                    CatalogueOp::Delete { name } => table.delete_now(&name),
-                }?,
-            };
-            self.store
-                .submit(changes.into_iter().map(DbOp::from).collect())
-        };
+                    None => match r.op {
+                        CatalogueOp::Create(v) => table.create_now(v),
+                        CatalogueOp::AddChunk { name, chunk } => table.append_chunk(&name, chunk),
+                        CatalogueOp::Delete { name } => table.delete_now(&name),
+                    }?,
+                };
+                Ok(self
+                    .store
+                    .submit(changes.into_iter().map(DbOp::from).collect()))
+            })
+        })?;
         durable.durable().await?;
         if r.txn.is_none() {
             self.catalogue.tell_changed();
@@ -105,7 +107,8 @@ impl ServePeer<CatShardLookup> for Node {
     async fn serve_peer(&self, r: CatShardLookup) -> FsResult<VersionView> {
         let viewer = r.view.viewer;
         self.settle_catalogue(Some(&r.name), viewer).await?;
-        self.catalogue.lock().lookup(&r.name, r.version, viewer)
+        self.catalogue
+            .table(|t| t.lookup(&r.name, r.version, viewer))
     }
 }
 
@@ -113,7 +116,7 @@ impl ServePeer<CatShardList> for Node {
     async fn serve_peer(&self, r: CatShardList) -> FsResult<Vec<(String, u64)>> {
         let viewer = r.view.viewer;
         self.settle_catalogue(None, viewer).await?;
-        Ok(self.catalogue.lock().list(viewer))
+        Ok(self.catalogue.table(|t| t.list(viewer)))
     }
 }
 
@@ -125,7 +128,7 @@ impl ServePeer<CatShardWait> for Node {
             // Registered before looking, so a commit between the look and the wait wakes it.
             let changed = self.catalogue.next_change();
             self.settle_catalogue(Some(&r.name), None).await?;
-            let latest = self.catalogue.lock().latest(&r.name);
+            let latest = self.catalogue.table(|t| t.latest(&r.name));
             if latest >= r.version {
                 return Ok(latest);
             }
@@ -155,17 +158,18 @@ impl Node {
         name: Option<&str>,
         viewer: Option<u64>,
     ) -> FsResult<()> {
-        let on = self.catalogue.lock().pending_on(name, viewer);
+        let on = self.catalogue.table(|t| t.pending_on(name, viewer));
         self.complete_decided(on).await
     }
 
     /// The catalogue changes of completing `txn` here (committing or dropping its entries).
     pub(crate) fn complete_catalogue(&self, txn: u64, commit: bool) -> Vec<CatalogueChange> {
-        let mut table = self.catalogue.lock();
-        if commit {
-            table.commit(txn)
-        } else {
-            table.abort(txn)
-        }
+        self.catalogue.table(|table| {
+            if commit {
+                table.commit(txn)
+            } else {
+                table.abort(txn)
+            }
+        })
     }
 }

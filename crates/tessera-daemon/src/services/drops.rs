@@ -27,7 +27,7 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 impl ServePeer<DropFiles> for Node {
     async fn serve_peer(&self, r: DropFiles) -> FsResult<()> {
         for &ino in &r.inos {
-            let touching = self.txns.pending().touching_file(ino);
+            let touching = self.txns.pending(|p| p.touching_file(ino));
             self.complete_decided(touching).await?;
             self.change_ownership(Stale::File(ino), |own| ((), own.drop_file(ino)))
                 .await?;

@@ -75,7 +75,7 @@ impl ServePeer<DentryLink> for Node {
         let p = path::normalize(&r.path)?;
         self.settle_entry(&p, None).await?;
         self.change_namespace(|ns| {
-            if let Some((txn, _)) = self.txns.entries().get(&p) {
+            if let Some((txn, _)) = self.txns.entries(|e| e.get(&p)) {
                 return Err(busy(&self.user_path(&p), txn));
             }
             Ok(((), ns.put_new(&p, r.dentry)?))

@@ -124,29 +124,31 @@ impl ServePeer<LocateNames> for Node {
 
 impl ServePeer<LocateInodes> for Node {
     async fn serve_peer(&self, r: LocateInodes) -> FsResult<Vec<InodeFacts>> {
-        let ns = self.ns.lock().expect("ns");
-        Ok(r.inos
-            .iter()
-            .map(|&ino| ns.attr(ino).map(|a| (a.size, self.is_flushed_clean(ino))))
-            .collect())
+        Ok(self.shards.namespace(|ns| {
+            r.inos
+                .iter()
+                .map(|&ino| ns.attr(ino).map(|a| (a.size, self.is_flushed_clean(ino))))
+                .collect()
+        }))
     }
 }
 
 impl ServePeer<LocateRuns> for Node {
     async fn serve_peer(&self, r: LocateRuns) -> FsResult<Vec<SpanRuns>> {
-        let own = self.own.lock().expect("own");
         let mut budget = r.max_runs as usize;
-        Ok(r.spans
-            .iter()
-            .map(|&(ino, stripe, start, end)| {
-                let runs = own.stripe_runs_within(ino, stripe, start, end);
-                if runs.len() > budget {
-                    return None;
-                }
-                budget -= runs.len();
-                Some(runs)
-            })
-            .collect())
+        Ok(self.shards.ownership(|own| {
+            r.spans
+                .iter()
+                .map(|&(ino, stripe, start, end)| {
+                    let runs = own.stripe_runs_within(ino, stripe, start, end);
+                    if runs.len() > budget {
+                        return None;
+                    }
+                    budget -= runs.len();
+                    Some(runs)
+                })
+                .collect()
+        }))
     }
 }
 

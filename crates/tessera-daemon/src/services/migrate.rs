@@ -246,16 +246,17 @@ pub(crate) fn release_requests(
 
 impl ServePeer<OwnStripeAt> for Node {
     async fn serve_peer(&self, r: OwnStripeAt) -> FsResult<Option<StripeAt>> {
-        let own = self.own.lock().expect("own");
-        if self.txns.pending().touches_stripe(r.ino, r.stripe) {
-            return Ok(None);
-        }
-        let version = self.callbacks.lock().expect("callbacks").current();
-        Ok(Some(StripeAt {
-            stripe: r.stripe,
-            version,
-            runs: own.query_stripe(r.ino, r.stripe),
-        }))
+        self.shards.ownership(|own| {
+            if self.txns.pending(|p| p.touches_stripe(r.ino, r.stripe)) {
+                return Ok(None);
+            }
+            let version = self.shards.callbacks(|cb| cb.current());
+            Ok(Some(StripeAt {
+                stripe: r.stripe,
+                version,
+                runs: own.query_stripe(r.ino, r.stripe),
+            }))
+        })
     }
 }
 
@@ -264,18 +265,13 @@ impl ServePeer<OwnAttachIf> for Node {
         super::ownership_shard::check_runs(&r.runs, r.stripe, self.cfg.stripe_size)?;
         let key = (r.ino, r.stripe);
         let still = |node: &Node| {
-            node.callbacks
-                .lock()
-                .expect("callbacks")
-                .unchanged_since(key, r.version)
-                && !node.txns.pending().touches_stripe(r.ino, r.stripe)
+            node.shards
+                .callbacks(|cb| cb.unchanged_since(key, r.version))
+                && !node.txns.pending(|p| p.touches_stripe(r.ino, r.stripe))
         };
         // Refused here, without a change (which would count as one and make other
         // migrations of the stripe fail too); checked again under the change below.
-        let unchanged = {
-            let _own = self.own.lock().expect("own");
-            still(self)
-        };
+        let unchanged = self.shards.ownership(|_| still(self));
         if !unchanged {
             return Ok(false);
         }

@@ -90,14 +90,13 @@ fn count_change(ns: &mut Namespace, ino: u64, count: Count, op: &NameOp) -> FsRe
 impl ServePeer<RemoveName> for Node {
     async fn serve_peer(&self, r: RemoveName) -> FsResult<Removal> {
         let p = self.settled(&r.path).await?;
-        let found = {
-            let ns = self.ns.lock().expect("ns");
+        let found = self.shards.namespace(|ns| {
             // A transaction's entry: the lookup, which sees it as the client's view does.
-            if self.txns.entries().get(&p).is_some() {
-                return Ok(Removal::NotHere);
+            if self.txns.entries(|e| e.get(&p)).is_some() {
+                return None;
             }
             ns.get(&p)
-        };
+        });
         let Some(file) = found else {
             return Ok(Removal::NotHere);
         };
@@ -163,11 +162,11 @@ impl ServePeer<ChangeNames> for Node {
             {
                 return self.drive_names(intent).await;
             }
-            let (intent, durable) = {
-                // No check of names against counts counts meanwhile.
-                let _gate = self.names.gate.read().await;
-                self.begin_names(r.file, op, None)?
-            };
+            // No check of names against counts counts meanwhile.
+            let (intent, durable) = self
+                .names
+                .beginning(|| self.begin_names(r.file, op, None))
+                .await?;
             durable.durable().await?;
             match intent {
                 Some(intent) => self.drive_names(intent).await,
@@ -205,12 +204,11 @@ impl ServePeer<NameStep> for Node {
     async fn serve_peer(&self, r: NameStep) -> FsResult<Outcome> {
         // A repeat gets the first copy's answer once its write is durable (it was queued
         // under the namespace lock, before the answer could be seen).
-        let repeat = {
-            let _ns = self.ns.lock().expect("ns");
+        let repeat = self.shards.namespace(|_| {
             self.names
                 .answered(r.key)
                 .map(|o| (o, self.store.barrier()))
-        };
+        });
         if let Some((o, durable)) = repeat {
             durable.durable().await?;
             return Ok(o);
@@ -262,11 +260,11 @@ impl ServePeer<NameStep> for Node {
             }
             Step::Release { path, file } => {
                 let p = path::normalize(&path)?;
-                let (intent, durable) = {
-                    // No check of names against counts counts meanwhile.
-                    let _gate = self.names.gate.read().await;
-                    self.begin_names(file, NameOp::Lost { path: p }, Some(r.key))?
-                };
+                // No check of names against counts counts meanwhile.
+                let (intent, durable) = self
+                    .names
+                    .beginning(|| self.begin_names(file, NameOp::Lost { path: p }, Some(r.key)))
+                    .await?;
                 durable.durable().await?;
                 if intent.is_some() {
                     // The file went with that name: its bytes go, in the background (the
@@ -287,10 +285,11 @@ impl ServePeer<ForgetNameSteps> for Node {
     async fn serve_peer(&self, r: ForgetNameSteps) -> FsResult<()> {
         let pending = {
             // Under the namespace lock: in the store's order, after the answers' rows.
-            let _ns = self.ns.lock().expect("ns");
-            let gone = self.names.forget_answers(&r.keys);
-            self.store
-                .submit(gone.into_iter().map(DbOp::DelNameStep).collect())
+            self.shards.namespace(|_| {
+                let gone = self.names.forget_answers(&r.keys);
+                self.store
+                    .submit(gone.into_iter().map(DbOp::DelNameStep).collect())
+            })
         };
         pending.durable().await
     }
@@ -316,22 +315,21 @@ impl Node {
         )
             -> FsResult<(Outcome, Vec<tessera_core::namespace::NamespaceChange>)>,
     ) -> FsResult<Outcome> {
-        let (outcome, durable) = {
-            let mut ns = self.ns.lock().expect("ns");
+        let (outcome, durable) = self.shards.namespace(|ns| {
             // A repeat that raced the first copy: the first one's answer, once durable.
             if let Some(o) = self.names.answered(key) {
-                (o, self.store.barrier())
+                Ok((o, self.store.barrier()))
             } else {
-                if let Some((txn, _)) = self.txns.entries().get(p) {
+                if let Some((txn, _)) = self.txns.entries(|e| e.get(p)) {
                     return Err(busy(&self.user_path(p), txn));
                 }
-                let (outcome, changes) = change(&mut ns)?;
+                let (outcome, changes) = change(ns)?;
                 let mut ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
                 ops.push(DbOp::PutNameStep { key, outcome });
                 self.names.record_answer(key, outcome);
-                (outcome, self.store.submit(ops))
+                Ok((outcome, self.store.submit(ops)))
             }
-        };
+        })?;
         durable.durable().await?;
         Ok(outcome)
     }
@@ -347,22 +345,28 @@ impl Node {
         path: &str,
     ) -> FsResult<Option<Intent>> {
         let p = self.settled(path).await?;
-        let _gate = self.names.gate.read().await;
-        let (intent, durable) = {
-            let mut ns = self.ns.lock().expect("ns");
-            let named = ns.get(&p).is_some_and(|d| d.ino == file.ino);
-            let last = ns.attr(file.ino).is_some_and(|a| a.nlink == 1);
-            if !named || !last || self.txns.entries().get(&p).is_some() {
-                return Ok(None);
-            }
-            let (_, changes) = ns.remove(&p, file.ino)?;
-            let mut ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
-            let intent = Intent::removed_here(rand::random::<u64>(), file, p);
-            ops.extend(count_change(&mut ns, file.ino, Count::Down, &intent.op)?);
-            ops.push(DbOp::PutNameIntent(intent.clone()));
-            self.names.set(intent.id, Some(intent.clone()));
-            tracing::debug!(intent = intent.id, ino = file.ino, "removal on one shard");
-            (intent, self.store.submit(ops))
+        let begun = self
+            .names
+            .beginning(|| {
+                self.shards.namespace(|ns| {
+                    let named = ns.get(&p).is_some_and(|d| d.ino == file.ino);
+                    let last = ns.attr(file.ino).is_some_and(|a| a.nlink == 1);
+                    if !named || !last || self.txns.entries(|e| e.get(&p)).is_some() {
+                        return Ok(None);
+                    }
+                    let (_, changes) = ns.remove(&p, file.ino)?;
+                    let mut ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+                    let intent = Intent::removed_here(rand::random::<u64>(), file, p);
+                    ops.extend(count_change(ns, file.ino, Count::Down, &intent.op)?);
+                    ops.push(DbOp::PutNameIntent(intent.clone()));
+                    self.names.set(intent.id, Some(intent.clone()));
+                    tracing::debug!(intent = intent.id, ino = file.ino, "removal on one shard");
+                    Ok(Some((intent, self.store.submit(ops))))
+                })
+            })
+            .await?;
+        let Some((intent, durable)) = begun else {
+            return Ok(None);
         };
         durable.durable().await?;
         Ok(Some(intent))
@@ -377,7 +381,7 @@ impl Node {
         op: NameOp,
         answering: Option<StepKey>,
     ) -> FsResult<(Option<Intent>, Pending)> {
-        let mut ns = self.ns.lock().expect("ns");
+        self.shards.namespace(|ns| {
         let mut ops = Vec::new();
         let intent = match ns.attr(file.ino) {
             Some(attr) => {
@@ -387,7 +391,7 @@ impl Node {
                 let counted = op.clone();
                 let (intent, count) = Intent::begin(id, file, op, attr.nlink);
                 tracing::debug!(intent = id, ino = file.ino, op = ?counted, nlink = attr.nlink, ?count, ?answering, "name operation begun");
-                ops = count_change(&mut ns, file.ino, count, &counted)?;
+                ops = count_change(ns, file.ino, count, &counted)?;
                 intent
             }
             // Gone meanwhile (its last name went): a release has nothing to count.
@@ -414,6 +418,7 @@ impl Node {
             self.names.record_answer(key, Outcome::Done);
         }
         Ok((intent, self.store.submit(ops)))
+        })
     }
 
     /// Drives the intents recorded for file `ino` to their ends, under the file's lock (held
@@ -530,32 +535,33 @@ impl Node {
         outcome: Outcome,
         to_drop: &[u64],
     ) -> FsResult<(tessera_core::name_ops::Advance, Pending)> {
-        let mut ns = self.ns.lock().expect("ns");
-        let (id, ino, op) = (intent.id, intent.file.ino, intent.op.clone());
-        let nlink = ns.attr(ino).map_or(0, |a| a.nlink);
-        let stage = intent.stage.clone();
-        let advance = intent.advance(outcome, nlink);
-        tracing::debug!(
-            intent = id,
-            ino,
-            ?op,
-            ?stage,
-            ?outcome,
-            nlink,
-            count = ?advance.count,
-            next = ?advance.next.as_ref().map(|n| &n.stage),
-            "name operation advanced"
-        );
-        let mut ops = count_change(&mut ns, ino, advance.count, &op)?;
-        match &advance.next {
-            Some(next) => ops.push(DbOp::PutNameIntent(next.clone())),
-            None => ops.push(DbOp::DelNameIntent(id)),
-        }
-        if !to_drop.is_empty() {
-            ops.push(DbOp::PutFilesToDrop(to_drop.to_vec()));
-        }
-        self.names.set(id, advance.next.clone());
-        Ok((advance, self.store.submit(ops)))
+        self.shards.namespace(|ns| {
+            let (id, ino, op) = (intent.id, intent.file.ino, intent.op.clone());
+            let nlink = ns.attr(ino).map_or(0, |a| a.nlink);
+            let stage = intent.stage.clone();
+            let advance = intent.advance(outcome, nlink);
+            tracing::debug!(
+                intent = id,
+                ino,
+                ?op,
+                ?stage,
+                ?outcome,
+                nlink,
+                count = ?advance.count,
+                next = ?advance.next.as_ref().map(|n| &n.stage),
+                "name operation advanced"
+            );
+            let mut ops = count_change(ns, ino, advance.count, &op)?;
+            match &advance.next {
+                Some(next) => ops.push(DbOp::PutNameIntent(next.clone())),
+                None => ops.push(DbOp::DelNameIntent(id)),
+            }
+            if !to_drop.is_empty() {
+                ops.push(DbOp::PutFilesToDrop(to_drop.to_vec()));
+            }
+            self.names.set(id, advance.next.clone());
+            Ok((advance, self.store.submit(ops)))
+        })
     }
 
     /// Carries out one step: on its shard, or here (PFS, the file's bytes everywhere).

@@ -20,15 +20,16 @@ const PAGE: usize = 4096;
 
 impl ServePeer<NamesOfNode> for Node {
     async fn serve_peer(&self, r: NamesOfNode) -> FsResult<NamesPage> {
-        let ns = self.ns.lock().expect("ns");
-        let (found, next) =
-            ns.entries_after(r.after.as_ref(), PAGE, |d| ino_shard(d.ino) == r.node);
-        Ok(NamesPage {
-            names: found
-                .into_iter()
-                .map(|((parent, name), d)| (path::join(&parent, &name), d))
-                .collect(),
-            next,
+        self.shards.namespace(|ns| {
+            let (found, next) =
+                ns.entries_after(r.after.as_ref(), PAGE, |d| ino_shard(d.ino) == r.node);
+            Ok(NamesPage {
+                names: found
+                    .into_iter()
+                    .map(|((parent, name), d)| (path::join(&parent, &name), d))
+                    .collect(),
+                next,
+            })
         })
     }
 }
@@ -44,7 +45,8 @@ impl Node {
     /// below them. No operation on names begins meanwhile; files with one in flight are left
     /// out (their counts already cover their names).
     pub async fn check_names(&self) -> FsResult<NamesChecked> {
-        let _quiet = self.names.gate.write().await;
+        self.names
+            .quiet(async {
         // Files with an operation in flight at any time during the count are left out: one
         // that ended meanwhile may have been counted with a name before and one after.
         let mut busy = self.names.inodes_in_flight();
@@ -67,8 +69,7 @@ impl Node {
             }
         }
         busy.extend(self.names.inodes_in_flight());
-        let (report, durable) = {
-            let mut ns = self.ns.lock().expect("ns");
+        let (report, durable) = self.shards.namespace(|ns| {
             let mut report = NamesChecked {
                 files: names.len() as u64,
                 raised: Vec::new(),
@@ -96,10 +97,12 @@ impl Node {
                 );
                 report.raised.push((ino, attr.nlink, paths));
             }
-            (report, self.store.submit(ops))
-        };
+            Ok((report, self.store.submit(ops)))
+            })?;
         durable.durable().await?;
         Ok(report)
+            })
+            .await
     }
 
     /// At the start of a daemon whose state predates intents: the check, once every shard

@@ -35,11 +35,10 @@ impl ServePeer<DentryGet> for Node {
         self.settle_entry(&p, r.view.viewer).await?;
         let seen = self
             .txns
-            .entries()
-            .seen_by(&p, r.view.viewer, &r.view.committed);
+            .entries(|e| e.seen_by(&p, r.view.viewer, &r.view.committed));
         let found = match seen {
             Some(Seen::Pending(Some(dentry))) => {
-                let attr = self.ns.lock().expect("ns").attr(dentry.ino);
+                let attr = self.shards.namespace(|ns| ns.attr(dentry.ino));
                 Some((dentry, attr))
             }
             Some(Seen::Pending(None)) => None,
@@ -48,7 +47,7 @@ impl ServePeer<DentryGet> for Node {
         // The size of a file a transaction changes depends on the view: the asker learns it
         // as the view sees it (`InodeGetAs`).
         Ok(found.map(|(d, attr)| {
-            let pending = !self.txns.pending().touching_file(d.ino).is_empty();
+            let pending = !self.txns.pending(|p| p.touching_file(d.ino)).is_empty();
             (d, attr.filter(|_| !pending))
         }))
     }
@@ -70,7 +69,7 @@ impl ServePeer<DentryCreate> for Node {
             .map_or("/", |(parent, _)| parent)
             .to_string();
         self.refuse_sealed(&parent, r.parent_ino)?;
-        let pending = self.txns.entries().get(&p);
+        let pending = self.txns.entries(|e| e.get(&p));
         match pending {
             // Another transaction removes the committed file: to everyone else it is still
             // there, and opened as it is (below). One it only creates is in the way.
@@ -79,7 +78,7 @@ impl ServePeer<DentryCreate> for Node {
             }
             Some((txn, names)) if Some(txn) == r.txn => match names.created {
                 Some(dentry) if !r.exclusive => {
-                    let attr = self.ns.lock().expect("ns").attr(dentry.ino);
+                    let attr = self.shards.namespace(|ns| ns.attr(dentry.ino));
                     return Ok(Created {
                         dentry,
                         created: false,
@@ -113,7 +112,7 @@ impl ServePeer<DentryCreate> for Node {
             // Under the namespace lock, where an rmdir's seal is checked and set: either the
             // seal is here now, or its check will see this entry.
             self.refuse_sealed(&parent, r.parent_ino)?;
-            if let Some((txn, _)) = self.txns.entries().get(&p) {
+            if let Some((txn, _)) = self.txns.entries(|e| e.get(&p)) {
                 return Err(busy(&self.user_path(&p), txn));
             }
             let (dentry, created, ops) = ns
@@ -143,44 +142,44 @@ impl ServePeer<DentryRemove> for Node {
         // A committed file a member renamed here, then removes: its committed name's rename
         // becomes a removal.
         let mut renamed_from = None;
-        let (removed, durable) = {
-            let mut ns = self.ns.lock().expect("ns");
-            let mut entries = self.txns.entries();
-            let pending = entries.get(&p);
-            let mut ops: Vec<DbOp> = Vec::new();
-            let removed = match (pending, r.txn) {
-                // A file its creating transaction removes again (or renamed here).
-                (Some((t, n)), _)
-                    if Some(t) == r.txn && n.created.is_some_and(|d| d.ino == r.ino) =>
-                {
-                    let (changes, from) = entries.take_created(&p, r.ino)?;
-                    ops.extend(changes.into_iter().map(DbOp::from));
-                    renamed_from = from;
-                    renamed_from.is_none()
-                }
-                (Some((t, _)), _) if Some(t) != r.txn => {
-                    return Err(busy(&self.user_path(&p), t));
-                }
-                // A member removes a committed entry: pending until the commit.
-                (_, Some(txn)) => {
-                    if let Some(dentry) = ns.get(&p).filter(|d| d.ino == r.ino) {
-                        ops.extend(
-                            entries
-                                .mark_removed(txn, &p, dentry)?
-                                .into_iter()
-                                .map(DbOp::from),
-                        );
+        let (removed, durable) = self.shards.namespace(|ns| {
+            self.txns.entries(|entries| {
+                let pending = entries.get(&p);
+                let mut ops: Vec<DbOp> = Vec::new();
+                let removed = match (pending, r.txn) {
+                    // A file its creating transaction removes again (or renamed here).
+                    (Some((t, n)), _)
+                        if Some(t) == r.txn && n.created.is_some_and(|d| d.ino == r.ino) =>
+                    {
+                        let (changes, from) = entries.take_created(&p, r.ino)?;
+                        ops.extend(changes.into_iter().map(DbOp::from));
+                        renamed_from = from;
+                        renamed_from.is_none()
                     }
-                    false
-                }
-                (_, None) => {
-                    let (removed, changes) = ns.remove(&p, r.ino)?;
-                    ops.extend(changes.into_iter().map(DbOp::from));
-                    removed
-                }
-            };
-            (removed, self.store.submit(ops))
-        };
+                    (Some((t, _)), _) if Some(t) != r.txn => {
+                        return Err(busy(&self.user_path(&p), t));
+                    }
+                    // A member removes a committed entry: pending until the commit.
+                    (_, Some(txn)) => {
+                        if let Some(dentry) = ns.get(&p).filter(|d| d.ino == r.ino) {
+                            ops.extend(
+                                entries
+                                    .mark_removed(txn, &p, dentry)?
+                                    .into_iter()
+                                    .map(DbOp::from),
+                            );
+                        }
+                        false
+                    }
+                    (_, None) => {
+                        let (removed, changes) = ns.remove(&p, r.ino)?;
+                        ops.extend(changes.into_iter().map(DbOp::from));
+                        removed
+                    }
+                };
+                Ok((removed, self.store.submit(ops)))
+            })
+        })?;
         durable.durable().await?;
         if let (Some(from), Some(txn)) = (renamed_from, r.txn) {
             let removal = super::txn_rename::move_out(txn, &from, r.ino, None);
@@ -200,7 +199,7 @@ impl ServePeer<DentryPut> for Node {
         let p = path::normalize(&r.path)?;
         self.settle_entry(&p, None).await?;
         self.change_namespace(|ns| {
-            if let Some((txn, _)) = self.txns.entries().get(&p) {
+            if let Some((txn, _)) = self.txns.entries(|e| e.get(&p)) {
                 return Err(busy(&self.user_path(&p), txn));
             }
             ns.put(&p, r.dentry)
@@ -213,57 +212,72 @@ impl ServePeer<ListChildren> for Node {
     async fn serve_peer(&self, r: ListChildren) -> FsResult<Listed> {
         let d = path::normalize(&r.dir)?;
         let limit = dir_page::check_request(r.after.as_deref(), r.limit)?;
-        let changing = self.txns.entries().changing_in(&d);
+        let changing = self.txns.entries(|e| e.changing_in(&d));
         let others = changing
             .into_iter()
             .filter(|t| Some(*t) != r.view.viewer)
             .collect();
         self.complete_decided(others).await?;
-        let ns = self.ns.lock().expect("ns");
-        // Changes of the namespace wait for this lock; a transaction's pending state does
-        // not, and moves the lease version if it changes meanwhile.
-        let version = self.attrs.lease_version();
-        let entries = self.txns.entries();
-        let committed = ns.children_page(&d, r.after.as_deref(), limit);
-        let bound = committed.bound;
-        let mut all = entries.children(&d, r.view.viewer, committed.entries);
-        for t in &r.view.committed {
-            all = entries.children(&d, Some(*t), all);
-        }
-        // Names a transaction creates come in the page their names fall in.
-        all.retain(|e| dir_page::in_page(&e.name, r.after.as_deref(), bound.as_deref()));
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        // Attributes of the inodes held here, as a stat outside transactions sees them (a
-        // view inside one may see other sizes: its entries come without).
-        let plain = r.view.viewer.is_none() && r.view.committed.is_empty();
-        let listed: Vec<EntryPlus> = all
-            .into_iter()
-            .map(|e| {
-                let attr = (plain && ino_shard(e.ino) == self.id)
-                    .then(|| ns.attr(e.ino))
-                    .flatten();
-                (e, attr)
-            })
-            .collect();
-        let mut leased = Vec::new();
-        if let Some((node, boot)) = r.lease_to.filter(|_| plain) {
-            let pending = self.txns.pending();
-            let leasable = listed.iter().enumerate().filter(|(_, (e, attr))| {
-                attr.is_some()
-                    && entries.get(&path::join(&d, &e.name)).is_none()
-                    && pending.touching_file(e.ino).is_empty()
+        self.shards.namespace(|ns| {
+            // Changes of the namespace wait for this lock; a transaction's pending state does
+            // not, and moves the lease version if it changes meanwhile.
+            let version = self.attrs.lease_version();
+            let plain = r.view.viewer.is_none() && r.view.committed.is_empty();
+            // Transactions' entries change under the namespace lock too: the ones without
+            // an entry at their name stay so while it is held.
+            let (listed, bound, unnamed) = self.txns.entries(|entries| {
+                let committed = ns.children_page(&d, r.after.as_deref(), limit);
+                let bound = committed.bound;
+                let mut all = entries.children(&d, r.view.viewer, committed.entries);
+                for t in &r.view.committed {
+                    all = entries.children(&d, Some(*t), all);
+                }
+                // Names a transaction creates come in the page their names fall in.
+                all.retain(|e| dir_page::in_page(&e.name, r.after.as_deref(), bound.as_deref()));
+                all.sort_by(|a, b| a.name.cmp(&b.name));
+                // Attributes of the inodes held here, as a stat outside transactions sees them
+                // (a view inside one may see other sizes: its entries come without).
+                let listed: Vec<EntryPlus> = all
+                    .into_iter()
+                    .map(|e| {
+                        let attr = (plain && ino_shard(e.ino) == self.id)
+                            .then(|| ns.attr(e.ino))
+                            .flatten();
+                        (e, attr)
+                    })
+                    .collect();
+                let unnamed: Vec<bool> = listed
+                    .iter()
+                    .map(|(e, _)| entries.get(&path::join(&d, &e.name)).is_none())
+                    .collect();
+                (listed, bound, unnamed)
             });
-            let leasable: Vec<(u32, u64)> = leasable.map(|(i, (e, _))| (i as u32, e.ino)).collect();
-            if !leasable.is_empty() {
-                leased = self.attrs.grant_page(version, &d, &leasable, node, boot);
+            let mut leased = Vec::new();
+            if let Some((node, boot)) = r.lease_to.filter(|_| plain) {
+                // The pending overlay after the entries (its rank is lower): a change to it
+                // meanwhile moved the lease version, and the grant is refused.
+                let leasable: Vec<(u32, u64)> = self.txns.pending(|pending| {
+                    listed
+                        .iter()
+                        .zip(&unnamed)
+                        .enumerate()
+                        .filter(|(_, ((e, attr), unnamed))| {
+                            attr.is_some() && **unnamed && pending.touching_file(e.ino).is_empty()
+                        })
+                        .map(|(i, ((e, _), _))| (i as u32, e.ino))
+                        .collect()
+                });
+                if !leasable.is_empty() {
+                    leased = self.attrs.grant_page(version, &d, &leasable, node, boot);
+                }
             }
-        }
-        Ok(Listed {
-            page: ShardPage {
-                entries: listed,
-                bound,
-            },
-            leased,
+            Ok(Listed {
+                page: ShardPage {
+                    entries: listed,
+                    bound,
+                },
+                leased,
+            })
         })
     }
 }
@@ -276,14 +290,15 @@ impl ServePeer<SealDir> for Node {
             return Ok(true);
         }
         // Under the namespace lock, where creates insert their entries.
-        let ns = self.ns.lock().expect("ns");
-        let creating = self.txns.entries().creating_in(&d);
-        if creating || ns.has_children(&d) {
-            return Ok(false);
-        }
-        let until = crate::clock::now() + crate::state::seals::SEAL_AFTER_REMOVAL;
-        self.seals.seal(&d, r.ino, until);
-        Ok(true)
+        self.shards.namespace(|ns| {
+            let creating = self.txns.entries(|e| e.creating_in(&d));
+            if creating || ns.has_children(&d) {
+                return Ok(false);
+            }
+            let until = crate::clock::now() + crate::state::seals::SEAL_AFTER_REMOVAL;
+            self.seals.seal(&d, r.ino, until);
+            Ok(true)
+        })
     }
 }
 
@@ -307,8 +322,8 @@ impl ServePeer<HasChildren> for Node {
     async fn serve_peer(&self, r: HasChildren) -> FsResult<bool> {
         let d = path::normalize(&r.dir)?;
         // A file being created in it counts: the directory cannot go from under it.
-        let creating = self.txns.entries().creating_in(&d);
-        Ok(creating || self.ns.lock().expect("ns").has_children(&d))
+        let creating = self.txns.entries(|e| e.creating_in(&d));
+        Ok(creating || self.shards.namespace(|ns| ns.has_children(&d)))
     }
 }
 
@@ -329,7 +344,7 @@ impl ServePeer<InodeSetSize> for Node {
         }
         // A plain truncate or extension comes after the decided transactions that set the
         // file's size: theirs is applied first, not over it.
-        let touching = self.txns.pending().touching_file(r.ino);
+        let touching = self.txns.pending(|p| p.touching_file(r.ino));
         self.complete_decided(touching).await?;
         self.change_namespace(|ns| ns.set_size(r.ino, r.change, now_ns()))
             .await
@@ -339,7 +354,7 @@ impl ServePeer<InodeSetSize> for Node {
 impl ServePeer<InodeAppend> for Node {
     async fn serve_peer(&self, r: InodeAppend) -> FsResult<u64> {
         self.flush_marks(r.ino, crate::services::locality::FlushMark::Changed);
-        let touching = self.txns.pending().touching_file(r.ino);
+        let touching = self.txns.pending(|p| p.touching_file(r.ino));
         self.complete_decided(touching).await?;
         self.change_namespace(|ns| ns.append(r.ino, r.len, now_ns()))
             .await
@@ -378,53 +393,57 @@ impl Node {
                 ),
             ));
         }
-        let (dentry, attr, durable) = {
-            let mut ns = self.ns.lock().expect("ns");
-            let mut entries = self.txns.entries();
-            // Under the entries lock, as the completion marks it done.
-            self.check_not_done(txn)?;
-            // Made meanwhile, by another member (pending) or outside the transaction: found
-            // as an existing file is. A name this transaction removed is free for it.
-            let found = match entries.get(p) {
-                Some((other, _)) if other != txn => {
-                    return Err(busy(&self.user_path(p), other));
+        let (created, durable) = self.shards.namespace(|ns| {
+            self.txns.entries(|entries| {
+                // Under the entries lock, as the completion marks it done.
+                self.check_not_done(txn)?;
+                // Made meanwhile, by another member (pending) or outside the transaction: found
+                // as an existing file is. A name this transaction removed is free for it.
+                let found = match entries.get(p) {
+                    Some((other, _)) if other != txn => {
+                        return Err(busy(&self.user_path(p), other));
+                    }
+                    Some((_, n)) if n.removed.is_some() => n.created,
+                    Some((_, n)) => n.created.or_else(|| ns.get(p)),
+                    None => ns.get(p),
+                };
+                if let Some(dentry) = found {
+                    if exclusive {
+                        return Err(self.exists(p));
+                    }
+                    let existing = Created {
+                        dentry,
+                        created: false,
+                        attr: ns.attr(dentry.ino),
+                    };
+                    return Ok((existing, None));
                 }
-                Some((_, n)) if n.removed.is_some() => n.created,
-                Some((_, n)) => n.created.or_else(|| ns.get(p)),
-                None => ns.get(p),
-            };
-            if let Some(dentry) = found {
-                if exclusive {
-                    return Err(self.exists(p));
-                }
-                return Ok(Created {
+                let (dentry, ops) = ns.create_inode(new);
+                let attr = ns.attr(dentry.ino);
+                let added = entries.add(txn, p, dentry)?;
+                let ops = ops
+                    .into_iter()
+                    .map(DbOp::from)
+                    .chain(added.into_iter().map(DbOp::from))
+                    .collect();
+                let created = Created {
                     dentry,
-                    created: false,
-                    attr: ns.attr(dentry.ino),
-                });
-            }
-            let (dentry, ops) = ns.create_inode(new);
-            let attr = ns.attr(dentry.ino);
-            let added = entries.add(txn, p, dentry)?;
-            let ops = ops
-                .into_iter()
-                .map(DbOp::from)
-                .chain(added.into_iter().map(DbOp::from))
-                .collect();
-            (dentry, attr, self.store.submit(ops))
-        };
-        durable.durable().await?;
-        Ok(Created {
-            dentry,
-            created: true,
-            attr,
-        })
+                    created: true,
+                    attr,
+                };
+                Ok((created, Some(self.store.submit(ops))))
+            })
+        })?;
+        if let Some(durable) = durable {
+            durable.durable().await?;
+        }
+        Ok(created)
     }
 
     /// Before a lookup or change of `p` (by `viewer`'s transaction, or outside any): another
     /// transaction's pending entry there is resolved if it is prepared here.
     pub(crate) async fn settle_entry(&self, p: &str, viewer: Option<u64>) -> FsResult<()> {
-        let pending = self.txns.entries().get(p);
+        let pending = self.txns.entries(|e| e.get(p));
         match pending {
             Some((txn, _)) if Some(txn) != viewer => self.complete_decided(vec![txn]).await,
             _ => Ok(()),
@@ -439,7 +458,7 @@ impl Node {
     /// store writes in the order it is given, so the caller's last wait covers these too
     /// (one wait for the state log per completion, not one per name).
     pub(crate) async fn complete_entries(&self, txn: u64, commit: bool) -> FsResult<Pending> {
-        let mut mine = self.txns.entries().take(txn);
+        let mut mine = self.txns.entries(|e| e.take(txn));
         let mut queued = Pending::done();
         while let Some(taken) = mine.first() {
             let done = self
@@ -449,7 +468,7 @@ impl Node {
                 Ok(p) => queued = p,
                 Err(e) => {
                     // Left for the next completion: every step above is idempotent.
-                    self.txns.entries().restore(txn, mine);
+                    self.txns.entries(|e| e.restore(txn, mine));
                     return Err(e);
                 }
             }
@@ -526,16 +545,13 @@ impl Node {
         &self,
         change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<NamespaceChange>)>,
     ) -> FsResult<T> {
-        let (out, pending) = {
-            let mut ns = self.ns.lock().expect("ns");
-            match change(&mut ns) {
-                Ok((out, ops)) => {
-                    let ops = ops.into_iter().map(DbOp::from).collect();
-                    (Ok(out), self.store.submit(ops))
-                }
-                Err(e) => (Err(e), self.store.barrier()),
+        let (out, pending) = self.shards.namespace(|ns| match change(ns) {
+            Ok((out, ops)) => {
+                let ops = ops.into_iter().map(DbOp::from).collect();
+                (Ok(out), self.store.submit(ops))
             }
-        };
+            Err(e) => (Err(e), self.store.barrier()),
+        });
         pending.durable().await?;
         out
     }
@@ -547,10 +563,11 @@ impl Node {
         &self,
         change: impl FnOnce(&mut Namespace) -> FsResult<(T, Vec<NamespaceChange>)>,
     ) -> FsResult<(T, Pending)> {
-        let mut ns = self.ns.lock().expect("ns");
-        let (out, ops) = change(&mut ns)?;
-        let ops = ops.into_iter().map(DbOp::from).collect();
-        Ok((out, self.store.submit(ops)))
+        self.shards.namespace(|ns| {
+            let (out, ops) = change(ns)?;
+            let ops = ops.into_iter().map(DbOp::from).collect();
+            Ok((out, self.store.submit(ops)))
+        })
     }
 
     pub(crate) fn exists(&self, p: &str) -> FsError {
@@ -562,7 +579,7 @@ impl Node {
 
     /// The attributes of an inode this node holds.
     pub fn inode(&self, ino: u64) -> FsResult<Attr> {
-        self.ns.lock().expect("ns").attr(ino).ok_or_else(|| {
+        self.shards.namespace(|ns| ns.attr(ino)).ok_or_else(|| {
             FsError::new(
                 Errno::NoEnt,
                 format!("inode {ino:#x} does not exist (the file was removed)"),
@@ -578,10 +595,9 @@ impl Node {
                 "the root has no directory entry",
             ));
         }
-        let found = {
-            let ns = self.ns.lock().expect("ns");
-            ns.get(p).map(|d| (d, ns.attr(d.ino)))
-        };
+        let found = self
+            .shards
+            .namespace(|ns| ns.get(p).map(|d| (d, ns.attr(d.ino))));
         if found.is_some() {
             return Ok(found);
         }

@@ -410,18 +410,20 @@ impl Node {
     ) -> FsResult<Vec<OwnedRun>> {
         let shard = stripe_shard(ino, stripe, self.cfg.nodes);
         if shard == self.id {
-            let own = self.own.lock().expect("own");
-            let pending = self.txns.pending();
-            let span = Span {
-                ino,
-                stripe,
-                start: s,
-                end: t,
-            };
-            let (runs, excluded) =
-                super::ownership_shard::view_query(&pending, &own, span, &probe.view);
-            probe.left_out(excluded);
-            return Ok(runs);
+            return self.shards.ownership(|own| {
+                self.txns.pending(|pending| {
+                    let span = Span {
+                        ino,
+                        stripe,
+                        start: s,
+                        end: t,
+                    };
+                    let (runs, excluded) =
+                        super::ownership_shard::view_query(pending, own, span, &probe.view);
+                    probe.left_out(excluded);
+                    Ok(runs)
+                })
+            });
         }
         let plain = probe.view == TxnView::default();
         if plain

@@ -63,7 +63,7 @@ impl ServePeer<OwnTruncate> for Node {
     async fn serve_peer(&self, r: OwnTruncate) -> FsResult<()> {
         // Made after every decision taken so far: a decided transaction's bytes here are
         // laid in first, so the truncate cuts them too.
-        let touching = self.txns.pending().touching_file(r.ino);
+        let touching = self.txns.pending(|p| p.touching_file(r.ino));
         self.complete_decided(touching).await?;
         self.change_ownership(Stale::File(r.ino), |own| ((), own.truncate(r.ino, r.size)))
             .await
@@ -72,7 +72,7 @@ impl ServePeer<OwnTruncate> for Node {
 
 impl ServePeer<DropFile> for Node {
     async fn serve_peer(&self, r: DropFile) -> FsResult<()> {
-        let touching = self.txns.pending().touching_file(r.ino);
+        let touching = self.txns.pending(|p| p.touching_file(r.ino));
         self.complete_decided(touching).await?;
         self.change_ownership(Stale::File(r.ino), |own| ((), own.drop_file(r.ino)))
             .await?;
@@ -82,43 +82,43 @@ impl ServePeer<DropFile> for Node {
 
 impl ServePeer<OwnFetchStripe> for Node {
     async fn serve_peer(&self, r: OwnFetchStripe) -> FsResult<Stripe> {
-        let own = self.own.lock().expect("own");
-        let pending = self.txns.pending();
-        let (runs, excluded) = if pending.touches_stripe(r.ino, r.stripe) {
-            let ss = self.cfg.stripe_size;
-            let lo = r.stripe.saturating_mul(ss);
-            let span = Span {
-                ino: r.ino,
-                stripe: r.stripe,
-                start: lo,
-                end: lo.saturating_add(ss),
+        self.shards.ownership(|own| {
+            let (runs, excluded, cached) = self.txns.pending(|pending| {
+                let (runs, excluded) = if pending.touches_stripe(r.ino, r.stripe) {
+                    let ss = self.cfg.stripe_size;
+                    let lo = r.stripe.saturating_mul(ss);
+                    let span = Span {
+                        ino: r.ino,
+                        stripe: r.stripe,
+                        start: lo,
+                        end: lo.saturating_add(ss),
+                    };
+                    view_query(pending, own, span, &r.view)
+                } else {
+                    (own.query_stripe(r.ino, r.stripe), Vec::new())
+                };
+                // A copy never hides pending bytes without saying so: none is granted of a stripe a
+                // transaction writes to (its first pending attach there dropped the copies), nor to
+                // a member, whose view includes its own.
+                let cached = r.from != self.id
+                    && r.view == TxnView::default()
+                    && !pending.touches_stripe(r.ino, r.stripe)
+                    && runs.len() <= crate::state::cache::MAX_CACHED_RUNS;
+                (runs, excluded, cached)
+            });
+            // Granted under the ownership lock: no change can slip between map and lease.
+            let version = if cached {
+                self.shards
+                    .callbacks(|cb| cb.grant((r.ino, r.stripe), r.from))
+            } else {
+                0
             };
-            view_query(&pending, &own, span, &r.view)
-        } else {
-            (own.query_stripe(r.ino, r.stripe), Vec::new())
-        };
-        // A copy never hides pending bytes without saying so: none is granted of a stripe a
-        // transaction writes to (its first pending attach there dropped the copies), nor to
-        // a member, whose view includes its own.
-        let cached = r.from != self.id
-            && r.view == TxnView::default()
-            && !pending.touches_stripe(r.ino, r.stripe)
-            && runs.len() <= crate::state::cache::MAX_CACHED_RUNS;
-        drop(pending);
-        // Granted under the ownership lock: no change can slip between map and lease.
-        let version = if cached {
-            self.callbacks
-                .lock()
-                .expect("callbacks")
-                .grant((r.ino, r.stripe), r.from)
-        } else {
-            0
-        };
-        Ok(Stripe {
-            runs,
-            version,
-            cached,
-            excluded,
+            Ok(Stripe {
+                runs,
+                version,
+                cached,
+                excluded,
+            })
         })
     }
 }
@@ -132,52 +132,56 @@ impl ServePeer<Invalidate> for Node {
 
 impl ServePeer<OwnQueryFile> for Node {
     async fn serve_peer(&self, r: OwnQueryFile) -> FsResult<OwnedPage> {
-        let own = self.own.lock().expect("own");
-        let (mut runs, mut resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
-        let pending = self.txns.pending();
-        let stripes = pending.stripes_of(&own, r.ino, self.cfg.stripe_size);
-        if stripes.is_empty() {
-            return Ok(OwnedPage {
-                runs,
-                resume,
-                excluded: Vec::new(),
-            });
-        }
-        // Stripes some transaction writes to are answered from the view instead (runs are
-        // cut at stripes, so each run lies in one).
-        let ss = self.cfg.stripe_size;
-        let limit = resume.unwrap_or(u64::MAX);
-        runs.retain(|x| !stripes.contains(&(x.run.start / ss)));
-        let mut excluded = Vec::new();
-        for stripe in stripes {
-            let lo = stripe.saturating_mul(ss);
-            let hi = lo.saturating_add(ss);
-            if hi <= r.from || lo >= limit {
-                continue;
-            }
-            let span = Span {
-                ino: r.ino,
-                stripe,
-                start: lo,
-                end: hi,
-            };
-            let (seen, left_out) = view_query(&pending, &own, span, &r.view);
-            excluded.extend(left_out);
-            runs.extend(seen.into_iter().filter(|x| {
-                x.run.start >= r.from && x.run.start < limit && r.only.is_none_or(|o| x.owner == o)
-            }));
-        }
-        runs.sort_by_key(|x| x.run.start);
-        if runs.len() > r.max as usize {
-            resume = Some(runs[r.max as usize].run.start);
-            runs.truncate(r.max as usize);
-        }
-        excluded.sort_unstable();
-        excluded.dedup();
-        Ok(OwnedPage {
-            runs,
-            resume,
-            excluded,
+        self.shards.ownership(|own| {
+            let (mut runs, mut resume) = own.query_file_page(r.ino, r.only, r.from, r.max as usize);
+            self.txns.pending(|pending| {
+                let stripes = pending.stripes_of(own, r.ino, self.cfg.stripe_size);
+                if stripes.is_empty() {
+                    return Ok(OwnedPage {
+                        runs,
+                        resume,
+                        excluded: Vec::new(),
+                    });
+                }
+                // Stripes some transaction writes to are answered from the view instead (runs are
+                // cut at stripes, so each run lies in one).
+                let ss = self.cfg.stripe_size;
+                let limit = resume.unwrap_or(u64::MAX);
+                runs.retain(|x| !stripes.contains(&(x.run.start / ss)));
+                let mut excluded = Vec::new();
+                for stripe in stripes {
+                    let lo = stripe.saturating_mul(ss);
+                    let hi = lo.saturating_add(ss);
+                    if hi <= r.from || lo >= limit {
+                        continue;
+                    }
+                    let span = Span {
+                        ino: r.ino,
+                        stripe,
+                        start: lo,
+                        end: hi,
+                    };
+                    let (seen, left_out) = view_query(pending, own, span, &r.view);
+                    excluded.extend(left_out);
+                    runs.extend(seen.into_iter().filter(|x| {
+                        x.run.start >= r.from
+                            && x.run.start < limit
+                            && r.only.is_none_or(|o| x.owner == o)
+                    }));
+                }
+                runs.sort_by_key(|x| x.run.start);
+                if runs.len() > r.max as usize {
+                    resume = Some(runs[r.max as usize].run.start);
+                    runs.truncate(r.max as usize);
+                }
+                excluded.sort_unstable();
+                excluded.dedup();
+                Ok(OwnedPage {
+                    runs,
+                    resume,
+                    excluded,
+                })
+            })
         })
     }
 }
@@ -210,26 +214,26 @@ impl Node {
         stale: Stale,
         change: impl FnOnce(&mut Ownership) -> (T, Vec<OwnerChange>),
     ) -> FsResult<T> {
-        let (out, pending, tell) = {
-            let mut own = self.own.lock().expect("own");
-            let (out, ops) = change(&mut own);
-            let mut cb = self.callbacks.lock().expect("callbacks");
-            let tell = match stale {
-                Stale::Stripe(ino, stripe) => {
-                    let tell = cb.change([(ino, stripe)]);
-                    cb.mark(tell.version, &[(ino, stripe)], None);
-                    tell
-                }
-                Stale::File(ino) => {
-                    let keys = cb.held_stripes(ino);
-                    let tell = cb.change(keys);
-                    cb.mark(tell.version, &[], Some(ino));
-                    tell
-                }
-            };
-            let ops = ops.into_iter().map(DbOp::from).collect();
-            (out, self.store.submit(ops), tell)
-        };
+        let (out, pending, tell) = self.shards.ownership(|own| {
+            let (out, ops) = change(own);
+            self.shards.callbacks(|cb| {
+                let tell = match stale {
+                    Stale::Stripe(ino, stripe) => {
+                        let tell = cb.change([(ino, stripe)]);
+                        cb.mark(tell.version, &[(ino, stripe)], None);
+                        tell
+                    }
+                    Stale::File(ino) => {
+                        let keys = cb.held_stripes(ino);
+                        let tell = cb.change(keys);
+                        cb.mark(tell.version, &[], Some(ino));
+                        tell
+                    }
+                };
+                let ops = ops.into_iter().map(DbOp::from).collect();
+                (out, self.store.submit(ops), tell)
+            })
+        });
         pending.durable().await?;
         self.tell_holders(tell).await;
         Ok(out)
@@ -239,7 +243,7 @@ impl Node {
     /// acknowledged; a holder that cannot be reached is waited out until its lease ends. After
     /// a restart, changes first wait until every lease granted before it has ended.
     pub(crate) async fn tell_holders(&self, change: Change) {
-        let quiet = self.callbacks.lock().expect("callbacks").quiet_for();
+        let quiet = self.shards.callbacks(|cb| cb.quiet_for());
         if !quiet.is_zero() {
             tokio::time::sleep(quiet).await;
         }
@@ -253,10 +257,8 @@ impl Node {
             };
             match self.call(h.node, told).await {
                 Ok(()) => self
-                    .callbacks
-                    .lock()
-                    .expect("callbacks")
-                    .dropped(h.key, h.node, version),
+                    .shards
+                    .callbacks(|cb| cb.dropped(h.key, h.node, version)),
                 // Unreachable: its copy is dead when its lease ends.
                 Err(_) => tokio::time::sleep_until(h.expires.into()).await,
             }

@@ -9,6 +9,7 @@
 
 use crate::Node;
 use crate::rpc::{ServeClient, ServePeer};
+use crate::state::ordered::{Ordered, Rank};
 use crate::store::{DbOp, MetaKey};
 use std::sync::{Arc, Mutex};
 use tessera_core::txn_entries::PendingEntries;
@@ -21,12 +22,11 @@ use tessera_proto::{
 
 /// Everything a daemon keeps of transactions.
 pub struct Txns {
-    /// What transactions hold back on this node's shards. Lock order: `own` (or `ns`), then
-    /// this.
-    pub pending: Mutex<PendingOwnership>,
-    /// The entries of files transactions created, on this namespace shard. Lock order: `ns`,
-    /// then this.
-    pub entries: Mutex<PendingEntries>,
+    /// What transactions hold back on this node's shards (ranked after the ownership maps).
+    pending: Ordered<PendingOwnership>,
+    /// The entries of files transactions created, on this namespace shard (ranked after the
+    /// namespace shard and the catalogue).
+    entries: Ordered<PendingEntries>,
     /// The transactions this node is the home of, and the outcomes of those it finished.
     pub homes: super::txn_homes::Homes,
     /// Which transaction each client of this node is a member of, and the leaves to tell.
@@ -43,8 +43,8 @@ pub struct Txns {
 impl Txns {
     pub fn new(pending: PendingOwnership, entries: PendingEntries, next: u64) -> Txns {
         Txns {
-            pending: Mutex::new(pending),
-            entries: Mutex::new(entries),
+            pending: Ordered::new(Rank::Pending, pending),
+            entries: Ordered::new(Rank::Entries, entries),
             homes: Default::default(),
             members: Default::default(),
             done: Default::default(),
@@ -92,24 +92,28 @@ impl Txns {
         self.members.get(client).map_or(client, |(_, log)| log)
     }
 
-    pub fn pending(&self) -> std::sync::MutexGuard<'_, PendingOwnership> {
-        self.pending.lock().expect("pending")
+    /// Runs `f` on what transactions hold back on this node's stripes, under its lock.
+    pub fn pending<R>(&self, f: impl FnOnce(&mut PendingOwnership) -> R) -> R {
+        self.pending.with(f)
     }
 
-    pub fn entries(&self) -> std::sync::MutexGuard<'_, PendingEntries> {
-        self.entries.lock().expect("entries")
+    /// Runs `f` on the entries transactions created on this namespace shard, under their
+    /// lock.
+    pub fn entries<R>(&self, f: impl FnOnce(&mut PendingEntries) -> R) -> R {
+        self.entries.with(f)
     }
 
     /// Whether this node holds pending state of `txn` (it is not complete here).
     pub fn holds(&self, txn: u64) -> bool {
-        self.pending().transactions().any(|(t, _)| t == txn)
+        self.pending(|p| p.transactions().any(|(t, _)| t == txn))
     }
 
     /// Whether `txn` is prepared on this node (closed to further changes).
     pub fn is_prepared(&self, txn: u64) -> bool {
-        self.pending()
-            .transactions()
-            .any(|(t, s)| t == txn && s == tessera_core::txn_pending::ShardTxn::Prepared)
+        self.pending(|p| {
+            p.transactions()
+                .any(|(t, s)| t == txn && s == tessera_core::txn_pending::ShardTxn::Prepared)
+        })
     }
 }
 

@@ -91,14 +91,14 @@ impl Node {
     ) -> FsResult<T> {
         self.check_txn_id(txn)?;
         self.settle_entry(p, Some(txn)).await?;
-        let (out, durable) = {
-            let ns = self.ns.lock().expect("ns");
-            let mut entries = self.txns.entries();
-            self.check_not_done(txn)?;
-            let (changes, out) = change(&ns, &mut entries)?;
-            let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
-            (out, self.store.submit(ops))
-        };
+        let (out, durable) = self.shards.namespace(|ns| {
+            self.txns.entries(|entries| {
+                self.check_not_done(txn)?;
+                let (changes, out) = change(ns, entries)?;
+                let ops: Vec<DbOp> = changes.into_iter().map(DbOp::from).collect();
+                Ok((out, self.store.submit(ops)))
+            })
+        })?;
         durable.durable().await?;
         Ok(out)
     }

@@ -44,7 +44,7 @@ impl ServePeer<TxnPrepare> for Node {
     async fn serve_peer(&self, r: TxnPrepare) -> FsResult<()> {
         // A rename whose old name was marked here and whose new name never was (its member's
         // daemon died between the two) cannot commit: the file would lose its name.
-        let moved = self.txns.entries().moved_away(r.txn);
+        let moved = self.txns.entries(|e| e.moved_away(r.txn));
         for (from, ino, to) in moved {
             let shard = tessera_core::placement::path_shard(&to, self.cfg.nodes);
             let ask = TxnMovedIn {
@@ -64,7 +64,7 @@ impl ServePeer<TxnPrepare> for Node {
                 ));
             }
         }
-        let ops = self.txns.pending().prepare(r.txn);
+        let ops = self.txns.pending(|p| p.prepare(r.txn));
         let ops: Vec<DbOp> = ops.into_iter().map(DbOp::from).collect();
         self.store.submit(ops).durable().await?;
         self.failpoints.crash_at("shard-after-prepare")?;
@@ -75,7 +75,7 @@ impl ServePeer<TxnPrepare> for Node {
 impl ServePeer<TxnMovedIn> for Node {
     async fn serve_peer(&self, r: TxnMovedIn) -> FsResult<bool> {
         let p = tessera_core::path::normalize(&r.path)?;
-        Ok(self.txns.entries().moved_in(r.txn, &p, r.ino))
+        Ok(self.txns.entries(|e| e.moved_in(r.txn, &p, r.ino)))
     }
 }
 
@@ -93,19 +93,21 @@ impl ServePeer<TxnTruncate> for Node {
         if holds_inode {
             self.inode(r.ino)?;
         }
-        let (durable, tell) = {
-            let _own = self.own.lock().expect("own");
+        let (durable, tell) = self.shards.ownership(|_| {
             // Under the lock, as an attach: a completion running now cannot slip between.
             self.check_not_done(r.txn)?;
             let path = holds_inode.then_some(r.path.as_str());
-            let ops = self.txns.pending().truncate(r.txn, r.ino, r.size, path)?;
+            let ops = self
+                .txns
+                .pending(|p| p.truncate(r.txn, r.ino, r.size, path))?;
             // Copies cached elsewhere would hide the cut from the members' answers.
-            let mut callbacks = self.callbacks.lock().expect("callbacks");
-            let keys = callbacks.held_stripes(r.ino);
-            let tell = callbacks.change(keys);
-            let ops = ops.into_iter().map(DbOp::from).collect();
-            (self.store.submit(ops), tell)
-        };
+            self.shards.callbacks(|callbacks| {
+                let keys = callbacks.held_stripes(r.ino);
+                let tell = callbacks.change(keys);
+                let ops = ops.into_iter().map(DbOp::from).collect();
+                Ok((self.store.submit(ops), tell))
+            })
+        })?;
         durable.durable().await?;
         self.tell_holders(tell).await;
         Ok(())
@@ -116,13 +118,14 @@ impl ServePeer<InodeGetAs> for Node {
     async fn serve_peer(&self, r: InodeGetAs) -> FsResult<AttrAs> {
         let mut attr = self.inode(r.ino)?;
         let committed = |t| r.view.committed.contains(&t);
-        let pending = self.txns.pending();
-        let (size, excluded) = pending.size_as(r.ino, attr.size, r.view.viewer, &committed);
-        attr.size = size;
-        Ok(AttrAs {
-            attr,
-            excluded,
-            pfs_upto: pending.pfs_upto(r.ino, r.view.viewer, &committed),
+        self.txns.pending(|pending| {
+            let (size, excluded) = pending.size_as(r.ino, attr.size, r.view.viewer, &committed);
+            attr.size = size;
+            Ok(AttrAs {
+                attr,
+                excluded,
+                pfs_upto: pending.pfs_upto(r.ino, r.view.viewer, &committed),
+            })
         })
     }
 }
@@ -139,19 +142,16 @@ impl Node {
         owner: Owner,
         runs: &[Run],
     ) -> FsResult<()> {
-        let (durable, tell) = {
-            let _own = self.own.lock().expect("own");
+        let (durable, tell) = self.shards.ownership(|_| {
             // Under the lock: a completion running now cannot slip between check and attach.
             self.check_not_done(txn)?;
-            let ops = self.txns.pending().attach(txn, ino, stripe, owner, runs)?;
-            let tell = self
-                .callbacks
-                .lock()
-                .expect("callbacks")
-                .change([(ino, stripe)]);
+            let ops = self
+                .txns
+                .pending(|p| p.attach(txn, ino, stripe, owner, runs))?;
+            let tell = self.shards.callbacks(|cb| cb.change([(ino, stripe)]));
             let ops = ops.into_iter().map(DbOp::from).collect();
-            (self.store.submit(ops), tell)
-        };
+            Ok((self.store.submit(ops), tell))
+        })?;
         durable.durable().await?;
         self.tell_holders(tell).await;
         Ok(())
@@ -161,7 +161,7 @@ impl Node {
     pub(crate) async fn extend_pending(&self, txn: u64, ino: u64, end: u64) -> FsResult<()> {
         self.check_not_done(txn)?;
         self.inode(ino)?;
-        let ops = self.txns.pending().extend(txn, ino, end)?;
+        let ops = self.txns.pending(|p| p.extend(txn, ino, end))?;
         let ops = ops.into_iter().map(DbOp::from).collect();
         self.store.submit(ops).durable().await
     }
@@ -175,8 +175,7 @@ impl Node {
         stripe: u64,
         runs: &[Run],
     ) -> FsResult<()> {
-        let doubt: std::collections::BTreeSet<u64> = {
-            let pending = self.txns.pending();
+        let doubt: std::collections::BTreeSet<u64> = self.txns.pending(|pending| {
             runs.iter()
                 .flat_map(|r| {
                     let span = tessera_core::txn_pending::Span {
@@ -188,7 +187,7 @@ impl Node {
                     pending.in_doubt(span, None)
                 })
                 .collect()
-        };
+        });
         for txn in doubt {
             if let Ok(TxnVerdict::Committed) = self.call(txn_home(txn), TxnStatus { txn }).await {
                 self.complete_here(txn, true).await?;
@@ -219,10 +218,13 @@ impl Node {
         {
             // Under the ownership and catalogue locks, as the attaches and catalogue changes
             // check it.
-            let _own = self.own.lock().expect("own");
-            let _catalogue = self.catalogue.lock();
-            let _entries = self.txns.entries();
-            self.txns.done.insert(txn);
+            self.shards.ownership(|_| {
+                self.catalogue.table(|_| {
+                    self.txns.entries(|_| {
+                        self.txns.done.insert(txn);
+                    })
+                })
+            })
         }
         // Files it created first: their entries and inodes are in place (or gone) before the
         // pending rows that name them are forgotten. The store writes in the order it is
@@ -231,10 +233,9 @@ impl Node {
         let entries = self.complete_entries(txn, commit).await?;
         if !commit {
             let (durable, logs) = {
-                let mut pending = self.txns.pending();
-                let logs = pending.logs_of(txn);
-                let ops = pending.abort(txn);
-                drop(pending);
+                let (logs, ops) = self
+                    .txns
+                    .pending(|pending| (pending.logs_of(txn), pending.abort(txn)));
                 let catalogue = self.complete_catalogue(txn, false);
                 let ops = ops
                     .into_iter()
@@ -247,10 +248,9 @@ impl Node {
             self.release_aborted_logs(logs);
             return Ok(());
         }
-        let (sizes, pfs_cuts) = {
-            let pending = self.txns.pending();
-            (pending.sizes_of(txn), pending.pfs_cuts_of(txn))
-        };
+        let (sizes, pfs_cuts) = self
+            .txns
+            .pending(|pending| (pending.sizes_of(txn), pending.pfs_cuts_of(txn)));
         // Their bytes change now: no longer what a flush published.
         for (ino, _) in &sizes {
             self.flush_marks(*ino, super::locality::FlushMark::Changed);
@@ -293,35 +293,33 @@ impl Node {
             let _flush = flushing.lock().await;
             self.on_pfs(&p, move |pfs, p| pfs.truncate(p, at)).await?;
         }
-        let (durable, tell) = {
-            let mut own = self.own.lock().expect("own");
-            let mut pending = self.txns.pending();
-            let (changes, forget) = pending.commit(txn, &mut own);
-            let catalogue = self.complete_catalogue(txn, true);
-            let mut keys: Vec<(u64, u64)> = changes
-                .iter()
-                .map(|c| match c {
-                    OwnerChange::Put { ino, stripe, .. } | OwnerChange::Del { ino, stripe, .. } => {
-                        (*ino, *stripe)
-                    }
-                })
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            let tell = {
-                let mut cb = self.callbacks.lock().expect("callbacks");
-                let tell = cb.change(keys.iter().copied());
-                cb.mark(tell.version, &keys, None);
-                tell
-            };
-            let ops = changes
-                .into_iter()
-                .map(DbOp::from)
-                .chain(catalogue.into_iter().map(DbOp::from))
-                .chain(forget.into_iter().map(DbOp::from))
-                .collect();
-            (self.store.submit(ops), tell)
-        };
+        let (durable, tell) = self.shards.ownership(|own| {
+            self.txns.pending(|pending| {
+                let (changes, forget) = pending.commit(txn, own);
+                let catalogue = self.complete_catalogue(txn, true);
+                let mut keys: Vec<(u64, u64)> = changes
+                    .iter()
+                    .map(|c| match c {
+                        OwnerChange::Put { ino, stripe, .. }
+                        | OwnerChange::Del { ino, stripe, .. } => (*ino, *stripe),
+                    })
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let tell = self.shards.callbacks(|cb| {
+                    let tell = cb.change(keys.iter().copied());
+                    cb.mark(tell.version, &keys, None);
+                    tell
+                });
+                let ops = changes
+                    .into_iter()
+                    .map(DbOp::from)
+                    .chain(catalogue.into_iter().map(DbOp::from))
+                    .chain(forget.into_iter().map(DbOp::from))
+                    .collect();
+                (self.store.submit(ops), tell)
+            })
+        });
         durable.durable().await?;
         self.catalogue.tell_changed();
         self.tell_holders(tell).await;
@@ -451,9 +449,11 @@ impl Node {
     pub async fn resolve_pending(self: Arc<Self>) {
         loop {
             tokio::time::sleep(RESOLVE_EVERY).await;
-            let mut txns: Vec<u64> = self.txns.pending().transactions().map(|(t, _)| t).collect();
-            txns.extend(self.catalogue.lock().transactions());
-            txns.extend(self.txns.entries().transactions());
+            let mut txns: Vec<u64> = self
+                .txns
+                .pending(|p| p.transactions().map(|(t, _)| t).collect());
+            txns.extend(self.catalogue.table(|t| t.transactions()));
+            txns.extend(self.txns.entries(|e| e.transactions()));
             txns.sort_unstable();
             txns.dedup();
             for txn in txns {

@@ -59,7 +59,10 @@ impl ServePeer<InodeXattr> for Node {
         let InodeXattr { ino, op } = r;
         if matches!(op, XattrOp::Get { .. } | XattrOp::List) {
             // Reads change nothing: no state write to wait for.
-            return self.ns.lock().expect("ns").xattr(ino, op).map(|(a, _)| a);
+            return self
+                .shards
+                .namespace(|ns| ns.xattr(ino, op))
+                .map(|(a, _)| a);
         }
         self.change_namespace(|ns| ns.xattr(ino, op)).await
     }

@@ -26,10 +26,23 @@ pub struct NameIntents {
     wake: Notify,
     /// Held (shared) while an operation begins; the check of names against counts holds it
     /// alone, so none begins while it counts.
-    pub gate: tokio::sync::RwLock<()>,
+    gate: tokio::sync::RwLock<()>,
 }
 
 impl NameIntents {
+    /// Runs `begin` (which records an operation's intent) while no check of names against
+    /// counts runs.
+    pub async fn beginning<R>(&self, begin: impl FnOnce() -> R) -> R {
+        let _gate = self.gate.read().await;
+        begin()
+    }
+
+    /// Runs `check` while no operation on names begins.
+    pub async fn quiet<F: std::future::Future>(&self, check: F) -> F::Output {
+        let _gate = self.gate.write().await;
+        check.await
+    }
+
     /// Wakes the background task: an intent was left to it.
     pub fn wake(&self) {
         self.wake.notify_one();

@@ -166,7 +166,7 @@ impl InlineLog {
         Ok((inline, thread))
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Log> {
+    fn lock(&self) -> MutexGuard<'_, Log> {
         self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
