@@ -85,11 +85,6 @@ impl Node {
             .map_err(blocking_failed)?
     }
 
-    /// The lock that serialises flushes of `ino`.
-    pub fn flush_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
-        self.flush_locks.of(ino)
-    }
-
     /// Hands out a client id (unique on this node, persisted before use).
     pub async fn new_client_id(&self) -> FsResult<u64> {
         Ok(self.new_client_ids(1).await?.start)

@@ -25,7 +25,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use tessera_core::placement::ino_shard;
 use tessera_core::{Errno, FsError, FsResult, path};
-use tessera_proto::{FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent, TxnView};
+use tessera_proto::{
+    Attr, Dentry, FileKind, Flush, FlushFile, FlushPart, Flushed, OwnedExtent, TxnView,
+};
 
 /// One lock per file (by inode) that serialises its flushes, and the renames and removals
 /// that must not meet a flush, on the inode's node.
@@ -36,14 +38,18 @@ pub struct FlushLocks {
 }
 
 impl FlushLocks {
-    /// The lock of `ino` (made on first use).
-    pub fn of(&self, ino: u64) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        self.by_ino
+    /// Runs `work` under the flush lock of `ino` (made on first use), after the holders
+    /// before it.
+    pub async fn serialized<F: std::future::Future>(&self, ino: u64, work: F) -> F::Output {
+        let lock = self
+            .by_ino
             .lock()
             .expect("flush locks")
             .entry(ino)
             .or_default()
-            .clone()
+            .clone();
+        let _held = lock.lock().await;
+        work.await
     }
 }
 
@@ -109,12 +115,21 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     if !node.names.of_file(d.ino).is_empty() {
         // A rename counts the new name before it removes the old: wait for the one being
         // driven to end (its file's lock is taken before the flush lock, as a link does).
-        let names = node.names.file_lock(d.ino);
-        drop(names.lock().await);
-        node.names.tidy(d.ino, names);
+        node.names.serialized(d.ino, async {}).await;
     }
-    let lock = node.flush_lock(d.ino);
-    let _serialised = lock.lock().await;
+    node.flush_locks
+        .serialized(d.ino, flush_serialised(node, &p, d, attr, range))
+        .await
+}
+
+/// The flush of file `d` at `p` (attributes `attr`), under its flush lock.
+async fn flush_serialised(
+    node: &Node,
+    p: &str,
+    d: Dentry,
+    attr: Attr,
+    range: Option<(u64, u64)>,
+) -> FsResult<(u64, u32)> {
     // Its copy would be found under one of its names only (see `links`, which counts names
     // under this lock).
     let nlink = node.inode(d.ino)?.nlink;
@@ -123,7 +138,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             Errno::Again,
             format!(
                 "{}: a rename of the file is not finished (a daemon it needs does not answer); flush again once it is",
-                node.user_path(&p),
+                node.user_path(p),
             ),
         ));
     }
@@ -132,7 +147,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
             Errno::MLink,
             format!(
                 "{} has {nlink} names (hard links); the PFS directory keeps one name per file: remove the others, or flush a copy",
-                node.user_path(&p),
+                node.user_path(p),
             ),
         ));
     }
@@ -153,7 +168,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     let started = crate::clock::now();
     // The temporary's name is recorded before it exists: whatever a crash interrupts, the
     // next start removes what is left of it.
-    let temp_path = Pfs::temp_path(&p, node.id)?;
+    let temp_path = Pfs::temp_path(p, node.id)?;
     node.store
         .submit(vec![DbOp::PutFlushTemp(temp_path.clone())])
         .durable()
@@ -161,7 +176,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     let result = match crate::blocking::blocking(|| node.pfs.create_temp(&temp_path)) {
         Ok(temp) => {
             let extents = tessera_proto::extents_of(&owners.runs).collect();
-            write_and_publish(node, &p, d.ino, extents, temp, size, attr.mode).await
+            write_and_publish(node, p, d.ino, extents, temp, size, attr.mode).await
         }
         Err(e) => Err(e),
     };
@@ -187,7 +202,7 @@ async fn flush(node: &Node, user_path: &str, range: Option<(u64, u64)>) -> FsRes
     }
     if let Ok((bytes, nodes)) = &result {
         tracing::info!(
-            path = %node.user_path(&p),
+            path = %node.user_path(p),
             bytes,
             nodes,
             ms = crate::clock::since(started).as_millis() as u64,

@@ -63,10 +63,12 @@ impl ServeClient<Link> for Node {
 impl ServePeer<InodeLink> for Node {
     async fn serve_peer(&self, r: InodeLink) -> FsResult<Attr> {
         // Under the flush lock: no flush makes a PFS copy while the file gains a name.
-        let lock = self.flush_lock(r.ino);
-        let _serialised = lock.lock().await;
-        self.refuse_link_of_flushed(&r.path).await?;
-        self.change_namespace(|ns| ns.link(r.ino, now_ns())).await
+        self.flush_locks
+            .serialized(r.ino, async {
+                self.refuse_link_of_flushed(&r.path).await?;
+                self.change_namespace(|ns| ns.link(r.ino, now_ns())).await
+            })
+            .await
     }
 }
 

@@ -141,42 +141,48 @@ impl ServePeer<ChangeNames> for Node {
             ));
         }
         let ino = r.file.ino;
-        let lock = self.names.file_lock(ino);
-        let held = lock.lock().await;
-        let done = async {
-            // What came before on this file first (a retried operation finds the first
-            // attempt's intent here, and sees its outcome).
-            self.finish_file(ino).await?;
-            let _serialised = if let NameOp::Link { from, .. } = &op {
-                // Under the flush lock: no flush makes a PFS copy while the file gains a
-                // name.
-                let held = self.flush_lock(ino).lock_owned().await;
-                self.refuse_link_of_flushed(from).await?;
-                Some(held)
-            } else {
-                None
-            };
-            if let NameOp::Remove { path } = &op
-                && path_shard(path, self.cfg.nodes) == self.id
-                && let Some(intent) = self.remove_here(r.file, path).await?
-            {
-                return self.drive_names(intent).await;
-            }
-            // No check of names against counts counts meanwhile.
-            let (intent, durable) = self
-                .names
-                .beginning(|| self.begin_names(r.file, op, None))
-                .await?;
-            durable.durable().await?;
-            match intent {
-                Some(intent) => self.drive_names(intent).await,
-                None => Ok(()),
-            }
-        }
-        .await;
-        drop(held);
-        self.names.tidy(ino, lock);
-        done
+        self.names
+            .serialized(ino, async {
+                // What came before on this file first (a retried operation finds the first
+                // attempt's intent here, and sees its outcome).
+                self.finish_file(ino).await?;
+                let linking = match &op {
+                    NameOp::Link { from, .. } => Some(from.clone()),
+                    _ => None,
+                };
+                let begin = async {
+                    if let NameOp::Remove { path } = &op
+                        && path_shard(path, self.cfg.nodes) == self.id
+                        && let Some(intent) = self.remove_here(r.file, path).await?
+                    {
+                        return self.drive_names(intent).await;
+                    }
+                    // No check of names against counts counts meanwhile.
+                    let (intent, durable) = self
+                        .names
+                        .beginning(|| self.begin_names(r.file, op, None))
+                        .await?;
+                    durable.durable().await?;
+                    match intent {
+                        Some(intent) => self.drive_names(intent).await,
+                        None => Ok(()),
+                    }
+                };
+                match linking {
+                    // Under the flush lock: no flush makes a PFS copy while the file gains a
+                    // name.
+                    Some(from) => {
+                        self.flush_locks
+                            .serialized(ino, async {
+                                self.refuse_link_of_flushed(&from).await?;
+                                begin.await
+                            })
+                            .await
+                    }
+                    None => begin.await,
+                }
+            })
+            .await
     }
 }
 
@@ -697,18 +703,13 @@ impl Node {
                 });
             }
             for ino in self.names.inodes_in_flight() {
-                let lock = self.names.file_lock(ino);
-                // A file whose lock is held is being driven by its holder.
-                let Ok(held) = lock.clone().try_lock_owned() else {
-                    continue;
-                };
                 let node = self.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = node.finish_file(ino).await {
+                    // A file whose lock is held is being driven by its holder.
+                    let finished = node.names.unless_held(ino, node.finish_file(ino)).await;
+                    if let Some(Err(e)) = finished {
                         tracing::debug!("a name operation is still waiting: {e}");
                     }
-                    drop(held);
-                    node.names.tidy(ino, lock);
                 });
             }
             tokio::select! {

@@ -289,9 +289,9 @@ impl Node {
             {
                 continue;
             }
-            let flushing = self.flush_lock(ino);
-            let _flush = flushing.lock().await;
-            self.on_pfs(&p, move |pfs, p| pfs.truncate(p, at)).await?;
+            self.flush_locks
+                .serialized(ino, self.on_pfs(&p, move |pfs, p| pfs.truncate(p, at)))
+                .await?;
         }
         let (durable, tell) = self.shards.ownership(|own| {
             self.txns.pending(|pending| {

@@ -73,8 +73,36 @@ impl NameIntents {
         };
     }
 
+    /// Runs `work` under the lock of file `ino`, under which its intents are begun and
+    /// driven, after the holders before it; the lock is forgotten after if nothing needs it.
+    pub async fn serialized<F: std::future::Future>(&self, ino: u64, work: F) -> F::Output {
+        let lock = self.file_lock(ino);
+        let out = {
+            let _held = lock.lock().await;
+            work.await
+        };
+        self.tidy(ino, lock);
+        out
+    }
+
+    /// As [`NameIntents::serialized`], unless the lock of file `ino` is held now: then
+    /// `None`, at once, and `work` does not run.
+    pub async fn unless_held<F: std::future::Future>(
+        &self,
+        ino: u64,
+        work: F,
+    ) -> Option<F::Output> {
+        let lock = self.file_lock(ino);
+        let out = match lock.try_lock() {
+            Ok(_held) => Some(work.await),
+            Err(_) => None,
+        };
+        self.tidy(ino, lock);
+        out
+    }
+
     /// The lock under which the intents of file `ino` are begun and driven.
-    pub fn file_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
+    fn file_lock(&self, ino: u64) -> Arc<tokio::sync::Mutex<()>> {
         self.files
             .lock()
             .expect("files")
@@ -84,7 +112,7 @@ impl NameIntents {
     }
 
     /// Forgets the lock of a file without intents that nobody else holds or waits for.
-    pub fn tidy(&self, ino: u64, lock: Arc<tokio::sync::Mutex<()>>) {
+    fn tidy(&self, ino: u64, lock: Arc<tokio::sync::Mutex<()>>) {
         let mut files = self.files.lock().expect("files");
         // Ours and the map's: nobody else has it.
         if Arc::strong_count(&lock) <= 2 && self.of_file(ino).is_empty() {
@@ -210,5 +238,30 @@ mod tests {
         assert_eq!(n.answered(key), Some(Outcome::Removed(true)));
         assert_eq!(n.forget_answers(&[key, key]), [key]);
         assert_eq!(n.answered(key), None);
+    }
+
+    #[tokio::test]
+    async fn work_on_a_file_is_serialised_and_skipped_while_held() {
+        let n = NameIntents::default();
+        let (entered, ran) = (Notify::new(), Notify::new());
+        let holder = n.serialized(5, async {
+            entered.notify_one();
+            ran.notified().await;
+            "first"
+        });
+        let other = async {
+            entered.notified().await;
+            // Held by the first: skipped at once, the work not run.
+            let skipped = n.unless_held(5, async { unreachable!("ran under a held lock") });
+            assert!(skipped.await.is_none());
+            // Another file's lock is free.
+            assert_eq!(n.unless_held(6, async { 6 }).await, Some(6));
+            ran.notify_one();
+        };
+        let (first, ()) = tokio::join!(holder, other);
+        assert_eq!(first, "first");
+        // Free again, and forgotten: no intents on the file and nobody waits.
+        assert_eq!(n.unless_held(5, async { 5 }).await, Some(5));
+        assert!(n.files.lock().unwrap().is_empty());
     }
 }
