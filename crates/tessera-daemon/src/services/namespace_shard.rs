@@ -223,8 +223,9 @@ impl ServePeer<ListChildren> for Node {
             // not, and moves the lease version if it changes meanwhile.
             let version = self.attrs.lease_version();
             let plain = r.view.viewer.is_none() && r.view.committed.is_empty();
-            // Transactions' entries change under the namespace lock too: the ones without
-            // an entry at their name stay so while it is held.
+            // Which names a transaction holds is read here; a completion that changes that
+            // also changes the namespace, which waits for this lock and then moves the lease
+            // version.
             let (listed, bound, unnamed) = self.txns.entries(|entries| {
                 let committed = ns.children_page(&d, r.after.as_deref(), limit);
                 let bound = committed.bound;
