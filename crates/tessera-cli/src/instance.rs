@@ -37,8 +37,11 @@ pub fn apply_settings(cfg: &InstanceConfig, settings: &[String]) -> Result<Insta
             bail!("--set {s}: expected NAME=VALUE");
         };
         let name = name.trim();
-        if !fields.contains_key(name) {
-            let known: Vec<&str> = fields.keys().map(String::as_str).collect();
+        let optional = InstanceConfig::OPTIONAL_FIELDS;
+        if !fields.contains_key(name) && !optional.contains(&name) {
+            let mut known: Vec<&str> = fields.keys().map(String::as_str).collect();
+            known.extend(optional);
+            known.sort_unstable();
             bail!(
                 "--set {s}: instance.toml has no field {name}; the fields are {}",
                 known.join(", ")
@@ -327,6 +330,7 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         "list locks"
     );
     let mut all = true;
+    let mut endpoints = Vec::new();
     let mut levels = std::collections::BTreeSet::new();
     let mut to_drop = 0;
     let (mut leases, mut leased, mut asked) = (0, 0, 0);
@@ -341,6 +345,9 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
         };
         match admin.status(n) {
             Ok(s) => {
+                if let Some(url) = &s.metrics_endpoint {
+                    endpoints.push(format!("node {n} {url}"));
+                }
                 to_drop += s.files_to_drop;
                 levels.insert(s.security);
                 leases += s.attr_leases;
@@ -384,6 +391,14 @@ pub fn print_status(layout: &InstanceLayout) -> Result<bool> {
                     .join(", ")
             );
         }
+    }
+    if cfg.metrics_port.is_none() {
+        println!(
+            "metrics: off (set metrics_port in instance.toml, or `tessera start --set metrics_port=9400`)"
+        );
+    }
+    for e in &endpoints {
+        println!("metrics: {e}");
     }
     if asked > 0 {
         println!(

@@ -8,6 +8,7 @@
 //! * [`vars`]: the catalogue of variables (D2T);
 //! * [`doctor`]: whether the interposer can serve a program;
 //! * [`admin`]: status and stop requests to any node, authenticated with the secret;
+//! * [`watch`]: `tessera status --watch`, each node's metrics as rates;
 //! * [`inspect`]: ls, stat, where, flush;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
 //! * [`emulated`]: runs of the demo and the benchmarks on emulated hosts;
@@ -30,3 +31,4 @@ pub mod size;
 pub mod start;
 pub mod task_queue;
 pub mod vars;
+pub mod watch;

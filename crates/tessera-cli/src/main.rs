@@ -64,8 +64,18 @@ enum Cmd {
     Find(find::FindArgs),
     /// Stop every daemon of the instance.
     Stop,
-    /// Show the daemons of the instance.
-    Status,
+    /// Show the daemons of the instance, and where each serves its metrics.
+    Status {
+        /// Show each node's metrics as rates, refreshing (Ctrl-C ends it).
+        #[arg(long)]
+        watch: bool,
+        /// Time between refreshes of --watch (`2s`, `500ms`).
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        interval: std::time::Duration,
+        /// With --watch: stop after this many refreshes.
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// List a directory.
     Ls {
         path: String,
@@ -201,7 +211,12 @@ fn run(cli: Cli) -> Result<()> {
             let n = instance::stop_all(&layout)?;
             println!("stopped {n} daemon(s) of {}", layout.dir.display());
         }
-        Cmd::Status => {
+        Cmd::Status {
+            watch: true,
+            interval,
+            count,
+        } => tessera_cli::watch::run(&layout, interval, count)?,
+        Cmd::Status { .. } => {
             if !instance::print_status(&layout)? {
                 std::process::exit(3);
             }

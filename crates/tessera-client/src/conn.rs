@@ -44,6 +44,9 @@ pub struct Conn {
     /// request answered late (by a remote shard on a busy node) sleeps at once instead of
     /// taking a core for nothing.
     answered_in_us: [u32; KINDS],
+    /// What this connection reported in its ring (see `tessera_proto::reports`): running
+    /// totals that start at zero with each connection, as the daemon counts them.
+    reported: [u64; tessera_proto::reports::SLOTS],
 }
 
 /// Which way a request may take.
@@ -143,6 +146,7 @@ impl Conn {
             answer_in_ring: false,
             ring: None,
             answered_in_us: [0; KINDS],
+            reported: [0; tessera_proto::reports::SLOTS],
         };
         let hello = Hello {
             version: PROTOCOL_VERSION,
@@ -153,6 +157,15 @@ impl Conn {
         let bound = conn.call(hello)?;
         conn.ring = bound.ring.and_then(open_ring);
         Ok((conn, bound))
+    }
+
+    /// Adds `bytes` to the figure the daemon's metrics read in `slot` of the ring (see
+    /// `tessera_proto::reports`); without a ring, the daemon does not learn of them.
+    pub fn report(&mut self, slot: usize, bytes: u64) {
+        if let Some(ring) = &self.ring {
+            self.reported[slot] = self.reported[slot].wrapping_add(bytes);
+            ring.report(slot, self.reported[slot]);
+        }
     }
 
     /// Whether small requests go through a ring.

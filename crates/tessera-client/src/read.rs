@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::fs::FileExt;
 use tessera_core::{Errno, Extent, FsError, FsResult, Owner, RangeSet, RunMap};
 use tessera_proto::Read;
+use tessera_proto::reports::{LOCAL_READ_BYTES, PFS_READ_BYTES};
 
 /// Accesses at least this large are not read ahead.
 const LARGE_ACCESS: u64 = 1 << 20;
@@ -217,6 +218,7 @@ fn read_node_log(
         ));
     }
     g.stats.read.node_logs += dst.len() as u64;
+    g.report_read(LOCAL_READ_BYTES, dst.len() as u64);
     Ok(())
 }
 
@@ -292,6 +294,7 @@ pub(crate) fn fill(
         g.writer(ino)?.read_at(dst, pos)?;
         todo.remove(s, e);
         g.stats.read.own_unattached += e - s;
+        g.report_read(LOCAL_READ_BYTES, e - s);
     }
 
     // 2. Owners: local ones now, remote ones collected.
@@ -328,6 +331,7 @@ pub(crate) fn fill(
                     todo.remove(xs, xe);
                     gaps.remove(xs, xe);
                     g.stats.read.own_log += xe - xs;
+                    g.report_read(LOCAL_READ_BYTES, xe - xs);
                 }
                 if forgot {
                     // Bytes written under this log before a switch of logs (joining or
@@ -410,6 +414,7 @@ pub(crate) fn fill(
         }
         g.stats.read.pfs += done as u64;
         g.stats.read.holes += (e - s) - done as u64;
+        g.report_read(PFS_READ_BYTES, done as u64);
     }
     Ok(())
 }

@@ -24,6 +24,7 @@
 //! * [`logs`]: reading the logs on this node and burst-buffer accounting; [`buffers`]: the
 //!   pooled buffers those reads fill for other nodes; [`blocking`]: blocking work inside a
 //!   request, off the other tasks' way;
+//! * [`metrics`]: what the daemon counts for dashboards and the endpoint that serves it;
 //! * [`leftovers`]: publishing what a process that ended had not;
 //! * [`pfs`]: every access to the PFS directory, never through a link planted there;
 //! * [`node`]: the wiring of one running daemon; [`client_ids`]: the ids it hands out; [`lifecycle`]: its start, counts and stop;
@@ -43,6 +44,7 @@ pub mod failpoints;
 pub mod leftovers;
 pub mod lifecycle;
 pub mod logs;
+pub mod metrics;
 pub mod node;
 pub mod pfs;
 pub mod router;

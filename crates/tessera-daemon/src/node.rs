@@ -57,6 +57,8 @@ pub struct Node {
     pub attrs: Arc<crate::services::attr_cache::AttrCache>,
     /// Logs this daemon writes for clients that work through it alone.
     pub client_logs: crate::services::client_logs::ClientLogs,
+    /// What it counts for dashboards, and where it serves them.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Node {

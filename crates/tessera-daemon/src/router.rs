@@ -1,15 +1,39 @@
 //! The coordinator: routes each request to the service that answers it, one line per
-//! request. Nothing is decided here; see `services` for where each request is answered.
+//! request, and counts it for the metrics (its service, its time, its errno). Nothing is
+//! decided here; see `services` for where each request is answered.
 
 use crate::Node;
+use crate::metrics::Service;
 use crate::rpc::{Encoded, ServeClient, ServePeer};
 use tessera_core::{Errno, FsError};
 use tessera_proto::{Bound, ClientCall, PeerCall, PeerRequest, Request};
 
 impl Node {
-    /// Answers one request of client `client` of this node.
+    /// Answers one request of client `client` of this node, and counts it.
     pub async fn route_client(&self, client: u64, req: Request) -> Encoded {
         self.count_request();
+        let service = Service::of_client(&req);
+        let written = match &req {
+            Request::Attach(r) => Some(r.runs.iter().map(|run| run.bytes()).sum::<u64>()),
+            _ => None,
+        };
+        let queried = matches!(req, Request::Query(_) | Request::QueryFile(_));
+        let started = crate::clock::now();
+        let answer = self.dispatch_client(client, req).await;
+        let took = crate::clock::since(started);
+        self.metrics.request(service, false, took, answer.errno);
+        if answer.errno.is_none() {
+            if let Some(bytes) = written {
+                self.metrics.attached(bytes);
+            }
+            if queried {
+                self.metrics.queried();
+            }
+        }
+        answer
+    }
+
+    async fn dispatch_client(&self, client: u64, req: Request) -> Encoded {
         match req {
             Request::Hello(_) => Encoded::answer::<Bound>(Err(FsError::new(
                 Errno::Proto,
@@ -72,9 +96,18 @@ impl Node {
         }
     }
 
-    /// Answers one request of a peer (or of the `tessera` command).
+    /// Answers one request of a peer (or of the `tessera` command), and counts it.
     pub async fn route_peer(&self, req: PeerRequest) -> Encoded {
         self.count_request();
+        let service = Service::of_peer(&req);
+        let started = crate::clock::now();
+        let answer = self.dispatch_peer(req).await;
+        let took = crate::clock::since(started);
+        self.metrics.request(service, true, took, answer.errno);
+        answer
+    }
+
+    async fn dispatch_peer(&self, req: PeerRequest) -> Encoded {
         match req {
             PeerRequest::Ping(r) => self.peer_answer(r).await,
             PeerRequest::DentryGet(r) => self.peer_answer(r).await,
@@ -97,7 +130,7 @@ impl Node {
             PeerRequest::OwnTruncate(r) => self.peer_answer(r).await,
             PeerRequest::DropFile(r) => self.peer_answer(r).await,
             PeerRequest::DropFiles(r) => self.peer_answer(r).await,
-            PeerRequest::ReadLog(r) => Encoded::data(self.read_log(r).await.map(|b| vec![b])),
+            PeerRequest::ReadLog(r) => Encoded::data(self.read_log_for_peer(r).await),
             PeerRequest::FlushFile(r) => self.peer_answer(r).await,
             PeerRequest::FlushPart(r) => self.peer_answer(r).await,
             PeerRequest::TableLock(r) => self.peer_answer(r).await,

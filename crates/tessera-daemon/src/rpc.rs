@@ -27,12 +27,15 @@ pub trait ServePeer<R: PeerCall> {
 pub struct Encoded {
     pub msg: Vec<u8>,
     pub data: Vec<Bytes>,
+    /// The error the answer carries, if it is one (for the metrics).
+    pub errno: Option<tessera_core::Errno>,
 }
 
 impl Encoded {
     /// A reply (or error) without data.
     pub fn answer<T: Serialize>(answer: FsResult<T>) -> Self {
         Encoded {
+            errno: answer.as_ref().err().map(|e| e.errno),
             msg: encode_answer(&answer),
             data: Vec::new(),
         }
@@ -46,6 +49,7 @@ impl Encoded {
                 Encoded {
                     msg: encode_answer(&Ok(Data { len })),
                     data,
+                    errno: None,
                 }
             }
             Err(e) => Encoded::answer::<Data>(Err(e)),
@@ -58,6 +62,7 @@ impl Encoded {
             Ok((reply, data)) => Encoded {
                 msg: encode_answer(&Ok(reply)),
                 data,
+                errno: None,
             },
             Err(e) => Encoded::error(e),
         }

@@ -170,6 +170,7 @@ pub(crate) fn open_node(
             ),
         ),
         client_logs: Default::default(),
+        metrics: Default::default(),
         names: state::names::NameIntents::load(
             std::mem::take(&mut loaded.name_intents),
             std::mem::take(&mut loaded.name_steps),
@@ -240,6 +241,7 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
     let secret = layout.load_secret()?;
     // Before any state is touched: a host that cannot take part fails at once.
     let listen_ip = listen::resolve(&cfg.listen_host)?;
+    let metrics = crate::metrics::bind(&cfg, id).await?;
     let loading = crate::clock::now();
     let wiring = Wiring {
         links: Box::new(peer::Peers::new(layout.clone(), secret.clone(), id, &cfg)),
@@ -274,6 +276,12 @@ async fn serve(layout: InstanceLayout, id: u32) -> FsResult<()> {
         .map_err(|e| FsError::io("local address", &e))?;
     tokio::spawn(peer::serve(node.clone(), tcp));
     tokio::spawn(server::serve(node.clone(), unix));
+    if let Some(listener) = metrics {
+        if let Ok(at) = listener.local_addr() {
+            node.metrics.serving_at(at);
+        }
+        tokio::spawn(crate::metrics::serve(node.clone(), listener));
+    }
     spawn_tasks(&node, home_work, loaded.names_unchecked);
     // Registered last: a node in the host table serves both its clients and its peers.
     let host = tessera_proto::hosts::this_host();

@@ -132,6 +132,20 @@ pub struct InstanceConfig {
     /// 64 KiB, as on Linux): the same trade-off as `xattr_max_count`, in bytes.
     #[serde(default = "default_xattr_max_bytes")]
     pub xattr_max_bytes: u64,
+    /// The port each daemon serves its metrics on (Prometheus's text format, at
+    /// `http://ADDR:PORT/metrics`); unset, no daemon serves any. 0 takes any free port
+    /// (`tessera status` names it). On one machine (a loopback `listen_host`) node K serves
+    /// on `metrics_port + K`.
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
+    /// The address the metrics are served on: `127.0.0.1` (the default) lets only this
+    /// host's processes scrape them; `0.0.0.0` lets a Prometheus server elsewhere do so.
+    #[serde(default = "default_metrics_addr")]
+    pub metrics_addr: String,
+}
+
+fn default_metrics_addr() -> String {
+    "127.0.0.1".to_string()
 }
 
 fn default_xattr_max_count() -> u32 {
@@ -192,6 +206,9 @@ pub enum StateDurability {
 }
 
 impl InstanceConfig {
+    /// Fields that instance.toml leaves out while they are unset.
+    pub const OPTIONAL_FIELDS: &[&str] = &["metrics_port"];
+
     pub fn new(nodes: u32, pfs_dir: PathBuf, bb_root: PathBuf) -> Self {
         InstanceConfig {
             nodes,
@@ -217,6 +234,8 @@ impl InstanceConfig {
             migrate_grace_ms: default_migrate_grace_ms(),
             xattr_max_count: default_xattr_max_count(),
             xattr_max_bytes: default_xattr_max_bytes(),
+            metrics_port: None,
+            metrics_addr: default_metrics_addr(),
         }
     }
 

@@ -25,6 +25,7 @@ pub mod hosts;
 pub mod instance_dir;
 pub mod msg;
 pub mod peer_auth;
+pub mod reports;
 
 pub use calls::*;
 pub use config::{InstanceConfig, InstanceLayout};

@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 24;
+pub const PROTOCOL_VERSION: u32 = 25;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).
@@ -72,7 +72,7 @@ pub struct OpenFlags {
 }
 
 /// What a daemon reports about itself.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeStatus {
     pub node: u32,
     pub pid: u32,
@@ -133,4 +133,11 @@ pub struct NodeStatus {
     /// test awaits before it checks that a conflicting request was not granted.
     #[serde(default)]
     pub lock_waiters: u64,
+    /// Where the node serves its metrics (`http://ADDR:PORT/metrics`), if it does.
+    #[serde(default)]
+    pub metrics_endpoint: Option<String>,
+    /// The metrics' samples now (name with labels, value): counters and gauges, histograms
+    /// as their count and sum.
+    #[serde(default)]
+    pub metrics: Vec<(String, f64)>,
 }

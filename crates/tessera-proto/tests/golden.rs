@@ -174,6 +174,8 @@ fn status() -> NodeStatus {
         stats_unleased: 100,
         security: peer_auth::Security::Integrity,
         lock_waiters: 15,
+        metrics_endpoint: Some("http://127.0.0.1:9401/metrics".into()),
+        metrics: vec![("tessera_write_bytes_total".into(), 4096.0)],
     }
 }
 

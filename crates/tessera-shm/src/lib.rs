@@ -19,8 +19,8 @@ mod ring;
 pub use board::{Board, BoardError, HEADER_BYTES, MAGIC, VERSION};
 pub use region::ShmError;
 pub use ring::{
-    ANSWER_CAPACITY, Place, Posted, REQUEST_CAPACITY, RING_HEADER_BYTES, RING_MAGIC, RING_VERSION,
-    Ring, SPIN,
+    ANSWER_CAPACITY, Place, Posted, REPORT_SLOTS, REQUEST_CAPACITY, RING_HEADER_BYTES, RING_MAGIC,
+    RING_VERSION, Ring, RingReports, SPIN,
 };
 
 /// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process of a host, so a daemon can

@@ -17,6 +17,7 @@
 //! | 132 | 4 | answer length | daemon |
 //! | 136 | 4 | answer place (0 in the region, 1 on the socket) | daemon |
 //! | 140 | 4 | daemon awake (0 once it sleeps on the socket) | daemon |
+//! | 192 | 8 × [`REPORT_SLOTS`] | figures the client reports (bytes it read itself) | client |
 //! | header | request capacity | the request's bytes | client |
 //! | header + request capacity | answer capacity | the answer's bytes | daemon |
 //!
@@ -39,6 +40,12 @@
 //! anything. A child of `fork` must never use its parent's ring (the client library drops it
 //! in the child).
 //!
+//! **Reports.** A client reads the logs of its node and the PFS copy itself, without a
+//! request; it keeps its running totals of those bytes in the report words
+//! ([`Ring::report`]), which the daemon reads when its metrics are scraped
+//! ([`RingReports`]). They are the client's word only: a client that writes nonsense there
+//! skews the figures of its own node, and nothing else.
+//!
 //! **Bulk bytes.** A ring's answer area may be large (a daemon makes it to hold its largest
 //! read, 16 MiB, by default): the file bytes of a read then reach the client here, copied in
 //! once by the daemon and read in place by the client, which copies them once more, into the
@@ -50,13 +57,14 @@ use rustix::fd::BorrowedFd;
 use rustix::fs::SealFlags;
 use rustix::thread::futex;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 use std::time::{Duration, Instant};
 
 /// The first eight bytes of a ring.
 pub const RING_MAGIC: [u8; 8] = *b"TSRRING\0";
 /// The layout version written at offset 8.
-pub const RING_VERSION: u32 = 1;
+pub const RING_VERSION: u32 = 2;
 /// Bytes before the request area: the control words, each side's on a cache line of its own.
 pub const RING_HEADER_BYTES: usize = 4096;
 /// The request area of a ring made with [`Ring::create`].
@@ -75,6 +83,9 @@ const ANS_SEQ: usize = 128;
 const ANS_LEN: usize = 132;
 const ANS_PLACE: usize = 136;
 const DAEMON_AWAKE: usize = 140;
+const REPORTS: usize = 192;
+/// How many figures a client can report in its ring.
+pub const REPORT_SLOTS: usize = 8;
 
 /// Where an answer waits for the client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,9 +105,26 @@ pub struct Posted {
     pub wake: bool,
 }
 
+/// The figures a ring's client reports, read by the daemon (see "Reports" above).
+#[derive(Clone)]
+pub struct RingReports {
+    region: Arc<Region>,
+}
+
+impl RingReports {
+    /// Figure `slot` as the client last wrote it (0 if it never did).
+    pub fn get(&self, slot: usize) -> u64 {
+        assert!(slot < REPORT_SLOTS, "report slot {slot} out of range");
+        self.region
+            .word64(REPORTS + 8 * slot)
+            .load(Ordering::Relaxed)
+    }
+}
+
 /// A mapped ring, on either side.
 pub struct Ring {
-    region: Region,
+    /// Shared with the [`RingReports`] handed out, which read it after the ring is gone.
+    region: Arc<Region>,
     request_capacity: u32,
     answer_capacity: u32,
     /// The client's last request sequence (kept privately: the shared word is only a
@@ -126,7 +154,7 @@ impl Ring {
         // mapping (a cut would fault it).
         region.seal(SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
         Ok(Ring {
-            region,
+            region: Arc::new(region),
             request_capacity,
             answer_capacity,
             last_posted: AtomicU32::new(0),
@@ -143,7 +171,7 @@ impl Ring {
         })?;
         let last = region.word32(REQ_SEQ).load(Ordering::Acquire);
         Ok(Ring {
-            region,
+            region: Arc::new(region),
             request_capacity: caps.0,
             answer_capacity: caps.1,
             last_posted: AtomicU32::new(last),
@@ -156,9 +184,34 @@ impl Ring {
         self.region.fd()
     }
 
-    /// Closes the maker's descriptor once the client has mapped the ring.
-    pub fn close_fd(&mut self) {
-        self.region.close_fd();
+    /// Closes the maker's descriptor once the client has mapped the ring; true if this call
+    /// closed it. Call it before handing out [`Ring::reports`]: a ring whose region is shared
+    /// keeps its descriptor.
+    pub fn close_fd(&mut self) -> bool {
+        match Arc::get_mut(&mut self.region) {
+            Some(region) if region.fd().is_some() => {
+                region.close_fd();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A handle to the figures the client reports (the daemon's side), readable from any
+    /// thread while the ring or the handle lives.
+    pub fn reports(&self) -> RingReports {
+        RingReports {
+            region: self.region.clone(),
+        }
+    }
+
+    /// Sets figure `slot` (below [`REPORT_SLOTS`]) to `value` (the client's side): a running
+    /// total the client keeps, written with one store.
+    pub fn report(&self, slot: usize, value: u64) {
+        assert!(slot < REPORT_SLOTS, "report slot {slot} out of range");
+        self.region
+            .word64(REPORTS + 8 * slot)
+            .store(value, Ordering::Relaxed);
     }
 
     /// The largest request the ring carries.
@@ -430,6 +483,30 @@ mod tests {
         let daemon = Ring::create_with(64, 128).unwrap();
         let client = Ring::open(&proc_path(&daemon)).unwrap();
         (daemon, client)
+    }
+
+    #[test]
+    fn the_clients_reports_reach_the_daemon_and_outlive_the_ring() {
+        let (mut daemon, client) = pair();
+        assert!(daemon.close_fd(), "the first close closes the descriptor");
+        assert!(!daemon.close_fd(), "a second close has nothing to close");
+        let reports = daemon.reports();
+        assert_eq!(reports.get(0), 0);
+        client.report(0, 4096);
+        client.report(REPORT_SLOTS - 1, 7);
+        assert_eq!(reports.get(0), 4096);
+        assert_eq!(reports.get(REPORT_SLOTS - 1), 7);
+        drop(daemon);
+        drop(client);
+        assert_eq!(reports.get(0), 4096, "the handle keeps the mapping");
+    }
+
+    #[test]
+    fn a_ring_with_reports_handed_out_keeps_its_descriptor() {
+        let (mut daemon, _client) = pair();
+        let _reports = daemon.reports();
+        assert!(!daemon.close_fd());
+        assert!(daemon.fd().is_some());
     }
 
     #[test]

@@ -21,6 +21,14 @@ impl Inner {
         }
     }
 
+    /// Bytes this process read itself (from logs on its node, or from the PFS copy), for
+    /// its daemon's metrics: see `tessera_proto::reports`.
+    pub(crate) fn report_read(&mut self, slot: usize, bytes: u64) {
+        if let Some(conn) = &mut self.conn {
+            conn.report(slot, bytes);
+        }
+    }
+
     /// After `fork`, the child must not share the parent's connection or logs: it becomes a
     /// new client with its own logs. Its unattached view of the parent's writes is dropped;
     /// it sees what the parent attached, by the parent's model.

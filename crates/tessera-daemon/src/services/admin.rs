@@ -39,6 +39,33 @@ impl ServePeer<Shutdown> for Node {
 }
 
 impl Node {
+    /// What the metrics read of this node's state when they are scraped.
+    pub fn sampled(&self) -> crate::metrics::Sampled {
+        let (files_owned, ownership_entries) = self.shards.ownership(|own| own.stats());
+        let space = crate::blocking::blocking(|| self.logs.space());
+        let device = rustix::fs::statvfs(self.cfg.bb_dir(self.id)).ok();
+        let (locks_granted, lock_waits) = self.locks.counts();
+        crate::metrics::Sampled {
+            bb_used: space.used,
+            bb_reserved: space.reserved,
+            bb_capacity: self.logs.capacity(),
+            bb_device_free: device.as_ref().map_or(0, |d| d.f_bavail * d.f_frsize),
+            clients: self.life.clients(),
+            files_owned,
+            ownership_entries,
+            lock_waiters: self.locks.waiting(),
+            txns_open: self.txns.homes.counts().1,
+            uptime: self.life.uptime(),
+            locks_granted,
+            lock_waits,
+        }
+    }
+
+    /// The metrics as a scrape answers them.
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render(&self.sampled())
+    }
+
     /// What this node holds and serves.
     pub fn status(&self) -> NodeStatus {
         let (files_owned, ownership_entries) = self.shards.ownership(|own| own.stats());
@@ -80,6 +107,8 @@ impl Node {
             lock_waiters: self.locks.waiting(),
             txns_pending: self.txns.pending(|p| p.transactions().count()) as u64,
             logs_to_release: self.releases.count() as u64,
+            metrics_endpoint: self.metrics.endpoint(),
+            metrics: self.metrics.samples(&self.sampled()),
         }
     }
 }

@@ -124,6 +124,7 @@ impl Node {
         }
         let mut buf = vec![0u8; r.len as usize];
         self.with_client_log(client, r.ino, r.log, |w| w.read_at(&mut buf, r.pos))?;
+        self.metrics.read(crate::metrics::ReadSource::Local, r.len);
         Ok(vec![Bytes::from(buf)])
     }
 
@@ -172,6 +173,10 @@ impl Node {
             Ok((got, data))
         })
         .await
+        .inspect(|(got, _)| {
+            let bytes = got.iter().sum();
+            self.metrics.read(crate::metrics::ReadSource::Pfs, bytes);
+        })
     }
 }
 

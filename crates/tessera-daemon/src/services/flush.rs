@@ -80,7 +80,9 @@ impl ServePeer<FlushFile> for Node {
 
 impl ServePeer<FlushPart> for Node {
     async fn serve_peer(&self, r: FlushPart) -> FsResult<u64> {
-        write_part(self, r.ino, r.target, r.extents).await
+        let written = write_part(self, r.ino, r.target, r.extents).await?;
+        self.metrics.flushed(written);
+        Ok(written)
     }
 }
 

@@ -52,6 +52,9 @@ pub struct LockService {
     epoch: Instant,
     /// Requests waiting on this node's tables now (a status figure).
     waiting: std::sync::atomic::AtomicU64,
+    /// Locks granted here, and requests that had to wait here, since start (metrics).
+    granted: std::sync::atomic::AtomicU64,
+    waits: std::sync::atomic::AtomicU64,
 }
 
 /// Counts one waiting request while it lives.
@@ -85,6 +88,8 @@ impl Default for LockService {
             revoked_of: Default::default(),
             epoch: crate::clock::now(),
             waiting: Default::default(),
+            granted: Default::default(),
+            waits: Default::default(),
         }
     }
 }
@@ -200,6 +205,17 @@ impl LockService {
         self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Locks (record and list) granted here, and requests that waited here behind a
+    /// conflicting holder, since start.
+    pub fn counts(&self) -> (u64, u64) {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        (get(&self.granted), get(&self.waits))
+    }
+
+    fn count(&self, counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn manager(&self) -> std::sync::MutexGuard<'_, LockManager> {
         self.state.lock().expect("lock tables")
     }
@@ -215,6 +231,7 @@ impl LockService {
         wait: bool,
     ) -> FsResult<()> {
         let deadline = tokio::time::Instant::now() + LOCK_WAIT_SLICE;
+        let mut waited = false;
         loop {
             // Registered before the check, so a change between check and wait is not missed.
             let notified = self.changed.notified();
@@ -224,11 +241,17 @@ impl LockService {
             let res = self.manager().posix(ino, owner, kind, start, end, now);
             match res {
                 Ok(()) => {
+                    if kind.is_some() {
+                        self.count(&self.granted);
+                    }
                     // An unlock, or a downgrade, may let a waiter in.
                     self.changed.notify_waiters();
                     return Ok(());
                 }
                 Err(e) if e.errno == Errno::Again && wait => {
+                    if !std::mem::replace(&mut waited, true) {
+                        self.count(&self.waits);
+                    }
                     let _counted = Waiting::new(&self.waiting);
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {
                         return Err(e);
@@ -256,9 +279,13 @@ impl LockService {
         let now = self.now_ms();
         let mut state = self.manager().list_lock(ino, key, owner, list, wait, now)?;
         self.changed.notify_waiters();
+        let mut waited = false;
         loop {
             match state {
-                ListState::Granted(t) => return Ok(t),
+                ListState::Granted(t) => {
+                    self.count(&self.granted);
+                    return Ok(t);
+                }
                 ListState::Revoked(t) => {
                     return Err(FsError::new(
                         Errno::Stale,
@@ -268,6 +295,9 @@ impl LockService {
                     ));
                 }
                 ListState::Waiting(held) => {
+                    if !std::mem::replace(&mut waited, true) {
+                        self.count(&self.waits);
+                    }
                     let counted = Waiting::new(&self.waiting);
                     let woken = tokio::time::timeout_at(deadline, notified.as_mut()).await;
                     drop(counted);

@@ -3,6 +3,7 @@
 //! inside the encoded message.
 
 use crate::Node;
+use crate::metrics::ReadSource;
 use bytes::Bytes;
 use tessera_core::{Errno, FsError, FsResult};
 use tessera_proto::{Read, ReadLog};
@@ -51,14 +52,23 @@ impl Node {
                 ranges,
             };
             async move {
-                if owner.node == self.id {
-                    self.read_log(req).await
+                let (bytes, source) = if owner.node == self.id {
+                    (self.read_log(req).await?, ReadSource::Local)
                 } else {
-                    self.bulk.fetch(owner.node, req).await
-                }
+                    (self.bulk.fetch(owner.node, req).await?, ReadSource::Remote)
+                };
+                self.metrics.read(source, bytes.len() as u64);
+                Ok::<_, FsError>(bytes)
             }
         });
         futures::future::try_join_all(fetches).await
+    }
+
+    /// Reads from a log on this node for another node's client.
+    pub(crate) async fn read_log_for_peer(&self, r: ReadLog) -> FsResult<Vec<Bytes>> {
+        let bytes = self.read_log(r).await?;
+        self.metrics.served_to_peer(bytes.len() as u64);
+        Ok(vec![bytes])
     }
 
     /// Reads from a log on this node; large reads off the async workers.

@@ -237,6 +237,7 @@ impl Node {
                         if self.failpoints.crash_at("home-after-decision").is_err() {
                             return;
                         }
+                        self.metrics.decided(outcome == Outcome::Commit);
                         let now = self.txns.now_ms();
                         self.txns.homes.with(txn, |h| h.decided_at = Some(now));
                         next.extend(self.home_event(txn, |h| h.decision_durable()));

@@ -73,6 +73,8 @@ pub async fn serve(node: Arc<Node>, listener: UnixListener) {
 async fn connection_ended(node: &Node, c: u64, process: Option<(u32, u64)>) {
     // The logs the daemon wrote for it close first: what it left is read from them below.
     node.client_logs.client_gone(c);
+    // What it reported in its ring stays in the metrics' totals.
+    node.metrics.client_gone(c);
     let ended = node.clients.take_goodbye(c)
         || process.is_none_or(|(pid, start)| crate::state::clients::process_ended(pid, start));
     // A member of a transaction leaves it; what it did not publish before its vote is not

@@ -164,8 +164,10 @@ pub async fn serve_ring(
     };
     watch.served = seq;
     // The client mapped the ring (it wrote this request there): the descriptor it opened
-    // it through is no longer needed.
-    ring.close_fd();
+    // it through is no longer needed, and what it reports there is counted from now on.
+    if ring.close_fd() {
+        node.metrics.client_reports(client, ring.reports());
+    }
     let decoded = taken
         .map_err(|e| FsError::new(Errno::Proto, format!("request ring: {e}")))
         .and_then(|()| frame::decode::<Request>(request));
