@@ -92,10 +92,15 @@ pub struct Sampled {
 /// The counted events, the sampled state's gauges, and their registry.
 pub struct Metrics {
     registry: Registry,
-    requests: Family<RequestLabels, Histogram>,
+    /// The latency histograms of the family registered as `request_duration_seconds`, one
+    /// per service and asker (client, peer), made at start: a request updates its own
+    /// without looking it up in the family.
+    latency: Vec<[Histogram; 2]>,
     errors: Family<ErrnoLabel, Counter>,
     write_bytes: Counter,
-    read_bytes: Family<SourceLabel, Counter>,
+    /// The counters of the family `read_bytes`, by [`ReadSource`] (made at start, as
+    /// `latency`).
+    read_bytes: [Counter; 3],
     peer_read_bytes: Counter,
     attaches: Counter,
     queries: Counter,
@@ -153,6 +158,18 @@ impl Metrics {
             "Time to answer a request, by the service that answered it and who asked",
             requests.clone(),
         );
+        let latency = Service::ALL
+            .iter()
+            .map(|s| {
+                ["client", "peer"].map(|from| {
+                    let labels = RequestLabels {
+                        service: s.label(),
+                        from,
+                    };
+                    requests.get_or_create(&labels).clone()
+                })
+            })
+            .collect();
         let errors = Family::<ErrnoLabel, Counter>::default();
         registry.register(
             "errors",
@@ -165,12 +182,19 @@ impl Metrics {
             "Bytes this node's clients attached (made visible) to files",
             write_bytes.clone(),
         );
-        let read_bytes = Family::<SourceLabel, Counter>::default();
+        let read_family = Family::<SourceLabel, Counter>::default();
         registry.register(
             "read_bytes",
             "Bytes this node's clients read, by source: logs on this node (local), logs on other nodes (remote), the PFS copy (pfs)",
-            read_bytes.clone(),
+            read_family.clone(),
         );
+        let read_bytes = [ReadSource::Local, ReadSource::Remote, ReadSource::Pfs].map(|source| {
+            read_family
+                .get_or_create(&SourceLabel {
+                    source: source.label(),
+                })
+                .clone()
+        });
         let peer_read_bytes = Counter::default();
         registry.register(
             "peer_read_bytes",
@@ -216,7 +240,7 @@ impl Metrics {
         let gauges = Gauges::register(&mut registry);
         Metrics {
             registry,
-            requests,
+            latency,
             errors,
             write_bytes,
             read_bytes,
@@ -247,13 +271,7 @@ impl Metrics {
 
     /// One request answered by `service` in `took`; `failed` with an errno if it failed.
     pub fn request(&self, service: Service, peer: bool, took: Duration, failed: Option<Errno>) {
-        let labels = RequestLabels {
-            service: service.label(),
-            from: if peer { "peer" } else { "client" },
-        };
-        self.requests
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
+        self.latency[service.index()][usize::from(peer)].observe(took.as_secs_f64());
         if let Some(errno) = failed {
             self.errors
                 .get_or_create(&ErrnoLabel {
@@ -276,11 +294,7 @@ impl Metrics {
 
     /// Bytes read for one of this node's clients by the daemon.
     pub fn read(&self, source: ReadSource, bytes: u64) {
-        self.read_bytes
-            .get_or_create(&SourceLabel {
-                source: source.label(),
-            })
-            .inc_by(bytes);
+        self.read_bytes[source as usize].inc_by(bytes);
     }
 
     /// Bytes of this node's logs sent to another node.

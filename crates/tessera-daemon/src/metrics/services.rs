@@ -30,6 +30,25 @@ pub enum Service {
 }
 
 impl Service {
+    /// Every service, in the order of [`Service::index`].
+    pub const ALL: [Service; 10] = [
+        Service::Namespace,
+        Service::Ownership,
+        Service::Read,
+        Service::Log,
+        Service::Flush,
+        Service::Locks,
+        Service::Txn,
+        Service::Catalogue,
+        Service::Locality,
+        Service::Admin,
+    ];
+
+    /// The service's place in [`Service::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The label value.
     pub fn label(self) -> &'static str {
         match self {
@@ -163,5 +182,19 @@ impl Service {
             P::LocateNames(_) | P::LocateInodes(_) | P::LocateRuns(_) => Service::Locality,
             P::Ping(_) | P::Status(_) | P::Shutdown(_) => Service::Admin,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_service_sits_at_its_index_under_a_distinct_label() {
+        for (i, s) in Service::ALL.iter().enumerate() {
+            assert_eq!(s.index(), i, "{s:?}");
+        }
+        let labels: std::collections::HashSet<_> = Service::ALL.iter().map(|s| s.label()).collect();
+        assert_eq!(labels.len(), Service::ALL.len());
     }
 }
