@@ -9,17 +9,18 @@
 //! say nothing about what users named their files.
 
 mod endpoint;
+mod latency;
 mod reports;
 mod services;
 
 pub use endpoint::{address_for, bind, serve};
 pub use services::Service;
 
+use latency::Latency;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use reports::{LOCAL_READ_BYTES, PFS_READ_BYTES, ReportTotals};
 use std::sync::Mutex;
@@ -95,7 +96,7 @@ pub struct Metrics {
     /// The latency histograms of the family registered as `request_duration_seconds`, one
     /// per service and asker (client, peer), made at start: a request updates its own
     /// without looking it up in the family.
-    latency: Vec<[Histogram; 2]>,
+    latency: Vec<[Latency; 2]>,
     errors: Family<ErrnoLabel, Counter>,
     write_bytes: Counter,
     /// The counters of the family `read_bytes`, by [`ReadSource`] (made at start, as
@@ -136,11 +137,6 @@ struct Scrape {
     reported: [u64; reports::SLOTS],
 }
 
-/// Request latency buckets: 1 µs to about 4 s, by fours.
-fn latency_buckets() -> impl Iterator<Item = f64> {
-    exponential_buckets(1e-6, 4.0, 12)
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -150,9 +146,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("tessera");
-        let requests = Family::<RequestLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(latency_buckets())
-        });
+        let requests = Family::<RequestLabels, Latency>::default();
         registry.register(
             "request_duration_seconds",
             "Time to answer a request, by the service that answered it and who asked",
@@ -271,7 +265,7 @@ impl Metrics {
 
     /// One request answered by `service` in `took`; `failed` with an errno if it failed.
     pub fn request(&self, service: Service, peer: bool, took: Duration, failed: Option<Errno>) {
-        self.latency[service.index()][usize::from(peer)].observe(took.as_secs_f64());
+        self.latency[service.index()][usize::from(peer)].observe(took);
         if let Some(errno) = failed {
             self.errors
                 .get_or_create(&ErrnoLabel {
@@ -499,6 +493,19 @@ mod tests {
             ),
             Some(1.0)
         );
+        // Buckets are cumulative: the 30 µs request is counted from the 64 µs bound on.
+        let bucket = |le: &str| {
+            let line = format!(
+                "tessera_request_duration_seconds_bucket{{le=\"{le}\",service=\"namespace\",from=\"client\"}} "
+            );
+            let at = text
+                .find(&line)
+                .unwrap_or_else(|| panic!("{line} in {text}"));
+            text[at + line.len()..].lines().next().unwrap().to_string()
+        };
+        assert_eq!(bucket("0.000016"), "0");
+        assert_eq!(bucket("0.000064"), "1");
+        assert_eq!(bucket("+Inf"), "1");
         assert_eq!(value(&s, "tessera_bb_used_bytes"), Some(1048576.0));
         assert_eq!(value(&s, "tessera_clients"), Some(3.0));
         assert_eq!(value(&s, "tessera_locks_granted_total"), Some(5.0));
