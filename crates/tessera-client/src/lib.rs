@@ -40,7 +40,7 @@ mod stat_ahead;
 mod view_cache;
 mod xattr;
 
-pub use client::{Client, ReadSources, Stats};
+pub use client::{Client, ReadSources, Space, Stats};
 pub use file::{File, OpenOptions, Whence};
 pub use list_lock::HeldList;
 pub use locality::{DEFAULT_MAX_EXTENTS, HostBytes, HostOf, LocatedExtent, Location, RangeAsk};

@@ -11,6 +11,7 @@ mod logs;
 mod namespace;
 mod pfs_copy;
 mod space;
+pub use space::Space;
 mod transactions;
 
 use crate::attr_cache::AttrCache;

@@ -44,3 +44,32 @@ impl Inner {
         }
     }
 }
+
+/// The burst-buffer space of a process's node, as statfs reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// The configured capacity, or the device's size when none is set.
+    pub total: u64,
+    /// What is left of it: less what the logs hold and what live clients reserved.
+    pub free: u64,
+}
+
+impl Client {
+    /// The space of this process's node's burst buffer (statfs of a Tessera path: the
+    /// interposer's and the mount's).
+    pub fn space(&self) -> FsResult<Space> {
+        let s = self.status()?;
+        Ok(if s.bb_capacity > 0 {
+            let taken = s.bb_used + s.bb_reserved;
+            Space {
+                total: s.bb_capacity,
+                free: s.bb_capacity.saturating_sub(taken),
+            }
+        } else {
+            Space {
+                total: s.bb_device_total,
+                free: s.bb_device_free.saturating_sub(s.bb_reserved),
+            }
+        })
+    }
+}

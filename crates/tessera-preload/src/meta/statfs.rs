@@ -10,18 +10,9 @@ use tessera_client::FsResult;
 /// Sizes reported by statfs, in 4 KiB blocks: the burst buffer of this process's node, its
 /// configured capacity (or its device's size), less what the logs hold and what is reserved.
 pub(crate) fn fs_numbers() -> FsResult<(u64, u64)> {
-    let s = client()?.status()?;
+    let space = client()?.space()?;
     let bsize = 4096u64;
-    let (total, free) = if s.bb_capacity > 0 {
-        let taken = s.bb_used + s.bb_reserved;
-        (s.bb_capacity, s.bb_capacity.saturating_sub(taken))
-    } else {
-        (
-            s.bb_device_total,
-            s.bb_device_free.saturating_sub(s.bb_reserved),
-        )
-    };
-    Ok((total / bsize, free / bsize))
+    Ok((space.total / bsize, space.free / bsize))
 }
 
 /// Fills the caller's `struct statfs`.
