@@ -40,6 +40,8 @@ if [ "$(id -u)" -eq 0 ]; then
     # `--workspace --test NAME`, not `-p`: the features are then resolved as for the run above,
     # so its builds are reused instead of a second tokio, daemon and CLI being compiled.
     cargo test --locked -q --workspace --test as_root -- --ignored
+    say "the FUSE mount (mounting needs root and /dev/fuse)"
+    cargo test --locked -q --workspace --test fuse -- --ignored
     say "across 3 emulated hosts: registration, stop, a lost link, a list lock revoked with its lease, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
     ensure_host_deps
     bash scripts/hosts.sh up 3
@@ -56,5 +58,5 @@ if [ "$(id -u)" -eq 0 ]; then
     bash scripts/slurm.sh down
     bash scripts/hosts.sh down
 else
-    say "tests that need root are reported as ignored: another user's files, and every test across emulated hosts (network namespaces) (run as root to include them)"
+    say "tests that need root are reported as ignored: another user's files, the FUSE mount, and every test across emulated hosts (network namespaces) (run as root to include them)"
 fi

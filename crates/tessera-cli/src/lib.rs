@@ -10,6 +10,7 @@
 //! * [`admin`]: status and stop requests to any node, authenticated with the secret;
 //! * [`watch`]: `tessera status --watch`, each node's metrics as rates;
 //! * [`inspect`]: ls, stat, where, flush;
+//! * [`mount`]: `tessera mount` and `umount`, the FUSE mount's server and its busy check;
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
 //! * [`emulated`]: runs of the demo and the benchmarks on emulated hosts;
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
@@ -24,6 +25,7 @@ pub mod find;
 pub mod inspect;
 pub mod instance;
 pub mod launch;
+pub mod mount;
 pub mod repair;
 pub mod run_tasks;
 pub mod script;

@@ -120,6 +120,17 @@ enum Cmd {
     },
     /// Write a file to the PFS directory (atomically).
     Flush { path: String },
+    /// Mount the instance with FUSE, for programs the interposer does not reach
+    /// (statically linked and Go programs, containers, file browsers).
+    Mount(tessera_cli::mount::MountArgs),
+    /// Unmount a FUSE mount of the instance; refused (EBUSY, naming the processes) while
+    /// it is in use, unless --lazy.
+    Umount {
+        mountpoint: std::path::PathBuf,
+        /// Detach it now; the kernel lets it go once its last user is done.
+        #[arg(long)]
+        lazy: bool,
+    },
     /// The catalogue of variables and chunks that transactions publish (D2T): list the
     /// variables, show a version's chunks, wait for a version to commit.
     #[command(subcommand)]
@@ -256,6 +267,8 @@ fn run(cli: Cli) -> Result<()> {
             paths,
         } => inspect::where_(&client(None)?, &paths, (offset, length), json)?,
         Cmd::Flush { path } => inspect::flush(&client(None)?, &path)?,
+        Cmd::Mount(args) => tessera_cli::mount::mount(&layout, &args)?,
+        Cmd::Umount { mountpoint, lazy } => tessera_cli::mount::umount(&mountpoint, lazy)?,
         Cmd::Demo(a) => demo::run(a)?,
         Cmd::Bench { args } => bench(args)?,
         Cmd::DemoRank(a) => demo::rank_main(a)?,
