@@ -10,6 +10,8 @@
 //!                                        (--model) its messages to 65,536 processes
 //! tessera-bench locality --hosts N       FusionFS and Swift: reads placed by the locality query, blind,
 //!                                        migrated and direct, on emulated hosts
+//! tessera-bench interfaces [options]     an N-1 checkpoint of POSIX processes through the interposer,
+//!                                        the FUSE mount, and direct I/O
 //! ```
 
 mod args;
@@ -17,6 +19,7 @@ mod atomic;
 mod atomic_report;
 mod fits;
 mod front;
+mod interfaces;
 mod locality;
 mod locality_report;
 mod locality_task;
@@ -107,6 +110,12 @@ enum Cmd {
         #[command(flatten)]
         opts: locality::LocalityOpts,
     },
+    /// An N-1 strided checkpoint written and read by plain POSIX processes through the
+    /// interposer, through the FUSE mount, and with direct I/O on the local disk.
+    Interfaces {
+        #[command(flatten)]
+        opts: interfaces::InterfacesOpts,
+    },
     /// One task of `locality` (under mpirun).
     #[command(hide = true)]
     LocalityTask {
@@ -167,6 +176,7 @@ fn main() {
         Cmd::Txn { opts } => txn::run(opts),
         Cmd::TxnRank { reps } => txn::rank(reps),
         Cmd::Locality { opts } => locality::run(opts),
+        Cmd::Interfaces { opts } => interfaces::run(opts),
         Cmd::LocalityTask { plan } => locality_task::main(&plan),
         Cmd::Model { writes, xfer } => {
             print!("{}", model::table(writes, xfer));
