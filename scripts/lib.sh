@@ -114,9 +114,9 @@ ensure_test_deps() {
     # Everyday programs the interposer tests run (coreutils, tar, make, python3 are already
     # on the image).
     ensure_debian_packages rsync
-    # The FUSE mount: fusermount3, and a statically linked program the interposer cannot
-    # reach.
-    ensure_debian_packages fuse3 busybox-static
+    # The FUSE mount: fusermount3, a statically linked program the interposer cannot
+    # reach, and tools that lean on a file system's corners.
+    ensure_debian_packages fuse3 busybox-static git sqlite3 golang-go
     ensure_python_modules numpy h5py
 }
 

@@ -381,3 +381,88 @@ fn a_mount_at_the_interposers_prefix_serves_static_and_dynamic_programs_alike() 
         let _ = std::fs::remove_dir(prefix);
     }
 }
+
+/// Tools that lean on the file system's corners: git (renames, hard links, lock files),
+/// make (timestamps) and sqlite3 (fcntl locks; WAL mode also maps its shared-memory index
+/// MAP_SHARED), each run by two processes in turn.
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn git_make_and_sqlite_work_on_the_mount() {
+    let inst = Inst::start(1);
+    let work = scratch("fuse-tools");
+    let m = Mount::new(&inst, &work.join("mnt"), &[]);
+    let root = m.at("");
+    sh(
+        "git init -q repo && cd repo && git config user.email t@example.org \
+         && git config user.name t \
+         && printf 'out: in\\n\\tcat in > out\\n' > Makefile && echo one > in \
+         && git add Makefile in && git commit -qm first \
+         && make -s && test \"$(cat out)\" = one \
+         && make -q out \
+         && sleep 1 && echo two > in && ! make -q out && make -s && test \"$(cat out)\" = two \
+         && git mv in input && git commit -qam second && git gc -q \
+         && test \"$(git log --format=%s | tr '\\n' ' ')\" = 'second first ' \
+         && git fsck --strict --no-progress",
+        &root,
+    );
+    for journal in ["delete", "wal"] {
+        let db = format!("{journal}.db");
+        let out = sh(
+            &format!(
+                "sqlite3 {db} 'PRAGMA journal_mode={journal};' \
+                 'create table t(x);' 'insert into t values (1),(2),(3);' 'select sum(x) from t;'"
+            ),
+            &root,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{journal}\n6\n")
+        );
+        // A second process sees the first's commits, and its own writes last.
+        let out = sh(
+            &format!(
+                "sqlite3 {db} 'insert into t values (4);' && sqlite3 {db} 'select count(*), sum(x) from t;' 'PRAGMA integrity_check;'"
+            ),
+            &root,
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "4|10\nok\n");
+    }
+    drop(m);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A Go program (Go makes its system calls itself: LD_PRELOAD never sees them), built with
+/// Debian's Go toolchain, writes and reads a file through the mount.
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn a_go_program_writes_and_reads_through_the_mount() {
+    let go = Path::new("/usr/bin/go");
+    assert!(
+        go.exists(),
+        "Debian's golang-go is missing (scripts/lib.sh installs it)"
+    );
+    let work = scratch("fuse-go");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/rw.go");
+    let exe = work.join("rw");
+    succeeded(
+        Command::new(go)
+            .args(["build", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .env("GOCACHE", work.join("gocache"))
+            .env("GOPATH", work.join("gopath"))
+            .env("GO111MODULE", "off"),
+    );
+    let inst = Inst::start(1);
+    let m = Mount::new(&inst, &work.join("mnt"), &[]);
+    let out = succeeded(Command::new(&exe).arg(m.at("from-go")));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "65536\n");
+    let out = ok_under(&inst, 0, "wc", &["-c", "/tessera/from-go"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("65536 "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    drop(m);
+    let _ = std::fs::remove_dir_all(&work);
+}
