@@ -42,6 +42,7 @@ if [ "$(id -u)" -eq 0 ]; then
     cargo test --locked -q --workspace --test as_root -- --ignored
     say "the FUSE mount (mounting needs root and /dev/fuse)"
     cargo test --locked -q --workspace --test fuse -- --ignored
+    cargo test --locked -q --workspace --test conformance -- --ignored fuse_
     say "across 3 emulated hosts: registration, stop, a lost link, a list lock revoked with its lease, the demo, a Slurm batch job, conformance, restart, locks, MPI-IO, HDF5, benchmarks"
     ensure_host_deps
     bash scripts/hosts.sh up 3

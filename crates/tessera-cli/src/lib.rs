@@ -14,6 +14,7 @@
 //! * [`demo`]: the N-1 strided checkpoint demo and its ranks;
 //! * [`emulated`]: runs of the demo and the benchmarks on emulated hosts;
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
+//!   [`script_posix`]: the same through plain file calls on a FUSE mount;
 //! * [`run_tasks`] / [`task_queue`]: `tessera run`, tasks placed where their inputs are;
 //! * [`size`]: sizes with units on the command line.
 
@@ -29,6 +30,7 @@ pub mod mount;
 pub mod repair;
 pub mod run_tasks;
 pub mod script;
+pub mod script_posix;
 pub mod size;
 pub mod start;
 pub mod task_queue;

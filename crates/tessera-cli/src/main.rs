@@ -152,6 +152,9 @@ enum Cmd {
     Script {
         #[arg(long)]
         node: Option<u32>,
+        /// Work through plain file calls on this FUSE mount of the instance instead.
+        #[arg(long)]
+        posix_root: Option<std::path::PathBuf>,
     },
 }
 
@@ -272,7 +275,11 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Demo(a) => demo::run(a)?,
         Cmd::Bench { args } => bench(args)?,
         Cmd::DemoRank(a) => demo::rank_main(a)?,
-        Cmd::Script { node } => script::main(client(node)?)?,
+        Cmd::Script {
+            posix_root: Some(root),
+            ..
+        } => tessera_cli::script_posix::main(&root, &layout.load_config()?.mount)?,
+        Cmd::Script { node, .. } => script::main(client(node)?)?,
     }
     Ok(())
 }

@@ -260,10 +260,16 @@ fn kind(exclusive: bool) -> LockKind {
 
 /// Runs commands from stdin until `exit` or end of input.
 pub fn main(client: Client) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
-    let mut out = std::io::stdout().lock();
     let mut file: Option<File> = None;
     let mut lists = Vec::new();
+    serve(|cmd| run_cmd(&client, &mut file, &mut lists, cmd))
+}
+
+/// Answers commands read from stdin with `run` until `exit` or end of input: a ready line
+/// first, then one reply line per command.
+pub fn serve(mut run: impl FnMut(Cmd) -> Result<Option<Vec<u8>>, FsError>) -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "{}",
@@ -282,7 +288,7 @@ pub fn main(client: Client) -> anyhow::Result<()> {
         }
         let cmd: Cmd = serde_json::from_str(&line)?;
         let exit = cmd == Cmd::Exit;
-        let reply = match run_cmd(&client, &mut file, &mut lists, cmd) {
+        let reply = match run(cmd) {
             Ok(data) => Reply {
                 ok: true,
                 data: data.map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),

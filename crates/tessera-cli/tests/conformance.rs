@@ -277,7 +277,11 @@ fn programs_per_model() -> usize {
 
 fn conformance(model: Model) {
     let inst = Inst::start(3);
-    let total = programs_per_model();
+    conformance_of(model, programs_per_model(), &|p| inst.rank((p % 3) as u32));
+}
+
+/// Runs `total` programs of `model` on ranks made by `rank` (process `p` of a batch).
+fn conformance_of(model: Model, total: usize, rank: &dyn Fn(usize) -> Rank) {
     let base_seed: u64 = std::env::var("TESSERA_CONFORMANCE_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -286,7 +290,7 @@ fn conformance(model: Model) {
     let mut syncs = 0;
     let mut reads = 0;
     while done < total {
-        let mut ranks: Vec<Rank> = (0..PROCS).map(|p| inst.rank((p % 3) as u32)).collect();
+        let mut ranks: Vec<Rank> = (0..PROCS).map(rank).collect();
         for _ in 0..PROGRAMS_PER_BATCH.min(total - done) {
             let seed = base_seed ^ ((model as u64) << 32) ^ done as u64;
             let mut rng = StdRng::seed_from_u64(seed);
@@ -343,6 +347,78 @@ fn session_programs_read_the_latest_write() {
 #[test]
 fn mpiio_programs_read_the_latest_write() {
     conformance(Model::MpiIo);
+}
+
+/// The same programs through FUSE mounts of the model, one per node, each rank a process
+/// making plain file calls on its node's mount (a commit or sync is fsync, a session close a
+/// close). A quarter of the programs: each crosses the kernel twice per call.
+fn conformance_through_mounts(model: Model) {
+    let inst = Inst::start(3);
+    let work = common::scratch(&format!("conformance-fuse-{model}"));
+    let mounts: Vec<std::path::PathBuf> = (0..3)
+        .map(|k| {
+            let d = work.join(format!("node{k}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let node = k.to_string();
+            let out = inst.tessera(&[
+                "mount",
+                d.to_str().unwrap(),
+                "--node",
+                &node,
+                "--model",
+                model.name(),
+            ]);
+            assert!(
+                out.status.success(),
+                "tessera mount: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            d
+        })
+        .collect();
+    struct Unmount<'a>(&'a Inst, &'a [std::path::PathBuf]);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            for m in self.1 {
+                let _ = self.0.tessera(&["umount", "--lazy", m.to_str().unwrap()]);
+            }
+        }
+    }
+    let _unmount = Unmount(&inst, &mounts);
+    let total = (programs_per_model() / 4).max(10);
+    conformance_of(model, total, &|p| {
+        let mut c = std::process::Command::new(common::TESSERA);
+        c.arg("--instance")
+            .arg(&inst.layout.dir)
+            .arg("script")
+            .arg("--posix-root")
+            .arg(&mounts[p % 3]);
+        Rank::spawn_cmd(c, (p % 3) as u32)
+    });
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn fuse_posix_programs_read_the_latest_write() {
+    conformance_through_mounts(Model::Posix);
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn fuse_commit_programs_read_the_latest_write() {
+    conformance_through_mounts(Model::Commit);
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn fuse_session_programs_read_the_latest_write() {
+    conformance_through_mounts(Model::Session);
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn fuse_mpiio_programs_read_the_latest_write() {
+    conformance_through_mounts(Model::MpiIo);
 }
 
 /// Readers polling a file that committers keep extending (write, commit, repeat) see, below

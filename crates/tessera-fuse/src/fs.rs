@@ -536,7 +536,13 @@ impl Filesystem for TesseraFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with_file(fh, |o| o.file.fsync().map_err(fail)) {
+        // An MPI-IO sync as well as a commit: the writes are published and made durable, and
+        // the handle re-learns the owners, so a reader's fsync sees what others synced.
+        let synced = self.with_file(fh, |o| {
+            o.file.sync().map_err(fail)?;
+            o.file.fsync().map_err(fail)
+        });
+        match synced {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
