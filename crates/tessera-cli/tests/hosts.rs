@@ -698,3 +698,70 @@ fn dask_submits_reads_to_the_workers_locate_names() {
         assert_eq!(r["remote"], 0, "{r}");
     }
 }
+
+/// A FUSE mount on every host, beside interposed processes: what a process on one host
+/// closed, through either interface, a plain (not interposed) reader on another host's mount
+/// sees, and the other way round.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces); scripts/test.sh runs it as root with TESSERA_TEST_HOSTS=3"]
+fn a_mount_on_each_host_sees_what_other_hosts_closed() {
+    let inst = on_hosts(3, &[]);
+    let point = inst.hosts.clone().expect("node-local storage").join("mnt");
+    let p = point.to_str().unwrap().to_string();
+    let run_on = |k: u32, prog: &str, args: &[&str]| {
+        let out = inst.command_on(k, prog).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "host of node {k}: {prog} {args:?}: {}",
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for k in 0..3u32 {
+        run_on(k, "mkdir", &["-p", &p]);
+        let node = k.to_string();
+        let dir = inst.layout.dir.to_str().unwrap().to_string();
+        run_on(
+            k,
+            TESSERA,
+            &["--instance", &dir, "mount", &p, "--node", &node],
+        );
+    }
+    // An interposed writer on h2 closes its file; plain readers on h1's and h3's mounts see it.
+    let out = under(&inst, 1, "sh", &["-c", "echo from-h2 > /tessera/by-h2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for k in [0u32, 2] {
+        assert_eq!(run_on(k, "cat", &[&format!("{p}/by-h2")]), "from-h2\n");
+    }
+    // A statically linked writer on h3's mount; an interposed reader on h1 and h1's mount.
+    run_on(
+        2,
+        "/bin/busybox",
+        &["sh", "-c", &format!("echo from-h3-mount > {p}/by-h3")],
+    );
+    let out = under(&inst, 0, "cat", &["/tessera/by-h3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "from-h3-mount\n",
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        run_on(0, "cat", &[&format!("{p}/by-h3")]),
+        "from-h3-mount\n"
+    );
+    // A listing on h2's mount shows both.
+    let listed = run_on(1, "ls", &[&p]);
+    assert!(
+        listed.contains("by-h2") && listed.contains("by-h3"),
+        "{listed}"
+    );
+    let dir = inst.layout.dir.to_str().unwrap().to_string();
+    for k in 0..3u32 {
+        run_on(k, TESSERA, &["--instance", &dir, "umount", &p]);
+    }
+}
