@@ -32,6 +32,7 @@ pub mod range_map;
 pub mod read_plan;
 pub mod run;
 pub mod run_map;
+pub mod staging;
 pub mod sums;
 pub mod txn_entries;
 pub mod txn_home;
