@@ -16,6 +16,7 @@
 //! * [`script`]: a rank driven by JSON-line commands, for multi-process tests;
 //!   [`script_posix`]: the same through plain file calls on a FUSE mount;
 //! * [`run_tasks`] / [`task_queue`]: `tessera run`, tasks placed where their inputs are;
+//! * [`stage`]: `tessera stage-in` and `stage-out`, a worker per node, resumable;
 //! * [`size`]: sizes with units on the command line.
 
 pub mod admin;
@@ -32,6 +33,7 @@ pub mod run_tasks;
 pub mod script;
 pub mod script_posix;
 pub mod size;
+pub mod stage;
 pub mod start;
 pub mod task_queue;
 pub mod vars;

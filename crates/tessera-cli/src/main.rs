@@ -123,6 +123,22 @@ enum Cmd {
     /// Mount the instance with FUSE, for programs the interposer does not reach
     /// (statically linked and Go programs, containers, file browsers).
     Mount(tessera_cli::mount::MountArgs),
+    /// Copy files or trees into Tessera in parallel over every node (each node's worker
+    /// writes its share into its burst buffer); a rerun copies only what is not staged yet.
+    StageIn(tessera_cli::stage::StageArgs),
+    /// Copy Tessera files or trees out: into the instance's PFS directory (a flush), or
+    /// into a directory outside it; in parallel over every node, resumable like stage-in.
+    StageOut(tessera_cli::stage::StageArgs),
+    /// One node's share of a staging run (internal: launched by stage-in and stage-out).
+    #[command(hide = true)]
+    StageWorker {
+        #[arg(long)]
+        plan: std::path::PathBuf,
+        #[arg(long)]
+        share: usize,
+        #[arg(long)]
+        node: u32,
+    },
     /// Unmount a FUSE mount of the instance; refused (EBUSY, naming the processes) while
     /// it is in use, unless --lazy.
     Umount {
@@ -271,6 +287,11 @@ fn run(cli: Cli) -> Result<()> {
         } => inspect::where_(&client(None)?, &paths, (offset, length), json)?,
         Cmd::Flush { path } => inspect::flush(&client(None)?, &path)?,
         Cmd::Mount(args) => tessera_cli::mount::mount(&layout, &args)?,
+        Cmd::StageIn(args) => stage(&layout, &args, tessera_cli::stage::Direction::In)?,
+        Cmd::StageOut(args) => stage(&layout, &args, tessera_cli::stage::Direction::Out)?,
+        Cmd::StageWorker { plan, share, node } => {
+            tessera_cli::stage::worker::main(&layout, &plan, share, node)?
+        }
         Cmd::Umount { mountpoint, lazy } => tessera_cli::mount::umount(&mountpoint, lazy)?,
         Cmd::Demo(a) => demo::run(a)?,
         Cmd::Bench { args } => bench(args)?,
@@ -280,6 +301,19 @@ fn run(cli: Cli) -> Result<()> {
             ..
         } => tessera_cli::script_posix::main(&root, &layout.load_config()?.mount)?,
         Cmd::Script { node, .. } => script::main(client(node)?)?,
+    }
+    Ok(())
+}
+
+/// A staging run; exit status 1 if a file could not be copied (the summary names it).
+fn stage(
+    layout: &InstanceLayout,
+    args: &tessera_cli::stage::StageArgs,
+    direction: tessera_cli::stage::Direction,
+) -> anyhow::Result<()> {
+    let outcome = tessera_cli::stage::run(layout, args, direction)?;
+    if !tessera_cli::stage::succeeded(&outcome) {
+        std::process::exit(1);
     }
     Ok(())
 }

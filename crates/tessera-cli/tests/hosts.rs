@@ -765,3 +765,69 @@ fn a_mount_on_each_host_sees_what_other_hosts_closed() {
         run_on(k, TESSERA, &["--instance", &dir, "umount", &p]);
     }
 }
+
+/// Stage-in across hosts: the worker of each node runs on that node's host (launched as
+/// `tessera run` launches tasks) and writes its share into that host's burst buffer.
+#[test]
+#[ignore = "needs root: runs on emulated hosts (network namespaces); scripts/test.sh runs it as root with TESSERA_TEST_HOSTS=3"]
+fn stage_in_spreads_a_tree_over_the_hosts_burst_buffers() {
+    let inst = on_hosts(3, &[]);
+    let src = common::scratch("stage-hosts").join("set");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..9u64 {
+        std::fs::write(src.join(format!("f{i}")), vec![(i + 1) as u8; 300_000]).unwrap();
+    }
+    let stage = || {
+        let out = inst
+            .command_on(0, TESSERA)
+            .arg("--instance")
+            .arg(&inst.layout.dir)
+            .args(["stage-in", src.to_str().unwrap(), "/tessera/staged"])
+            .envs(common::hosts_env().iter().map(|(k, v)| (k, v)))
+            .env_remove("TESSERA_NODE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let summary = stage();
+    assert!(summary.starts_with("staged in 9 files"), "{summary}");
+    let out = inst.tessera(&[
+        "where",
+        "--json",
+        "/tessera/staged/set/f0",
+        "/tessera/staged/set/f1",
+        "/tessera/staged/set/f2",
+        "/tessera/staged/set/f3",
+        "/tessera/staged/set/f4",
+        "/tessera/staged/set/f5",
+        "/tessera/staged/set/f6",
+        "/tessera/staged/set/f7",
+        "/tessera/staged/set/f8",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hosts: std::collections::BTreeSet<String> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["bytes_by_host"][0]["host"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hosts.len(), 3, "the set landed on {hosts:?}: {v}");
+    // The bytes read back right from every host.
+    for k in 0..3u32 {
+        let out = under(
+            &inst,
+            k,
+            "cmp",
+            &["/tessera/staged/set/f4", src.join("f4").to_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    assert!(
+        stage().contains("skipped 9 files"),
+        "a rerun copies nothing"
+    );
+}

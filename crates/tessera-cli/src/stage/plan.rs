@@ -1,0 +1,190 @@
+//! What a staging run copies: the files of the sources (trees walked), where each goes, how,
+//! and which node's worker copies it. Kept in a file of the instance directory, which every
+//! host of the job sees, so each worker reads its share there.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use tessera_client::{Client, Errno};
+use tessera_core::staging::{COMPLETION_XATTR, Completion};
+
+/// How one file is copied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum How {
+    /// From a directory outside the instance to a Tessera path: written into the burst
+    /// buffer of the worker's node and attached there.
+    In,
+    /// From a Tessera path to the instance's PFS directory: a flush.
+    Flush,
+    /// From a Tessera path to a directory outside the instance: a copy published by
+    /// temporary-then-rename, as flush publishes.
+    Out,
+}
+
+/// One file to copy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Copy {
+    pub how: How,
+    pub source: String,
+    pub dest: String,
+    /// The source as the plan found it.
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+/// A run's copies and each node's share of them (indices into `copies`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub copies: Vec<Copy>,
+    pub shares: Vec<Vec<usize>>,
+}
+
+/// A local file's modification time in nanoseconds since the epoch.
+pub fn mtime_of(m: &std::fs::Metadata) -> i64 {
+    m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec()
+}
+
+/// The files of local `source` (a file, or a tree walked without following links), each
+/// with the path it gets under `dest` (`cp -r SOURCE DEST/` places it the same way).
+pub fn local_files(source: &Path, dest: &str) -> Result<Vec<Copy>> {
+    let source = std::fs::canonicalize(source)
+        .with_context(|| format!("stage-in source {}", source.display()))?;
+    let name = source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let top = format!("{}/{name}", dest.trim_end_matches('/'));
+    let mut out = Vec::new();
+    walk_local(&source, &top, &mut out)?;
+    Ok(out)
+}
+
+fn walk_local(path: &Path, dest: &str, out: &mut Vec<Copy>) -> Result<()> {
+    let m = std::fs::symlink_metadata(path).with_context(|| format!("{}", path.display()))?;
+    if m.is_dir() {
+        let mut entries: Vec<_> = std::fs::read_dir(path)
+            .with_context(|| format!("listing {}", path.display()))?
+            .collect::<std::io::Result<_>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            walk_local(&e.path(), &format!("{dest}/{name}"), out)?;
+        }
+    } else if m.is_file() {
+        out.push(Copy {
+            how: How::In,
+            source: path.display().to_string(),
+            dest: dest.to_string(),
+            size: m.len(),
+            mtime_ns: mtime_of(&m),
+        });
+    } else {
+        eprintln!(
+            "tessera: skipping {}: only regular files and directories are staged",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The files of Tessera path `source` (a file or a tree), each with its destination: the
+/// same path in the instance's PFS directory (a flush) when `dest` is `None`, else under
+/// local directory `dest`.
+pub fn tessera_files(c: &Client, source: &str, dest: Option<&Path>) -> Result<Vec<Copy>> {
+    let a = c
+        .stat(source)
+        .with_context(|| format!("stage-out source {source}"))?;
+    let top = match dest {
+        None => None,
+        Some(d) => {
+            let name = source
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or("");
+            Some(d.join(name))
+        }
+    };
+    let mut out = Vec::new();
+    walk_tessera(c, source, &a, top.as_deref(), &mut out)?;
+    Ok(out)
+}
+
+fn walk_tessera(
+    c: &Client,
+    path: &str,
+    a: &tessera_client::Attr,
+    dest: Option<&Path>,
+    out: &mut Vec<Copy>,
+) -> Result<()> {
+    match a.kind {
+        tessera_client::FileKind::Dir => {
+            let mut entries = c.readdir(path)?;
+            entries.sort_by(|x, y| x.name.cmp(&y.name));
+            for e in entries {
+                let child = format!("{}/{}", path.trim_end_matches('/'), e.name);
+                let ca = c.stat(&child)?;
+                let d = dest.map(|d| d.join(&e.name));
+                walk_tessera(c, &child, &ca, d.as_deref(), out)?;
+            }
+        }
+        tessera_client::FileKind::File => out.push(Copy {
+            how: if dest.is_some() { How::Out } else { How::Flush },
+            source: path.to_string(),
+            dest: dest.map_or_else(|| path.to_string(), |d| d.display().to_string()),
+            size: a.size,
+            mtime_ns: a.mtime_ns,
+        }),
+        tessera_client::FileKind::Symlink => {
+            eprintln!("tessera: skipping {path}: a link; only files and directories are staged")
+        }
+    }
+    Ok(())
+}
+
+/// The completion record of `copy`'s destination, if it has one.
+pub fn record(c: &Client, copy: &Copy, pfs: &Path) -> Option<Completion> {
+    let text = match copy.how {
+        How::In => c.get_xattr(&copy.dest, COMPLETION_XATTR).ok()?,
+        How::Flush => local_xattr(&pfs_path(c, pfs, &copy.dest)?)?,
+        How::Out => local_xattr(Path::new(&copy.dest))?,
+    };
+    Completion::decode(std::str::from_utf8(&text).ok()?)
+}
+
+/// Where a Tessera path's flushed copy is in the PFS directory.
+pub fn pfs_path(c: &Client, pfs: &Path, tessera: &str) -> Option<PathBuf> {
+    let inner = tessera_core::path::resolve(tessera, &c.config().mount).ok()?;
+    Some(pfs.join(inner.trim_start_matches('/')))
+}
+
+/// An extended attribute of a local file (`None` if it has none, or the file system keeps
+/// none).
+pub fn local_xattr(path: &Path) -> Option<Vec<u8>> {
+    // A record is a few dozen bytes; a longer value is not one.
+    let mut buf = vec![0u8; 256];
+    let n = rustix::fs::getxattr(path, COMPLETION_XATTR, &mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// Writes a local file's completion record; false where the file system keeps no extended
+/// attributes (the file is then copied again by a rerun).
+pub fn set_local_xattr(path: &Path, value: &[u8]) -> Result<bool> {
+    match rustix::fs::setxattr(
+        path,
+        COMPLETION_XATTR,
+        value,
+        rustix::fs::XattrFlags::empty(),
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::NOTSUP => Ok(false),
+        Err(e) => bail!("recording the copy in {}: {e}", path.display()),
+    }
+}
+
+/// Whether an error says a name is there already.
+pub fn exists(e: &tessera_client::FsError) -> bool {
+    e.errno == Errno::Exist
+}

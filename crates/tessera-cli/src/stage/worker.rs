@@ -1,0 +1,268 @@
+//! One node's share of a staging run (`tessera stage-worker`, launched on the node's host):
+//! each file copied through this node's daemon, its CRC32C computed while the source is
+//! read and compared with the destination's bytes read back once published, then its
+//! completion record written. Progress goes to stdout as JSON lines for the front end.
+
+use super::plan::{Copy, How, Plan, pfs_path, record, set_local_xattr};
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::path::Path;
+use tessera_client::{Client, OpenOptions, SetMode};
+use tessera_core::staging::{COMPLETION_XATTR, Completion};
+
+/// Bytes read and written at a time.
+const CHUNK: usize = 4 << 20;
+
+/// What a worker tells the front end, one JSON line each.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// More bytes copied of the file in hand.
+    Bytes(u64),
+    /// A file copied (its index in the plan, its bytes).
+    Done {
+        copy: usize,
+        bytes: u64,
+    },
+    /// A file whose destination already had a record matching its source.
+    Skipped {
+        copy: usize,
+        bytes: u64,
+    },
+    Failed {
+        copy: usize,
+        error: String,
+    },
+}
+
+fn tell(out: &mut impl Write, e: &Event) -> Result<()> {
+    writeln!(out, "{}", serde_json::to_string(e)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs share `share` of the plan at `plan` through node `node`'s daemon.
+pub fn main(
+    layout: &tessera_client::InstanceLayout,
+    plan: &Path,
+    share: usize,
+    node: u32,
+) -> Result<()> {
+    let plan: Plan = serde_json::from_slice(
+        &std::fs::read(plan).with_context(|| format!("reading the plan {}", plan.display()))?,
+    )?;
+    let Some(mine) = plan.shares.get(share) else {
+        bail!("the plan has no share {share}");
+    };
+    let c = Client::connect(layout.clone(), Some(node))?;
+    let pfs = c.config().pfs_dir;
+    let mut out = std::io::stdout().lock();
+    let mut dirs = HashSet::new();
+    for &i in mine {
+        let copy = &plan.copies[i];
+        if record(&c, copy, &pfs).is_some_and(|r| r.covers(copy.size, copy.mtime_ns)) {
+            tell(
+                &mut out,
+                &Event::Skipped {
+                    copy: i,
+                    bytes: copy.size,
+                },
+            )?;
+            continue;
+        }
+        let copied = match copy.how {
+            How::In => stage_in(&c, copy, &mut dirs, &mut out),
+            How::Flush => flush(&c, copy, &pfs, &mut out),
+            How::Out => stage_out(&c, copy, &mut out),
+        };
+        match copied {
+            Ok(bytes) => tell(&mut out, &Event::Done { copy: i, bytes })?,
+            Err(e) => tell(
+                &mut out,
+                &Event::Failed {
+                    copy: i,
+                    error: format!("{e:#}"),
+                },
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// Makes the Tessera directories above `path` (those not made already by this worker).
+fn parents(c: &Client, path: &str, made: &mut HashSet<String>) -> Result<()> {
+    let mount = c.config().mount;
+    let mut at = String::new();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push('/');
+        at.push_str(part);
+        if at.len() <= mount.trim_end_matches('/').len() || made.contains(&at) {
+            continue;
+        }
+        match c.mkdir(&at, 0o755) {
+            Ok(()) => {}
+            Err(e) if super::plan::exists(&e) => {}
+            Err(e) => return Err(e).with_context(|| format!("making {at}")),
+        }
+        made.insert(at.clone());
+    }
+    Ok(())
+}
+
+/// Reads `src` to its end in chunks, handing each to `sink`; the CRC32C and length.
+fn pump(
+    src: &mut impl Read,
+    out: &mut impl Write,
+    mut sink: impl FnMut(&[u8], u64) -> Result<()>,
+) -> Result<(u32, u64)> {
+    let mut buf = vec![0u8; CHUNK];
+    let (mut crc, mut at) = (0u32, 0u64);
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => return Ok((crc, at)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        sink(&buf[..n], at)?;
+        at += n as u64;
+        tell(out, &Event::Bytes(n as u64))?;
+    }
+}
+
+/// The CRC32C of a Tessera file's bytes as published.
+fn tessera_crc(c: &Client, path: &str) -> Result<(u32, u64)> {
+    let mut f = c.open_read(path)?;
+    let mut buf = vec![0u8; CHUNK];
+    let (mut crc, mut at) = (0u32, 0u64);
+    loop {
+        let n = f.read_at(&mut buf, at)?;
+        if n == 0 {
+            f.close()?;
+            return Ok((crc, at));
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+    }
+}
+
+fn local_crc(path: &Path) -> Result<(u32, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    pump(&mut f, &mut std::io::sink(), |_, _| Ok(()))
+}
+
+fn check(what: &str, read: (u32, u64), back: (u32, u64)) -> Result<()> {
+    if read != back {
+        bail!(
+            "{what}: the copy reads back as {} bytes with CRC32C {:08x}, the source gave {} bytes with {:08x}",
+            back.1,
+            back.0,
+            read.1,
+            read.0
+        );
+    }
+    Ok(())
+}
+
+fn stage_in(
+    c: &Client,
+    copy: &Copy,
+    dirs: &mut HashSet<String>,
+    out: &mut impl Write,
+) -> Result<u64> {
+    parents(c, &copy.dest, dirs)?;
+    // A record left from an earlier copy goes first: a copy cut short must not look done.
+    let _ = c.remove_xattr(&copy.dest, COMPLETION_XATTR);
+    let mut src =
+        std::fs::File::open(&copy.source).with_context(|| format!("opening {}", copy.source))?;
+    let m = src.metadata()?;
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    let mut dst = c.open(&copy.dest, &o)?;
+    let read = pump(&mut src, out, |bytes, at| {
+        dst.write_at(bytes, at)?;
+        Ok(())
+    })?;
+    dst.close()?;
+    check(&copy.dest, read, tessera_crc(c, &copy.dest)?)?;
+    let done = Completion {
+        size: read.1,
+        mtime_ns: super::plan::mtime_of(&m),
+        crc32c: read.0,
+    };
+    c.set_xattr(
+        &copy.dest,
+        COMPLETION_XATTR,
+        done.encode().as_bytes(),
+        SetMode::Any,
+    )?;
+    Ok(read.1)
+}
+
+fn flush(c: &Client, copy: &Copy, pfs: &Path, out: &mut impl Write) -> Result<u64> {
+    let read = tessera_crc(c, &copy.source)?;
+    c.flush_path(&copy.source)?;
+    tell(out, &Event::Bytes(read.1))?;
+    let target = pfs_path(c, pfs, &copy.source)
+        .with_context(|| format!("{} is not beneath the instance's prefix", copy.source))?;
+    check(&target.display().to_string(), read, local_crc(&target)?)?;
+    let done = Completion {
+        size: copy.size,
+        mtime_ns: copy.mtime_ns,
+        crc32c: read.0,
+    };
+    set_local_xattr(&target, done.encode().as_bytes())?;
+    Ok(read.1)
+}
+
+fn stage_out(c: &Client, copy: &Copy, out: &mut impl Write) -> Result<u64> {
+    let dest = Path::new(&copy.dest);
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
+    }
+    // Written under a temporary name beside it, then renamed: a reader of the destination
+    // sees the old file or the whole new one, as a flush publishes.
+    let tmp = dest.with_file_name(format!(
+        ".{}.tessera-{:08x}",
+        dest.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        rand::random::<u32>()
+    ));
+    let copied = (|| {
+        let mut src = c.open_read(&copy.source)?;
+        let mut f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut buf = vec![0u8; CHUNK];
+        let (mut crc, mut at) = (0u32, 0u64);
+        loop {
+            let n = src.read_at(&mut buf, at)?;
+            if n == 0 {
+                break;
+            }
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            f.write_all(&buf[..n])?;
+            at += n as u64;
+            tell(out, &Event::Bytes(n as u64))?;
+        }
+        src.close()?;
+        f.sync_all()?;
+        drop(f);
+        check(&copy.dest, (crc, at), local_crc(&tmp)?)?;
+        let done = Completion {
+            size: copy.size,
+            mtime_ns: copy.mtime_ns,
+            crc32c: crc,
+        };
+        set_local_xattr(&tmp, done.encode().as_bytes())?;
+        std::fs::rename(&tmp, dest).with_context(|| format!("publishing {}", dest.display()))?;
+        Ok::<u64, anyhow::Error>(at)
+    })();
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    copied
+}
