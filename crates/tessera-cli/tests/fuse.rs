@@ -148,10 +148,12 @@ fn a_statically_linked_program_writes_and_reads_through_the_mount() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// A Python program holding an fcntl lock on a file through the mount until told to end.
-fn python_lock_holder(path: &Path) -> std::process::Child {
+/// A Python program holding a lock (`call`: `lockf` for an fcntl lock, `flock` for a
+/// flock(2) one) on a file through the mount until told to end. Before it says so, it opens
+/// and closes another descriptor of the file, which ends an fcntl lock but not a flock.
+fn python_lock_holder(path: &Path, call: &str) -> std::process::Child {
     let script = format!(
-        "import fcntl, sys\nf = open({:?}, 'r+')\nfcntl.lockf(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n",
+        "import fcntl, sys\np = {:?}\nf = open(p, 'r+')\nfcntl.{call}(f, fcntl.LOCK_EX)\nif '{call}' == 'flock':\n    open(p).close()\nprint('held', flush=True)\nsys.stdin.read()\n",
         path.to_str().unwrap()
     );
     Command::new("python3")
@@ -162,21 +164,27 @@ fn python_lock_holder(path: &Path) -> std::process::Child {
         .unwrap()
 }
 
-fn python_try_lock(path: &Path) -> String {
+/// What a non-blocking exclusive lock (`call`: `lockf` or `flock`) through the mount gets:
+/// `got` or the error's name.
+fn python_try_lock(path: &Path, call: &str) -> String {
     let script = format!(
-        "import fcntl, errno\nf = open({:?}, 'r+')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('got')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n",
+        "import fcntl, errno\nf = open({:?}, 'r+')\ntry:\n    fcntl.{call}(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('got')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n",
         path.to_str().unwrap()
     );
     let out = succeeded(Command::new("python3").args(["-c", &script]));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-#[test]
-#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
-fn record_locks_through_the_mount_meet_the_other_interfaces_locks() {
+fn refused(answer: &str) -> bool {
+    ["EAGAIN", "EACCES", "EWOULDBLOCK"].contains(&answer)
+}
+
+/// Locks of kind `call` (`lockf` or `flock`) through the mount conflict with a lock held
+/// through a client of another node, with each other, and the other way round.
+fn locks_through_the_mount_meet_the_other_interfaces_locks(call: &str) {
     use std::io::{BufRead, Write};
     let inst = Inst::start(2);
-    let work = scratch("fuse-locks");
+    let work = scratch(&format!("fuse-locks-{call}"));
     let m = Mount::new(&inst, &work.join("mnt"), &[]);
     let client = inst.client(1);
     let mut f = client
@@ -188,20 +196,22 @@ fn record_locks_through_the_mount_meet_the_other_interfaces_locks() {
     f.write_at(b"0123456789", 0).unwrap();
     f.lock(0, 0, LockKind::Exclusive, false).unwrap();
     // Held by a process of another node: refused through the mount.
+    let answer = python_try_lock(&m.at("locked"), call);
     assert!(
-        ["EAGAIN", "EACCES"].contains(&python_try_lock(&m.at("locked")).as_str()),
-        "a lock through the mount must conflict with one held elsewhere"
+        refused(&answer),
+        "a {call} lock through the mount must conflict with one held elsewhere: {answer}"
     );
     f.unlock(0, 0).unwrap();
-    assert_eq!(python_try_lock(&m.at("locked")), "got");
+    assert_eq!(python_try_lock(&m.at("locked"), call), "got");
     // Two processes on the mount conflict with each other too.
-    let mut holder = python_lock_holder(&m.at("locked"));
+    let mut holder = python_lock_holder(&m.at("locked"), call);
     let mut line = String::new();
     std::io::BufReader::new(holder.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "held");
-    assert!(["EAGAIN", "EACCES"].contains(&python_try_lock(&m.at("locked")).as_str()));
+    let answer = python_try_lock(&m.at("locked"), call);
+    assert!(refused(&answer), "{call}: {answer}");
     // ... and with the other interfaces.
     let e = f.lock(0, 0, LockKind::Exclusive, false).unwrap_err();
     assert_eq!(e.errno, Errno::Again, "{e}");
@@ -218,6 +228,18 @@ fn record_locks_through_the_mount_meet_the_other_interfaces_locks() {
     f.close().unwrap();
     drop(m);
     let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn record_locks_through_the_mount_meet_the_other_interfaces_locks() {
+    locks_through_the_mount_meet_the_other_interfaces_locks("lockf");
+}
+
+#[test]
+#[ignore = "needs root and /dev/fuse: scripts/test.sh runs it as root"]
+fn flock_through_the_mount_meets_the_other_interfaces_locks() {
+    locks_through_the_mount_meet_the_other_interfaces_locks("flock");
 }
 
 #[test]

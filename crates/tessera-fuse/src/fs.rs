@@ -170,15 +170,23 @@ impl Filesystem for TesseraFs {
         // lower still works.
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
-        // fcntl record locks come here, to Tessera's lock service, instead of staying in
-        // this host's kernel. (flock(2) locks stay in the kernel: FUSE would hand them over
-        // as whole-file record locks, released at the first close of any descriptor.)
+        // fcntl record locks and flock(2) locks come here, to Tessera's lock service,
+        // instead of staying in this host's kernel. A flock arrives as a whole-file record
+        // lock whose owner is the open file description, released at its last close.
         if config
             .add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS)
             .is_err()
         {
             tracing::warn!(
                 "this kernel does not hand fcntl locks to FUSE: they hold on this host only"
+            );
+        }
+        if config
+            .add_capabilities(fuser::InitFlags::FUSE_FLOCK_LOCKS)
+            .is_err()
+        {
+            tracing::warn!(
+                "this kernel does not hand flock locks to FUSE: they hold on this host only"
             );
         }
         Ok(())
@@ -512,13 +520,17 @@ impl Filesystem for TesseraFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The last close of an open file description that took flock(2) locks: they go.
+        if let Some(owner) = lock_owner {
+            self.locks.release(ino.0, owner.0, &self.files);
+        }
         match self.files.remove(fh.0) {
             Some(open) => match open.file.close() {
                 Ok(()) => reply.ok(),

@@ -1,11 +1,14 @@
-//! fcntl record locks taken through the mount, on the same lock service as the interposer's.
+//! fcntl and flock(2) locks taken through the mount, on the same lock service as the
+//! interposer's.
 //!
 //! Tessera's lock tables know one owner per client connection. Every process on the mount
 //! reaches Tessera through the mount's one client, so each lock owner the kernel names (a
 //! process's open file table) gets a client connection of its own, opened at its first
 //! lock and closed once it holds none: its locks conflict with those of the mount's other
 //! processes, and with those of interposed processes anywhere, as POSIX locks between
-//! processes do.
+//! processes do. A flock(2) lock arrives as a whole-file record lock whose owner is the open
+//! file description (shared by `dup` and `fork`), released at that description's last
+//! close; like the interposer's `flock`, it conflicts with record locks of other owners.
 //!
 //! Locks synchronise like close and open: before a release, the writes made through the
 //! mount to the file are published; after a grant, the mount's handles of the file re-learn
