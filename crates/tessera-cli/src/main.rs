@@ -125,6 +125,8 @@ enum Cmd {
     Mount(tessera_cli::mount::MountArgs),
     /// Copy files or trees into Tessera in parallel over every node (each node's worker
     /// writes its share into its burst buffer); a rerun copies only what is not staged yet.
+    /// A source in the instance's PFS directory (or a Tessera path) is staged in place: the
+    /// bytes only its PFS copy holds come into the burst buffers.
     StageIn(tessera_cli::stage::StageArgs),
     /// Copy Tessera files or trees out: into the instance's PFS directory (a flush), or
     /// into a directory outside it; in parallel over every node, resumable like stage-in.

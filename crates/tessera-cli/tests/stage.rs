@@ -277,3 +277,76 @@ fn a_killed_stage_in_is_finished_by_a_rerun() {
     assert_eq!(same_in_tessera(&inst, &src, "/tessera/k/big"), 16);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn files_of_the_pfs_directory_are_brought_into_the_burst_buffers_in_place() {
+    let inst = Inst::start(3);
+    let data = inst.pfs().join("imported");
+    tree(&data, 9, |i| 300_000 + (i as usize) * 1000);
+    let c = inst.client(0);
+    let files: Vec<(std::path::PathBuf, String)> = walk(&data)
+        .into_iter()
+        .map(|e| {
+            let rel = e.strip_prefix(&data).unwrap().to_str().unwrap().to_string();
+            (e, format!("/tessera/imported/{rel}"))
+        })
+        .collect();
+    // One file was partly rewritten through Tessera: those bytes are newer than its PFS
+    // copy's, and must stay.
+    let (first_local, first) = &files[0];
+    let mut w = inst
+        .client(1)
+        .open(first, tessera_client::OpenOptions::new().write(true))
+        .unwrap();
+    w.write_at(&[0xEE; 1000], 0).unwrap();
+    w.close().unwrap();
+    let mut want: Vec<Vec<u8>> = files
+        .iter()
+        .map(|(e, _)| std::fs::read(e).unwrap())
+        .collect();
+    want[0][..1000].fill(0xEE);
+    let mut mtimes = Vec::new();
+    for (e, path) in &files {
+        let loc = c.locate(path, 0, None).unwrap();
+        let size = std::fs::metadata(e).unwrap().len();
+        let pfs_only = if path == first { size - 1000 } else { size };
+        assert_eq!(loc.pfs_only_bytes, pfs_only, "{path} before staging");
+        mtimes.push(c.stat(path).unwrap().mtime_ns);
+    }
+    let summary = stage(&inst, &["stage-in", data.to_str().unwrap()]);
+    assert_eq!(count(&summary, "staged in"), 9, "{summary}");
+    let mut holders = std::collections::BTreeSet::new();
+    for (i, (e, path)) in files.iter().enumerate() {
+        let loc = c.locate(path, 0, None).unwrap();
+        assert_eq!(
+            loc.pfs_only_bytes, 0,
+            "{path}: every byte in a burst buffer"
+        );
+        holders.extend(
+            loc.extents
+                .iter()
+                .filter_map(|x| x.holder.as_ref().map(|h| h.node)),
+        );
+        let mut f = c.open_read(path).unwrap();
+        let mut got = vec![0u8; want[i].len()];
+        f.read_exact_at(&mut got, 0).unwrap();
+        assert!(got == want[i], "{path} differs after staging");
+        assert_eq!(c.stat(path).unwrap().mtime_ns, mtimes[i], "{path}'s mtime");
+        // The PFS copy itself is untouched (the newer bytes are not flushed).
+        let pfs_copy = std::fs::read(e).unwrap();
+        assert_eq!(pfs_copy.len(), want[i].len());
+        if e != first_local {
+            assert!(pfs_copy == want[i]);
+        }
+    }
+    assert_eq!(holders.len(), 3, "every node took a share: {holders:?}");
+    // A rerun, by Tessera path this time, finds every byte staged.
+    let summary = stage(&inst, &["stage-in", "/tessera/imported", "/tessera"]);
+    assert_eq!(count(&summary, "staged in"), 0, "{summary}");
+    assert_eq!(count(&summary, "skipped"), 9, "{summary}");
+    // In place means in place: another destination is refused, naming where it is.
+    let out = inst.tessera(&["stage-in", data.to_str().unwrap(), "/tessera/else"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("already /tessera/imported"), "{err}");
+}

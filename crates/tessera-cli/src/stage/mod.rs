@@ -45,11 +45,13 @@ pub enum Direction {
     Out,
 }
 
-/// The (source, destination) pairs a run was given; `mount` is the instance's prefix.
+/// The (source, destination) pairs a run was given; `mount` is the instance's prefix and
+/// `pfs` its PFS directory (a stage-in source there, or a Tessera path, needs no DEST).
 pub fn pairs(
     args: &StageArgs,
     direction: Direction,
     mount: &str,
+    pfs: &Path,
 ) -> Result<Vec<(String, Option<String>)>> {
     let mut out = Vec::new();
     if let Some(m) = &args.manifest {
@@ -61,8 +63,14 @@ pub fn pairs(
     }
     match (direction, args.paths.as_slice()) {
         (_, []) => {}
+        (Direction::In, [only]) if plan::in_place(only, mount, pfs).is_some() => {
+            out.push((only.clone(), None));
+        }
         (Direction::In, [_]) => bail!(
-            "stage-in needs SOURCE... DEST (the last path is the Tessera directory they go into)"
+            "stage-in needs SOURCE... DEST (the last path is the Tessera directory they go \
+             into), or a SOURCE in the instance's PFS directory {} to bring into the burst \
+             buffers in place",
+            pfs.display()
         ),
         (Direction::In, [sources @ .., dest]) => {
             out.extend(sources.iter().map(|s| (s.clone(), Some(dest.clone()))));
@@ -90,21 +98,46 @@ fn copies(
     direction: Direction,
     pairs: &[(String, Option<String>)],
 ) -> Result<Vec<Copy>> {
+    let cfg = c.config();
     let mut out = Vec::new();
     for (source, dest) in pairs {
         match direction {
-            Direction::In => {
-                let dest = dest.as_deref().expect("stage-in pairs have a destination");
-                out.extend(plan::local_files(Path::new(source), dest)?);
-            }
+            Direction::In => match plan::in_place(source, &cfg.mount, &cfg.pfs_dir) {
+                Some(at) => {
+                    check_in_place(source, &at, dest.as_deref())?;
+                    out.extend(plan::tessera_files(c, &at, plan::Target::InPlace)?);
+                }
+                None => {
+                    let dest = dest.as_deref().context("stage-in needs SOURCE... DEST")?;
+                    out.extend(plan::local_files(Path::new(source), dest)?);
+                }
+            },
             Direction::Out => out.extend(plan::tessera_files(
                 c,
                 source,
-                dest.as_deref().map(Path::new),
+                match dest {
+                    Some(d) => plan::Target::Local(Path::new(d)),
+                    None => plan::Target::Pfs,
+                },
             )?),
         }
     }
     Ok(out)
+}
+
+/// A source Tessera already has at `at` is staged in place: a DEST, if given, must be
+/// where it is.
+fn check_in_place(source: &str, at: &str, dest: Option<&str>) -> Result<()> {
+    let Some(dest) = dest else { return Ok(()) };
+    let parent = at.rsplit_once('/').map_or("/", |(p, _)| p);
+    if dest.trim_end_matches('/') != parent.trim_end_matches('/') {
+        bail!(
+            "{source} is already {at} in Tessera (the instance's PFS directory is imported in \
+             place): stage-in brings its bytes into the burst buffers where it is; give it \
+             without DEST, or with DEST {parent}"
+        );
+    }
+    Ok(())
 }
 
 /// What the run did, for the summary and the exit status.
@@ -125,7 +158,7 @@ pub struct Outcome {
 pub fn run(layout: &InstanceLayout, args: &StageArgs, direction: Direction) -> Result<Outcome> {
     let c = Client::connect(layout.clone(), None)?;
     let cfg = layout.load_config()?;
-    let pairs = pairs(args, direction, &cfg.mount)?;
+    let pairs = pairs(args, direction, &cfg.mount, &cfg.pfs_dir)?;
     let copies = copies(&c, direction, &pairs)?;
     let sizes: Vec<u64> = copies.iter().map(|c| c.size).collect();
     let shares = tessera_core::staging::shares(&sizes, cfg.nodes);
@@ -303,6 +336,7 @@ mod tests {
             &args(&["/in/a", "/in/b", "/tessera/run"]),
             Direction::In,
             "/tessera",
+            Path::new("/pfs"),
         )
         .unwrap();
         assert_eq!(
@@ -312,13 +346,29 @@ mod tests {
                 ("/in/b".to_string(), Some("/tessera/run".to_string()))
             ]
         );
-        let e = pairs(&args(&["/in/a"]), Direction::In, "/tessera").unwrap_err();
+        let e = pairs(
+            &args(&["/in/a"]),
+            Direction::In,
+            "/tessera",
+            Path::new("/pfs"),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("SOURCE... DEST"), "{e}");
+        // A Tessera path alone is staged in place.
+        let p = pairs(
+            &args(&["/tessera/data"]),
+            Direction::In,
+            "/tessera",
+            Path::new("/pfs"),
+        )
+        .unwrap();
+        assert_eq!(p, [("/tessera/data".to_string(), None)]);
         // Stage-out: Tessera paths into the PFS directory, or into a directory outside.
         let p = pairs(
             &args(&["/tessera/a", "/tessera/b"]),
             Direction::Out,
             "/tessera",
+            Path::new("/pfs"),
         )
         .unwrap();
         assert!(p.iter().all(|(_, d)| d.is_none()));
@@ -326,12 +376,26 @@ mod tests {
             &args(&["/tessera/a", "/scratch/out"]),
             Direction::Out,
             "/tessera",
+            Path::new("/pfs"),
         )
         .unwrap();
         assert_eq!(
             p,
             [("/tessera/a".to_string(), Some("/scratch/out".to_string()))]
         );
-        assert!(pairs(&args(&[]), Direction::Out, "/tessera").is_err());
+        assert!(pairs(&args(&[]), Direction::Out, "/tessera", Path::new("/pfs")).is_err());
+    }
+
+    #[test]
+    fn an_in_place_source_takes_no_other_destination() {
+        assert!(check_in_place("/pfs/run/a", "/tessera/run/a", None).is_ok());
+        assert!(check_in_place("/pfs/run/a", "/tessera/run/a", Some("/tessera/run/")).is_ok());
+        let e = check_in_place("/pfs/run/a", "/tessera/run/a", Some("/tessera/else"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("already /tessera/run/a") && e.contains("DEST /tessera/run"),
+            "{e}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use tessera_client::{Client, Errno};
+use tessera_client::Client;
 use tessera_core::staging::{COMPLETION_XATTR, Completion};
 
 /// How one file is copied.
@@ -20,6 +20,49 @@ pub enum How {
     /// From a Tessera path to a directory outside the instance: a copy published by
     /// temporary-then-rename, as flush publishes.
     Out,
+    /// A file of the instance's PFS directory, in place: the bytes only its PFS copy holds
+    /// are read through Tessera and written back at their offsets, into the burst buffer of
+    /// the worker's node; its times are kept.
+    Fetch,
+}
+
+/// Where the files of a Tessera tree go.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// The same path in the instance's PFS directory (a flush).
+    Pfs,
+    /// Under a local directory.
+    Local(&'a Path),
+    /// Nowhere else: their PFS bytes come into the burst buffers.
+    InPlace,
+}
+
+/// The Tessera path a stage-in source has already, if any: a Tessera path (beneath the
+/// instance's prefix `mount`), or a path in the instance's PFS directory `pfs`, whose files
+/// Tessera imports at their own paths.
+pub fn in_place(source: &str, mount: &str, pfs: &Path) -> Option<String> {
+    if let Ok(inner) = tessera_core::path::resolve(source, mount) {
+        return Some(tessera_path(mount, &inner));
+    }
+    let source = std::fs::canonicalize(source).ok()?;
+    let pfs = std::fs::canonicalize(pfs).ok()?;
+    pfs_to_tessera(&source, &pfs, mount)
+}
+
+/// The Tessera path of `source` when it lies in PFS directory `pfs` (both canonical).
+pub fn pfs_to_tessera(source: &Path, pfs: &Path, mount: &str) -> Option<String> {
+    let rel = source.strip_prefix(pfs).ok()?.to_str()?;
+    Some(tessera_path(mount, &format!("/{rel}")))
+}
+
+/// The user path of internal path `inner` (`/` is the prefix itself).
+fn tessera_path(mount: &str, inner: &str) -> String {
+    let mount = mount.trim_end_matches('/');
+    if inner == "/" {
+        mount.to_string()
+    } else {
+        format!("{mount}{inner}")
+    }
 }
 
 /// One file to copy.
@@ -88,16 +131,13 @@ fn walk_local(path: &Path, dest: &str, out: &mut Vec<Copy>) -> Result<()> {
     Ok(())
 }
 
-/// The files of Tessera path `source` (a file or a tree), each with its destination: the
-/// same path in the instance's PFS directory (a flush) when `dest` is `None`, else under
-/// local directory `dest`.
-pub fn tessera_files(c: &Client, source: &str, dest: Option<&Path>) -> Result<Vec<Copy>> {
+/// The files of Tessera path `source` (a file or a tree), each with where it goes.
+pub fn tessera_files(c: &Client, source: &str, target: Target) -> Result<Vec<Copy>> {
     let a = c
         .stat(source)
-        .with_context(|| format!("stage-out source {source}"))?;
-    let top = match dest {
-        None => None,
-        Some(d) => {
+        .with_context(|| format!("stage source {source}"))?;
+    let top = match target {
+        Target::Local(d) => {
             let name = source
                 .trim_end_matches('/')
                 .rsplit('/')
@@ -105,9 +145,15 @@ pub fn tessera_files(c: &Client, source: &str, dest: Option<&Path>) -> Result<Ve
                 .unwrap_or("");
             Some(d.join(name))
         }
+        Target::Pfs | Target::InPlace => None,
+    };
+    let how = match target {
+        Target::Pfs => How::Flush,
+        Target::Local(_) => How::Out,
+        Target::InPlace => How::Fetch,
     };
     let mut out = Vec::new();
-    walk_tessera(c, source, &a, top.as_deref(), &mut out)?;
+    walk_tessera(c, source, &a, how, top.as_deref(), &mut out)?;
     Ok(out)
 }
 
@@ -115,6 +161,7 @@ fn walk_tessera(
     c: &Client,
     path: &str,
     a: &tessera_client::Attr,
+    how: How,
     dest: Option<&Path>,
     out: &mut Vec<Copy>,
 ) -> Result<()> {
@@ -126,11 +173,11 @@ fn walk_tessera(
                 let child = format!("{}/{}", path.trim_end_matches('/'), e.name);
                 let ca = c.stat(&child)?;
                 let d = dest.map(|d| d.join(&e.name));
-                walk_tessera(c, &child, &ca, d.as_deref(), out)?;
+                walk_tessera(c, &child, &ca, how, d.as_deref(), out)?;
             }
         }
         tessera_client::FileKind::File => out.push(Copy {
-            how: if dest.is_some() { How::Out } else { How::Flush },
+            how,
             source: path.to_string(),
             dest: dest.map_or_else(|| path.to_string(), |d| d.display().to_string()),
             size: a.size,
@@ -149,6 +196,8 @@ pub fn record(c: &Client, copy: &Copy, pfs: &Path) -> Option<Completion> {
         How::In => c.get_xattr(&copy.dest, COMPLETION_XATTR).ok()?,
         How::Flush => local_xattr(&pfs_path(c, pfs, &copy.dest)?)?,
         How::Out => local_xattr(Path::new(&copy.dest))?,
+        // Where its bytes are says whether it is staged (`Client::locate`).
+        How::Fetch => return None,
     };
     Completion::decode(std::str::from_utf8(&text).ok()?)
 }
@@ -184,7 +233,34 @@ pub fn set_local_xattr(path: &Path, value: &[u8]) -> Result<bool> {
     }
 }
 
-/// Whether an error says a name is there already.
-pub fn exists(e: &tessera_client::FsError) -> bool {
-    e.errno == Errno::Exist
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_in_the_pfs_directory_or_the_prefix_are_in_place() {
+        let pfs = Path::new("/scratch/pfs");
+        assert_eq!(
+            pfs_to_tessera(Path::new("/scratch/pfs/run/a"), pfs, "/tessera").as_deref(),
+            Some("/tessera/run/a")
+        );
+        assert_eq!(
+            pfs_to_tessera(pfs, pfs, "/tessera/").as_deref(),
+            Some("/tessera")
+        );
+        assert_eq!(
+            pfs_to_tessera(Path::new("/scratch/pfsx/a"), pfs, "/tessera"),
+            None
+        );
+        assert_eq!(pfs_to_tessera(Path::new("/home/a"), pfs, "/tessera"), None);
+        assert_eq!(
+            in_place("/tessera/run//a/", "/tessera", pfs).as_deref(),
+            Some("/tessera/run/a")
+        );
+        assert_eq!(
+            in_place("/tessera", "/tessera", pfs).as_deref(),
+            Some("/tessera")
+        );
+        assert_eq!(in_place("/no/such/dir", "/tessera", pfs), None);
+    }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
-use tessera_client::{Client, OpenOptions, SetMode};
+use tessera_client::{AttrChange, Client, OpenOptions, Residence, SetMode};
 use tessera_core::staging::{COMPLETION_XATTR, Completion};
 
 /// Bytes read and written at a time.
@@ -75,6 +75,21 @@ pub fn main(
             How::In => stage_in(&c, copy, &mut dirs, &mut out),
             How::Flush => flush(&c, copy, &pfs, &mut out),
             How::Out => stage_out(&c, copy, &mut out),
+            How::Fetch => match pfs_only(&c, &copy.source) {
+                // Every byte is in a burst buffer already.
+                Ok(ranges) if ranges.is_empty() => {
+                    tell(
+                        &mut out,
+                        &Event::Skipped {
+                            copy: i,
+                            bytes: copy.size,
+                        },
+                    )?;
+                    continue;
+                }
+                Ok(ranges) => fetch(&c, copy, &ranges, &mut out),
+                Err(e) => Err(e),
+            },
         };
         match copied {
             Ok(bytes) => tell(&mut out, &Event::Done { copy: i, bytes })?,
@@ -103,7 +118,7 @@ fn parents(c: &Client, path: &str, made: &mut HashSet<String>) -> Result<()> {
         }
         match c.mkdir(&at, 0o755) {
             Ok(()) => {}
-            Err(e) if super::plan::exists(&e) => {}
+            Err(e) if e.errno == tessera_client::Errno::Exist => {}
             Err(e) => return Err(e).with_context(|| format!("making {at}")),
         }
         made.insert(at.clone());
@@ -265,4 +280,90 @@ fn stage_out(c: &Client, copy: &Copy, out: &mut impl Write) -> Result<u64> {
         let _ = std::fs::remove_file(&tmp);
     }
     copied
+}
+
+/// The ranges `[start, end)` of Tessera file `path` that only its PFS copy holds.
+fn pfs_only(c: &Client, path: &str) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let loc = c.locate(path, from, None)?;
+        out.extend(
+            loc.extents
+                .iter()
+                .filter(|x| x.residence == Residence::Pfs)
+                .map(|x| (x.start, x.end)),
+        );
+        match loc.more_from {
+            Some(next) if next > from => from = next,
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The CRC32C and length of `ranges` of Tessera file `path` as published.
+fn ranges_crc(c: &Client, path: &str, ranges: &[(u64, u64)]) -> Result<(u32, u64)> {
+    let mut f = c.open_read(path)?;
+    let mut buf = vec![0u8; CHUNK];
+    let (mut crc, mut total) = (0u32, 0u64);
+    for &(start, end) in ranges {
+        let mut at = start;
+        while at < end {
+            let want = (end - at).min(CHUNK as u64) as usize;
+            let n = f.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                break;
+            }
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+            total += n as u64;
+        }
+    }
+    f.close()?;
+    Ok((crc, total))
+}
+
+/// Brings `ranges` of an imported file, held by its PFS copy only, into this node's burst
+/// buffer: each chunk read through Tessera (from the PFS copy) is written back at its
+/// offset, checked by reading the ranges back once published, and the file's times are put
+/// back as the plan found them.
+fn fetch(c: &Client, copy: &Copy, ranges: &[(u64, u64)], out: &mut impl Write) -> Result<u64> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true);
+    let mut f = c.open(&copy.source, &o)?;
+    let mut buf = vec![0u8; CHUNK];
+    let (mut crc, mut total) = (0u32, 0u64);
+    for &(start, end) in ranges {
+        let mut at = start;
+        while at < end {
+            let want = (end - at).min(CHUNK as u64) as usize;
+            let n = f.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                bail!(
+                    "{}: the file ends at {at}, before the {end} bytes its PFS copy was located to hold (changed meanwhile?)",
+                    copy.source
+                );
+            }
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            f.write_at(&buf[..n], at)?;
+            at += n as u64;
+            total += n as u64;
+            tell(out, &Event::Bytes(n as u64))?;
+        }
+    }
+    f.close()?;
+    check(
+        &copy.source,
+        (crc, total),
+        ranges_crc(c, &copy.source, ranges)?,
+    )?;
+    c.set_attr(
+        &copy.source,
+        AttrChange {
+            mode: None,
+            atime_ns: None,
+            mtime_ns: Some(copy.mtime_ns),
+        },
+    )?;
+    Ok(total)
 }
