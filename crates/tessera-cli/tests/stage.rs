@@ -1,6 +1,7 @@
 //! `tessera stage-in` and `stage-out`: trees and manifests copied in parallel by a worker
 //! per node, every copy checked by its CRC32C, reruns skipping what a completion record
-//! says is staged, and runs cut short (the command killed) finished by a rerun.
+//! says is staged, runs cut short (the command killed, or a daemon) finished by a rerun, and
+//! files of the PFS directory brought into the burst buffers in place.
 
 mod common;
 
@@ -349,4 +350,66 @@ fn files_of_the_pfs_directory_are_brought_into_the_burst_buffers_in_place() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("already /tessera/imported"), "{err}");
+}
+
+#[test]
+fn a_stage_in_cut_by_a_daemon_killed_is_finished_by_a_rerun_after_its_restart() {
+    let inst = Inst::start(3);
+    let work = scratch("stage-daemon-killed");
+    let src = work.join("big");
+    tree(&src, 18, |_| 4 << 20);
+    let run = std::process::Command::new(common::TESSERA)
+        .arg("--instance")
+        .arg(&inst.layout.dir)
+        .args(["stage-in", src.to_str().unwrap(), "/tessera/d"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c = inst.client(0);
+    eventually_ok(Duration::from_secs(60), "a first file staged", || {
+        let done = walk(&src).iter().any(|e| {
+            let rel = e.strip_prefix(&src).unwrap().to_str().unwrap().to_string();
+            c.get_xattr(&format!("/tessera/d/big/{rel}"), COMPLETION_XATTR)
+                .is_ok()
+        });
+        if done {
+            Ok(())
+        } else {
+            Err("none yet".to_string())
+        }
+    });
+    drop(c);
+    inst.kill9(2);
+    // The run ends rather than hangs; whether it failed depends on how far it had come.
+    let started = std::time::Instant::now();
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "the run outlived its daemon by {:?}",
+        started.elapsed()
+    );
+    let first = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!(
+        "first run, {:?} after the kill: {first}{}",
+        started.elapsed(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("tessera: "),
+            "a failed run names what failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    inst.restart(2);
+    let summary = stage(&inst, &["stage-in", src.to_str().unwrap(), "/tessera/d"]);
+    let (copied, skipped) = (count(&summary, "staged in"), count(&summary, "skipped"));
+    assert_eq!(copied + skipped, 18, "{first}\n{summary}");
+    assert!(
+        skipped >= 1,
+        "what finished before the kill is skipped: {summary}"
+    );
+    assert_eq!(same_in_tessera(&inst, &src, "/tessera/d/big"), 18);
+    let _ = std::fs::remove_dir_all(&work);
 }

@@ -59,7 +59,7 @@ pub fn main(
     let pfs = c.config().pfs_dir;
     let mut out = std::io::stdout().lock();
     let mut dirs = HashSet::new();
-    for &i in mine {
+    for (at, &i) in mine.iter().enumerate() {
         let copy = &plan.copies[i];
         if record(&c, copy, &pfs).is_some_and(|r| r.covers(copy.size, copy.mtime_ns)) {
             tell(
@@ -93,13 +93,31 @@ pub fn main(
         };
         match copied {
             Ok(bytes) => tell(&mut out, &Event::Done { copy: i, bytes })?,
-            Err(e) => tell(
-                &mut out,
-                &Event::Failed {
-                    copy: i,
-                    error: format!("{e:#}"),
-                },
-            )?,
+            Err(e) => {
+                tell(
+                    &mut out,
+                    &Event::Failed {
+                        copy: i,
+                        error: format!("{e:#}"),
+                    },
+                )?;
+                if !c.connected() {
+                    // This node's daemon is gone (a reconnection gave up): every file left
+                    // would wait as long again, so they are reported at once.
+                    for &rest in &mine[at + 1..] {
+                        tell(
+                            &mut out,
+                            &Event::Failed {
+                                copy: rest,
+                                error: format!(
+                                    "not copied: node {node}'s daemon stopped during the run; restart it (`tessera start --node {node}`) and run the same command again"
+                                ),
+                            },
+                        )?;
+                    }
+                    return Ok(());
+                }
+            }
         }
     }
     Ok(())

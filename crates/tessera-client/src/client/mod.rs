@@ -343,6 +343,12 @@ impl Client {
         self.lock().call_by::<Nop>(Request::Nop(Nop), way)
     }
 
+    /// Whether this process holds a connection to its daemon: false once the daemon went
+    /// away and a reconnection gave up (`TESSERA_RECONNECT_SECS`), until a call reconnects.
+    pub fn connected(&self) -> bool {
+        self.lock().conn.is_some()
+    }
+
     /// Whether small requests of this process go through a ring.
     pub fn has_ring(&self) -> bool {
         let mut g = self.lock();
