@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 use tessera_proto::InstanceLayout;
+use tessera_proto::metric_names as names;
 
 /// One node's samples (name with labels -> value) at one moment.
 pub type Samples = HashMap<String, f64>;
@@ -46,66 +47,74 @@ fn family_sum(s: &Samples, prefix: &str) -> f64 {
 const COLUMNS: &[Column] = &[
     Column {
         head: "write",
-        cell: |b, n, t| bytes_rate(b, n, t, "tessera_write_bytes_total"),
+        cell: |b, n, t| bytes_rate(b, n, t, names::WRITE_BYTES),
     },
     Column {
         head: "read local",
-        cell: |b, n, t| bytes_rate(b, n, t, "tessera_read_bytes_total{source=\"local\"}"),
+        cell: |b, n, t| bytes_rate(b, n, t, names::READ_LOCAL_BYTES),
     },
     Column {
         head: "read remote",
-        cell: |b, n, t| bytes_rate(b, n, t, "tessera_read_bytes_total{source=\"remote\"}"),
+        cell: |b, n, t| bytes_rate(b, n, t, names::READ_REMOTE_BYTES),
     },
     Column {
         head: "read pfs",
-        cell: |b, n, t| bytes_rate(b, n, t, "tessera_read_bytes_total{source=\"pfs\"}"),
+        cell: |b, n, t| bytes_rate(b, n, t, names::READ_PFS_BYTES),
     },
     Column {
         head: "attach/s",
-        cell: |b, n, t| format!("{:.0}", rate(b, n, t, "tessera_attaches_total")),
+        cell: |b, n, t| format!("{:.0}", rate(b, n, t, names::ATTACHES)),
     },
     Column {
         head: "query/s",
-        cell: |b, n, t| format!("{:.0}", rate(b, n, t, "tessera_queries_total")),
+        cell: |b, n, t| format!("{:.0}", rate(b, n, t, names::QUERIES)),
     },
     Column {
         head: "locks/s",
-        cell: |b, n, t| format!("{:.0}", rate(b, n, t, "tessera_locks_granted_total")),
+        cell: |b, n, t| format!("{:.0}", rate(b, n, t, names::LOCKS_GRANTED)),
     },
     Column {
         head: "waiting",
-        cell: |_, n, _| format!("{:.0}", get(n, "tessera_lock_waiters")),
+        cell: |_, n, _| format!("{:.0}", get(n, names::LOCK_WAITERS)),
     },
     Column {
         head: "txns",
         cell: |_, n, _| {
             format!(
                 "{:.0}/{:.0}",
-                get(n, "tessera_transactions_total{outcome=\"commit\"}"),
-                get(n, "tessera_transactions_total{outcome=\"abort\"}")
+                get(n, names::TXN_COMMITS),
+                get(n, names::TXN_ABORTS)
             )
         },
     },
     Column {
         head: "flush",
-        cell: |b, n, t| bytes_rate(b, n, t, "tessera_flush_bytes_total"),
+        cell: |b, n, t| bytes_rate(b, n, t, names::FLUSH_BYTES),
+    },
+    Column {
+        head: "stage",
+        cell: |b, n, t| {
+            let secs = t.max(f64::MIN_POSITIVE);
+            let grew = |name| (get(n, name) - get(b, name)).max(0.0);
+            let bytes = grew(names::STAGE_IN_BYTES) + grew(names::STAGE_OUT_BYTES);
+            format!("{}/s", human((bytes / secs) as u64))
+        },
     },
     Column {
         head: "errors/s",
         cell: |b, n, t| {
             let secs = t.max(f64::MIN_POSITIVE);
-            let grew =
-                family_sum(n, "tessera_errors_total") - family_sum(b, "tessera_errors_total");
+            let grew = family_sum(n, names::ERRORS) - family_sum(b, names::ERRORS);
             format!("{:.0}", grew.max(0.0) / secs)
         },
     },
     Column {
         head: "clients",
-        cell: |_, n, _| format!("{:.0}", get(n, "tessera_clients")),
+        cell: |_, n, _| format!("{:.0}", get(n, names::CLIENTS)),
     },
     Column {
         head: "bb used",
-        cell: |_, n, _| human(get(n, "tessera_bb_used_bytes") as u64),
+        cell: |_, n, _| human(get(n, names::BB_USED_BYTES) as u64),
     },
 ];
 

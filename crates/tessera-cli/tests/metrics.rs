@@ -213,6 +213,50 @@ fn each_counter_moves_by_what_the_workload_did() {
 }
 
 #[test]
+fn staging_counts_its_bytes_where_the_workers_copied_them() {
+    let inst = Inst::start_with(2, &["--set", "metrics_port=0"]);
+    let scrape = Scraper::of(&inst);
+    let work = common::scratch("metrics-stage");
+    let src = work.join("set");
+    std::fs::create_dir_all(&src).unwrap();
+    let sizes = [300_000u64, 200_000, 100_000, 50_000];
+    for (i, size) in sizes.iter().enumerate() {
+        std::fs::write(src.join(format!("f{i}")), vec![i as u8; *size as usize]).unwrap();
+    }
+    let total: u64 = sizes.iter().sum();
+    let before = scrape.all();
+    let run = |args: &[&str]| {
+        let out = inst.tessera(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["stage-in", src.to_str().unwrap(), "/tessera/in"]);
+    let staged_in = scrape.all();
+    let stage_in = "tessera_stage_bytes_total{direction=\"in\"}";
+    let stage_out = "tessera_stage_bytes_total{direction=\"out\"}";
+    assert_eq!(grew_all(&before, &staged_in, stage_in), total as f64);
+    for n in 0..2 {
+        assert!(
+            grew(&before, &staged_in, n, stage_in) > 0.0,
+            "node {n}'s worker staged a share through its daemon"
+        );
+    }
+    assert_eq!(grew_all(&before, &staged_in, stage_out), 0.0);
+    run(&[
+        "stage-out",
+        "/tessera/in/set",
+        work.join("out").to_str().unwrap(),
+    ]);
+    let staged_out = scrape.all();
+    assert_eq!(grew_all(&staged_in, &staged_out, stage_out), total as f64);
+    assert_eq!(grew_all(&staged_in, &staged_out, stage_in), 0.0);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn the_endpoint_answers_only_its_path_and_status_names_it() {
     let inst = Inst::start_with(2, &["--set", "metrics_port=0"]);
     let scrape = Scraper::of(&inst);

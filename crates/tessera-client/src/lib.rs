@@ -54,6 +54,7 @@ pub use tessera_core::xattrs::{SetMode, XattrOp, XattrReply};
 pub use tessera_core::{Errno, FsError, FsResult, Model};
 /// The descriptors the library holds, for the interposer's guard of the program's calls.
 pub use tessera_logstore::library_fds;
+pub use tessera_proto::StageDirection;
 pub use tessera_proto::{
     Attr, AttrChange, DirEntry, FileKind, InstanceConfig, InstanceLayout, NodeStatus, OwnedExtent,
     OwnedRun, extents_of, sorted_extents,

@@ -93,6 +93,10 @@ impl Node {
                 self.clients.said_goodbye(client);
                 Encoded::answer::<()>(Ok(()))
             }
+            Request::Staged(r) => {
+                self.metrics.staged(r.direction, r.bytes);
+                Encoded::answer::<()>(Ok(()))
+            }
         }
     }
 

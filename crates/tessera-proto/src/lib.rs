@@ -23,6 +23,7 @@ pub mod config;
 pub mod frame;
 pub mod hosts;
 pub mod instance_dir;
+pub mod metric_names;
 pub mod msg;
 pub mod peer_auth;
 pub mod reports;

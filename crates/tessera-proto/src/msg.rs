@@ -9,7 +9,7 @@ use tessera_core::Owner;
 pub use tessera_core::meta::{Attr, AttrChange, Dentry, DirEntry, FileKind, SizeChange};
 
 /// Version of the client and peer protocols; a mismatch is refused at hello.
-pub const PROTOCOL_VERSION: u32 = 25;
+pub const PROTOCOL_VERSION: u32 = 26;
 
 /// One range of a file and the log that holds its newest attached bytes (the flat form of
 /// an [`OwnedRun`], for flushes and the C API).

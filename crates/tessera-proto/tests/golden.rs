@@ -625,6 +625,13 @@ fn client_samples(s: &mut Samples) {
     );
     s.client(Nop, ());
     s.client(Goodbye, ());
+    s.client(
+        Staged {
+            direction: StageDirection::Out,
+            bytes: 1 << 30,
+        },
+        (),
+    );
 }
 
 fn peer_samples(s: &mut Samples) {

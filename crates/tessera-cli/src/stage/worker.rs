@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
-use tessera_client::{AttrChange, Client, OpenOptions, Residence, SetMode};
+use tessera_client::{AttrChange, Client, OpenOptions, Residence, SetMode, StageDirection};
 use tessera_core::staging::{COMPLETION_XATTR, Completion};
 
 /// Bytes read and written at a time.
@@ -92,7 +92,16 @@ pub fn main(
             },
         };
         match copied {
-            Ok(bytes) => tell(&mut out, &Event::Done { copy: i, bytes })?,
+            Ok(bytes) => {
+                let direction = match copy.how {
+                    How::In | How::Fetch => StageDirection::In,
+                    How::Flush | How::Out => StageDirection::Out,
+                };
+                if let Err(e) = c.report_staged(direction, bytes) {
+                    tracing::debug!("counting staged bytes: {e}");
+                }
+                tell(&mut out, &Event::Done { copy: i, bytes })?
+            }
             Err(e) => {
                 tell(
                     &mut out,

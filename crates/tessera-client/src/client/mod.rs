@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_core::{Errno, FsError, FsResult, RangeMap, RangeSet};
 use tessera_logstore::LogView;
-use tessera_proto::{InstanceConfig, InstanceLayout, Nop, Request};
+use tessera_proto::{InstanceConfig, InstanceLayout, Nop, Request, StageDirection, Staged};
 
 use serde::{Deserialize, Serialize};
 
@@ -341,6 +341,12 @@ impl Client {
     pub fn nop(&self, socket_only: bool) -> FsResult<()> {
         let way = if socket_only { Way::Socket } else { Way::Any };
         self.lock().call_by::<Nop>(Request::Nop(Nop), way)
+    }
+
+    /// Tells this process's daemon that a staging copy moved `bytes` through it, for its
+    /// metrics (`tessera_stage_bytes_total`).
+    pub fn report_staged(&self, direction: StageDirection, bytes: u64) -> FsResult<()> {
+        self.lock().call(Staged { direction, bytes })
     }
 
     /// Whether this process holds a connection to its daemon: false once the daemon went

@@ -1,6 +1,6 @@
 //! What a daemon counts for dashboards, in the Prometheus (OpenMetrics) text format: bytes
-//! written and read by source, attaches, queries, locks, transactions, flushes, errors by
-//! errno, request latency per service, and the burst buffer's space.
+//! written and read by source, attaches, queries, locks, transactions, flushes, staging,
+//! errors by errno, request latency per service, and the burst buffer's space.
 //!
 //! Two kinds of figure. Events are counted where they happen ([`Metrics`]'s methods, called
 //! by the router and the services). State (space, clients, lock waiters, the client-reported
@@ -26,6 +26,7 @@ use reports::{LOCAL_READ_BYTES, PFS_READ_BYTES, ReportTotals};
 use std::sync::Mutex;
 use std::time::Duration;
 use tessera_core::Errno;
+use tessera_proto::StageDirection;
 use tessera_shm::RingReports;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,6 +49,11 @@ struct SourceLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabel {
+    direction: &'static str,
 }
 
 /// Where the bytes of a read came from.
@@ -107,6 +113,8 @@ pub struct Metrics {
     queries: Counter,
     txns: Family<OutcomeLabel, Counter>,
     flush_bytes: Counter,
+    /// The counters of the family `stage_bytes`: in, out.
+    stage_bytes: [Counter; 2],
     locks_granted: Counter,
     lock_waits: Counter,
     gauges: Gauges,
@@ -135,6 +143,13 @@ struct Scrape {
     reports: ReportTotals<RingReports>,
     /// The client-reported totals already added to the read counters.
     reported: [u64; reports::SLOTS],
+}
+
+/// A counter registered in `registry` as `name` (`_total` is added).
+fn counter(registry: &mut Registry, name: &str, help: &str) -> Counter {
+    let c = Counter::default();
+    registry.register(name, help, c.clone());
+    c
 }
 
 impl Default for Metrics {
@@ -170,11 +185,10 @@ impl Metrics {
             "Requests answered with an error, by errno",
             errors.clone(),
         );
-        let write_bytes = Counter::default();
-        registry.register(
+        let write_bytes = counter(
+            &mut registry,
             "write_bytes",
             "Bytes this node's clients attached (made visible) to files",
-            write_bytes.clone(),
         );
         let read_family = Family::<SourceLabel, Counter>::default();
         registry.register(
@@ -189,23 +203,20 @@ impl Metrics {
                 })
                 .clone()
         });
-        let peer_read_bytes = Counter::default();
-        registry.register(
+        let peer_read_bytes = counter(
+            &mut registry,
             "peer_read_bytes",
             "Bytes of this node's logs sent to other nodes for their clients' reads",
-            peer_read_bytes.clone(),
         );
-        let attaches = Counter::default();
-        registry.register(
+        let attaches = counter(
+            &mut registry,
             "attaches",
             "Attach requests of this node's clients",
-            attaches.clone(),
         );
-        let queries = Counter::default();
-        registry.register(
+        let queries = counter(
+            &mut registry,
             "queries",
             "Ownership queries of this node's clients",
-            queries.clone(),
         );
         let txns = Family::<OutcomeLabel, Counter>::default();
         registry.register(
@@ -213,24 +224,32 @@ impl Metrics {
             "Transactions this node was home of, by decision (commit or abort)",
             txns.clone(),
         );
-        let flush_bytes = Counter::default();
-        registry.register(
+        let flush_bytes = counter(
+            &mut registry,
             "flush_bytes",
             "Bytes this node wrote into the PFS directory by flush",
-            flush_bytes.clone(),
         );
-        let locks_granted = Counter::default();
-        registry.register(
+        let locks_granted = counter(
+            &mut registry,
             "locks_granted",
             "Byte-range and list locks granted by this node's lock tables",
-            locks_granted.clone(),
         );
-        let lock_waits = Counter::default();
-        registry.register(
+        let lock_waits = counter(
+            &mut registry,
             "lock_waits",
             "Lock requests that waited in this node's lock tables behind a conflicting holder (once per 5 s slice of waiting)",
-            lock_waits.clone(),
         );
+        let stage_family = Family::<DirectionLabel, Counter>::default();
+        registry.register(
+            "stage_bytes",
+            "Bytes staging workers copied through this node, by direction (in: into Tessera, out: out of it)",
+            stage_family.clone(),
+        );
+        let stage_bytes = ["in", "out"].map(|direction| {
+            stage_family
+                .get_or_create(&DirectionLabel { direction })
+                .clone()
+        });
         let gauges = Gauges::register(&mut registry);
         Metrics {
             registry,
@@ -243,6 +262,7 @@ impl Metrics {
             queries,
             txns,
             flush_bytes,
+            stage_bytes,
             locks_granted,
             lock_waits,
             gauges,
@@ -305,6 +325,15 @@ impl Metrics {
     /// Bytes written into the PFS directory by a flush.
     pub fn flushed(&self, bytes: u64) {
         self.flush_bytes.inc_by(bytes);
+    }
+
+    /// Bytes a staging worker copied through this node.
+    pub fn staged(&self, direction: StageDirection, bytes: u64) {
+        self.stage_bytes[match direction {
+            StageDirection::In => 0,
+            StageDirection::Out => 1,
+        }]
+        .inc_by(bytes);
     }
 
     /// Counts what client `client` reports in its ring from now on.
@@ -451,6 +480,8 @@ mod tests {
         m.read(ReadSource::Remote, 512);
         m.decided(true);
         m.flushed(77);
+        m.staged(StageDirection::In, 300);
+        m.staged(StageDirection::In, 12);
         m.request(
             Service::Namespace,
             false,
@@ -483,6 +514,14 @@ mod tests {
         );
         assert_eq!(value(&s, "tessera_flush_bytes_total"), Some(77.0));
         assert_eq!(
+            value(&s, "tessera_stage_bytes_total{direction=\"in\"}"),
+            Some(312.0)
+        );
+        assert_eq!(
+            value(&s, "tessera_stage_bytes_total{direction=\"out\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
             value(&s, "tessera_errors_total{errno=\"ENOENT\"}"),
             Some(1.0)
         );
@@ -509,6 +548,23 @@ mod tests {
         assert_eq!(value(&s, "tessera_bb_used_bytes"), Some(1048576.0));
         assert_eq!(value(&s, "tessera_clients"), Some(3.0));
         assert_eq!(value(&s, "tessera_locks_granted_total"), Some(5.0));
+    }
+
+    #[test]
+    fn the_names_status_watch_reads_are_the_names_rendered() {
+        let m = Metrics::new();
+        m.request(
+            Service::Admin,
+            false,
+            Duration::from_micros(1),
+            Some(Errno::Io),
+        );
+        let s = m.samples(&Sampled::default());
+        for name in tessera_proto::metric_names::ALWAYS_PRESENT {
+            assert!(value(&s, name).is_some(), "{name} is not rendered");
+        }
+        let errors = tessera_proto::metric_names::ERRORS;
+        assert!(s.iter().any(|(n, _)| n.starts_with(errors)), "{errors}");
     }
 
     #[test]

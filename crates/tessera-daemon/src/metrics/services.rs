@@ -106,9 +106,12 @@ impl Service {
             | R::TxnReserve(_) => Service::Txn,
             R::CatChange(_) | R::CatLookup(_) | R::CatList(_) | R::CatWait(_) => Service::Catalogue,
             R::Locate(_) | R::MigratePlan(_) | R::ForwardPing(_) => Service::Locality,
-            R::Hello(_) | R::Status(_) | R::Shutdown(_) | R::Nop(_) | R::Goodbye(_) => {
-                Service::Admin
-            }
+            R::Hello(_)
+            | R::Status(_)
+            | R::Shutdown(_)
+            | R::Nop(_)
+            | R::Goodbye(_)
+            | R::Staged(_) => Service::Admin,
         }
     }
 

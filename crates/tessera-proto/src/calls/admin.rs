@@ -38,6 +38,23 @@ pub struct RegionAt {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Nop;
 
+/// Which way staged bytes went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageDirection {
+    /// Into Tessera (`tessera stage-in`).
+    In,
+    /// Out of Tessera (`tessera stage-out`).
+    Out,
+}
+
+/// A staging worker copied `bytes` through this daemon (counted in its metrics as
+/// `tessera_stage_bytes_total`); the bytes themselves went by the usual requests.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Staged {
+    pub direction: StageDirection,
+    pub bytes: u64,
+}
+
 /// The process is done with this connection and its client id: it will not resume it, so
 /// the daemon deals with what the id left (publishes it, deletes a log it no longer needs) as
 /// for a process that ended. Sent when the client library lets go of its connection.

@@ -179,6 +179,7 @@ protocol! {
         StatLeased = "stat_leased" -> Leased,
         Nop = "nop" -> (),
         Goodbye = "goodbye" -> (),
+        Staged = "staged" -> (),
     }
 }
 
@@ -309,6 +310,8 @@ impl Request {
             Request::StatLeased(_) | Request::Nop(_) => true,
             // A new connection has another id: a goodbye is never resent.
             Request::Goodbye(_) => false,
+            // A second copy counts the bytes twice.
+            Request::Staged(_) => false,
             // A second copy reserves a second range.
             Request::AppendAt(_) => false,
             Request::Xattr(r) => r.op.is_idempotent(),
