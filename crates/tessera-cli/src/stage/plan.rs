@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use tessera_client::Client;
+use tessera_client::{Client, Errno, InstanceConfig};
 use tessera_core::staging::{COMPLETION_XATTR, Completion};
 
 /// How one file is copied.
@@ -190,22 +190,56 @@ fn walk_tessera(
     Ok(())
 }
 
-/// The completion record of `copy`'s destination, if it has one.
-pub fn record(c: &Client, copy: &Copy, pfs: &Path) -> Option<Completion> {
+/// What a copy's destination holds before the copy.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// No file there (for a stage-in: nothing to clear before writing).
+    Absent,
+    /// A file with no record, or one that does not decode.
+    Unrecorded,
+    Recorded(Completion),
+}
+
+impl Found {
+    /// Whether the destination is a finished copy of a source of this size and time.
+    pub fn covers(&self, size: u64, mtime_ns: i64) -> bool {
+        matches!(self, Found::Recorded(r) if r.covers(size, mtime_ns))
+    }
+}
+
+/// The completion record of `copy`'s destination, if it has one; `cfg` is the instance's.
+pub fn record(c: &Client, cfg: &InstanceConfig, copy: &Copy) -> Found {
     let text = match copy.how {
-        How::In => c.get_xattr(&copy.dest, COMPLETION_XATTR).ok()?,
-        How::Flush => local_xattr(&pfs_path(c, pfs, &copy.dest)?)?,
-        How::Out => local_xattr(Path::new(&copy.dest))?,
+        How::In => match c.get_xattr(&copy.dest, COMPLETION_XATTR) {
+            Ok(text) => text,
+            Err(e) if e.errno == Errno::NoEnt => return Found::Absent,
+            Err(_) => return Found::Unrecorded,
+        },
+        How::Flush => match pfs_path(cfg, &copy.dest) {
+            Some(p) => match local_xattr(&p) {
+                Some(text) => text,
+                None if !p.exists() => return Found::Absent,
+                None => return Found::Unrecorded,
+            },
+            None => return Found::Unrecorded,
+        },
+        How::Out => match local_xattr(Path::new(&copy.dest)) {
+            Some(text) => text,
+            None => return Found::Unrecorded,
+        },
         // Where its bytes are says whether it is staged (`Client::locate`).
-        How::Fetch => return None,
+        How::Fetch => return Found::Unrecorded,
     };
-    Completion::decode(std::str::from_utf8(&text).ok()?)
+    std::str::from_utf8(&text)
+        .ok()
+        .and_then(Completion::decode)
+        .map_or(Found::Unrecorded, Found::Recorded)
 }
 
 /// Where a Tessera path's flushed copy is in the PFS directory.
-pub fn pfs_path(c: &Client, pfs: &Path, tessera: &str) -> Option<PathBuf> {
-    let inner = tessera_core::path::resolve(tessera, &c.config().mount).ok()?;
-    Some(pfs.join(inner.trim_start_matches('/')))
+pub fn pfs_path(cfg: &InstanceConfig, tessera: &str) -> Option<PathBuf> {
+    let inner = tessera_core::path::resolve(tessera, &cfg.mount).ok()?;
+    Some(cfg.pfs_dir.join(inner.trim_start_matches('/')))
 }
 
 /// An extended attribute of a local file (`None` if it has none, or the file system keeps

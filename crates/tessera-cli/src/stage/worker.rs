@@ -1,15 +1,20 @@
 //! One node's share of a staging run (`tessera stage-worker`, launched on the node's host):
-//! each file copied through this node's daemon, its CRC32C computed while the source is
-//! read and compared with the destination's bytes read back once published, then its
-//! completion record written. Progress goes to stdout as JSON lines for the front end.
+//! each file copied through this node's daemon (a few at once, a connection each), its
+//! CRC32C computed while the source is read and compared with the destination's bytes read
+//! back once published, then its completion record written. Progress goes to stdout as JSON
+//! lines for the front end.
 
-use super::plan::{Copy, How, Plan, pfs_path, record, set_local_xattr};
+use super::plan::{Copy, Found, How, Plan, pfs_path, record, set_local_xattr};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
-use tessera_client::{AttrChange, Client, OpenOptions, Residence, SetMode, StageDirection};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use tessera_client::{
+    AttrChange, Client, InstanceConfig, OpenOptions, Residence, SetMode, StageDirection,
+};
 use tessera_core::staging::{COMPLETION_XATTR, Completion};
 
 /// Bytes read and written at a time.
@@ -36,10 +41,31 @@ pub enum Event {
     },
 }
 
-fn tell(out: &mut impl Write, e: &Event) -> Result<()> {
-    writeln!(out, "{}", serde_json::to_string(e)?)?;
-    out.flush()?;
+/// Where a worker's threads tell the front end, a whole line at a time.
+struct Out(Mutex<std::io::Stdout>);
+
+fn tell(out: &Out, e: &Event) -> Result<()> {
+    let line = format!("{}\n", serde_json::to_string(e)?);
+    let mut o = out.0.lock().unwrap_or_else(|p| p.into_inner());
+    o.write_all(line.as_bytes())?;
+    o.flush()?;
     Ok(())
+}
+
+/// Files one worker copies at once, each thread with its own connection: a small file's
+/// copy is a handful of round trips, which overlap.
+const FILES_IN_FLIGHT: usize = 4;
+
+/// What a worker's threads share: the plan, the next file of the share to take, and
+/// whether the node's daemon was found gone.
+struct Share<'a> {
+    layout: &'a tessera_client::InstanceLayout,
+    node: u32,
+    plan: &'a Plan,
+    mine: &'a [usize],
+    next: AtomicUsize,
+    daemon_gone: AtomicBool,
+    out: Out,
 }
 
 /// Runs share `share` of the plan at `plan` through node `node`'s daemon.
@@ -55,15 +81,61 @@ pub fn main(
     let Some(mine) = plan.shares.get(share) else {
         bail!("the plan has no share {share}");
     };
-    let c = Client::connect(layout.clone(), Some(node))?;
-    let pfs = c.config().pfs_dir;
-    let mut out = std::io::stdout().lock();
+    let shared = Share {
+        layout,
+        node,
+        plan: &plan,
+        mine,
+        next: AtomicUsize::new(0),
+        daemon_gone: AtomicBool::new(false),
+        out: Out(Mutex::new(std::io::stdout())),
+    };
+    let threads = FILES_IN_FLIGHT.min(mine.len()).max(1);
+    std::thread::scope(|s| {
+        let running: Vec<_> = (0..threads)
+            .map(|_| s.spawn(|| copy_files(&shared)))
+            .collect();
+        running
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a copying thread panicked")))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
+/// One thread of a worker: takes the share's files one at a time until none is left.
+fn copy_files(share: &Share) -> Result<()> {
+    let c = Client::connect(share.layout.clone(), Some(share.node))?;
+    let cfg = c.config();
+    let out = &share.out;
+    let node = share.node;
     let mut dirs = HashSet::new();
-    for (at, &i) in mine.iter().enumerate() {
-        let copy = &plan.copies[i];
-        if record(&c, copy, &pfs).is_some_and(|r| r.covers(copy.size, copy.mtime_ns)) {
+    loop {
+        let at = share.next.fetch_add(1, Ordering::Relaxed);
+        let Some(&i) = share.mine.get(at) else {
+            return Ok(());
+        };
+        if share.daemon_gone.load(Ordering::Relaxed) {
+            // Every file left would wait as long again for the daemon: reported at once.
             tell(
-                &mut out,
+                out,
+                &Event::Failed {
+                    copy: i,
+                    error: format!(
+                        "not copied: node {node}'s daemon stopped during the run; restart it (`tessera start --node {node}`) and run the same command again"
+                    ),
+                },
+            )?;
+            continue;
+        }
+        let copy = &share.plan.copies[i];
+        let found = record(&c, &cfg, copy);
+        if found.covers(copy.size, copy.mtime_ns) {
+            tell(
+                out,
                 &Event::Skipped {
                     copy: i,
                     bytes: copy.size,
@@ -72,14 +144,14 @@ pub fn main(
             continue;
         }
         let copied = match copy.how {
-            How::In => stage_in(&c, copy, &mut dirs, &mut out),
-            How::Flush => flush(&c, copy, &pfs, &mut out),
-            How::Out => stage_out(&c, copy, &mut out),
+            How::In => stage_in(&c, &cfg.mount, copy, found, &mut dirs, out),
+            How::Flush => flush(&c, &cfg, copy, out),
+            How::Out => stage_out(&c, copy, out),
             How::Fetch => match pfs_only(&c, &copy.source) {
                 // Every byte is in a burst buffer already.
                 Ok(ranges) if ranges.is_empty() => {
                     tell(
-                        &mut out,
+                        out,
                         &Event::Skipped {
                             copy: i,
                             bytes: copy.size,
@@ -87,7 +159,7 @@ pub fn main(
                     )?;
                     continue;
                 }
-                Ok(ranges) => fetch(&c, copy, &ranges, &mut out),
+                Ok(ranges) => fetch(&c, copy, &ranges, out),
                 Err(e) => Err(e),
             },
         };
@@ -100,41 +172,27 @@ pub fn main(
                 if let Err(e) = c.report_staged(direction, bytes) {
                     tracing::debug!("counting staged bytes: {e}");
                 }
-                tell(&mut out, &Event::Done { copy: i, bytes })?
+                tell(out, &Event::Done { copy: i, bytes })?
             }
             Err(e) => {
                 tell(
-                    &mut out,
+                    out,
                     &Event::Failed {
                         copy: i,
                         error: format!("{e:#}"),
                     },
                 )?;
                 if !c.connected() {
-                    // This node's daemon is gone (a reconnection gave up): every file left
-                    // would wait as long again, so they are reported at once.
-                    for &rest in &mine[at + 1..] {
-                        tell(
-                            &mut out,
-                            &Event::Failed {
-                                copy: rest,
-                                error: format!(
-                                    "not copied: node {node}'s daemon stopped during the run; restart it (`tessera start --node {node}`) and run the same command again"
-                                ),
-                            },
-                        )?;
-                    }
-                    return Ok(());
+                    // This node's daemon is gone (a reconnection gave up).
+                    share.daemon_gone.store(true, Ordering::Relaxed);
                 }
             }
         }
     }
-    Ok(())
 }
 
 /// Makes the Tessera directories above `path` (those not made already by this worker).
-fn parents(c: &Client, path: &str, made: &mut HashSet<String>) -> Result<()> {
-    let mount = c.config().mount;
+fn parents(c: &Client, mount: &str, path: &str, made: &mut HashSet<String>) -> Result<()> {
     let mut at = String::new();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
@@ -156,7 +214,7 @@ fn parents(c: &Client, path: &str, made: &mut HashSet<String>) -> Result<()> {
 /// Reads `src` to its end in chunks, handing each to `sink`; the CRC32C and length.
 fn pump(
     src: &mut impl Read,
-    out: &mut impl Write,
+    out: Option<&Out>,
     mut sink: impl FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<(u32, u64)> {
     let mut buf = vec![0u8; CHUNK];
@@ -171,7 +229,9 @@ fn pump(
         crc = crc32c::crc32c_append(crc, &buf[..n]);
         sink(&buf[..n], at)?;
         at += n as u64;
-        tell(out, &Event::Bytes(n as u64))?;
+        if let Some(out) = out {
+            tell(out, &Event::Bytes(n as u64))?;
+        }
     }
 }
 
@@ -193,7 +253,7 @@ fn tessera_crc(c: &Client, path: &str) -> Result<(u32, u64)> {
 
 fn local_crc(path: &Path) -> Result<(u32, u64)> {
     let mut f = std::fs::File::open(path)?;
-    pump(&mut f, &mut std::io::sink(), |_, _| Ok(()))
+    pump(&mut f, None, |_, _| Ok(()))
 }
 
 fn check(what: &str, read: (u32, u64), back: (u32, u64)) -> Result<()> {
@@ -211,20 +271,24 @@ fn check(what: &str, read: (u32, u64), back: (u32, u64)) -> Result<()> {
 
 fn stage_in(
     c: &Client,
+    mount: &str,
     copy: &Copy,
+    found: Found,
     dirs: &mut HashSet<String>,
-    out: &mut impl Write,
+    out: &Out,
 ) -> Result<u64> {
-    parents(c, &copy.dest, dirs)?;
+    parents(c, mount, &copy.dest, dirs)?;
     // A record left from an earlier copy goes first: a copy cut short must not look done.
-    let _ = c.remove_xattr(&copy.dest, COMPLETION_XATTR);
+    if found != Found::Absent {
+        let _ = c.remove_xattr(&copy.dest, COMPLETION_XATTR);
+    }
     let mut src =
         std::fs::File::open(&copy.source).with_context(|| format!("opening {}", copy.source))?;
     let m = src.metadata()?;
     let mut o = OpenOptions::new();
     o.write(true).create(true).truncate(true);
     let mut dst = c.open(&copy.dest, &o)?;
-    let read = pump(&mut src, out, |bytes, at| {
+    let read = pump(&mut src, Some(out), |bytes, at| {
         dst.write_at(bytes, at)?;
         Ok(())
     })?;
@@ -244,11 +308,11 @@ fn stage_in(
     Ok(read.1)
 }
 
-fn flush(c: &Client, copy: &Copy, pfs: &Path, out: &mut impl Write) -> Result<u64> {
+fn flush(c: &Client, cfg: &InstanceConfig, copy: &Copy, out: &Out) -> Result<u64> {
     let read = tessera_crc(c, &copy.source)?;
     c.flush_path(&copy.source)?;
     tell(out, &Event::Bytes(read.1))?;
-    let target = pfs_path(c, pfs, &copy.source)
+    let target = pfs_path(cfg, &copy.source)
         .with_context(|| format!("{} is not beneath the instance's prefix", copy.source))?;
     check(&target.display().to_string(), read, local_crc(&target)?)?;
     let done = Completion {
@@ -260,7 +324,7 @@ fn flush(c: &Client, copy: &Copy, pfs: &Path, out: &mut impl Write) -> Result<u6
     Ok(read.1)
 }
 
-fn stage_out(c: &Client, copy: &Copy, out: &mut impl Write) -> Result<u64> {
+fn stage_out(c: &Client, copy: &Copy, out: &Out) -> Result<u64> {
     let dest = Path::new(&copy.dest);
     if let Some(dir) = dest.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
@@ -354,7 +418,7 @@ fn ranges_crc(c: &Client, path: &str, ranges: &[(u64, u64)]) -> Result<(u32, u64
 /// buffer: each chunk read through Tessera (from the PFS copy) is written back at its
 /// offset, checked by reading the ranges back once published, and the file's times are put
 /// back as the plan found them.
-fn fetch(c: &Client, copy: &Copy, ranges: &[(u64, u64)], out: &mut impl Write) -> Result<u64> {
+fn fetch(c: &Client, copy: &Copy, ranges: &[(u64, u64)], out: &Out) -> Result<u64> {
     let mut o = OpenOptions::new();
     o.read(true).write(true);
     let mut f = c.open(&copy.source, &o)?;
