@@ -223,6 +223,23 @@ fn a_manifest_stages_in_and_stage_out_flushes_or_copies_out_resumably() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// Waits until some file of local tree `src` is recorded as staged under Tessera `dest`.
+fn wait_first_staged(inst: &Inst, src: &Path, dest: &str) {
+    let c = inst.client(0);
+    eventually_ok(Duration::from_secs(60), "a first file staged", || {
+        let done = walk(src).iter().any(|e| {
+            let rel = e.strip_prefix(src).unwrap().to_str().unwrap().to_string();
+            c.get_xattr(&format!("{dest}/{rel}"), COMPLETION_XATTR)
+                .is_ok()
+        });
+        if done {
+            Ok(())
+        } else {
+            Err("none yet".to_string())
+        }
+    });
+}
+
 /// The command killed with SIGKILL while its workers copy; a rerun finishes the job,
 /// skipping what was recorded as done.
 #[test]
@@ -243,20 +260,8 @@ fn a_killed_stage_in_is_finished_by_a_rerun() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let c = inst.client(0);
     // Once some file is recorded as staged, kill the command.
-    eventually_ok(Duration::from_secs(60), "a first file staged", || {
-        let done = walk(&src).iter().any(|e| {
-            let rel = e.strip_prefix(&src).unwrap().to_str().unwrap().to_string();
-            c.get_xattr(&format!("/tessera/k/big/{rel}"), COMPLETION_XATTR)
-                .is_ok()
-        });
-        if done {
-            Ok(())
-        } else {
-            Err("none yet".to_string())
-        }
-    });
+    wait_first_staged(&inst, &src, "/tessera/k/big");
     // SAFETY: kill has no memory preconditions; the negative pid names the group.
     unsafe { libc::kill(-(run.id() as i32), libc::SIGKILL) };
     run.wait().unwrap();
@@ -366,20 +371,7 @@ fn a_stage_in_cut_by_a_daemon_killed_is_finished_by_a_rerun_after_its_restart() 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let c = inst.client(0);
-    eventually_ok(Duration::from_secs(60), "a first file staged", || {
-        let done = walk(&src).iter().any(|e| {
-            let rel = e.strip_prefix(&src).unwrap().to_str().unwrap().to_string();
-            c.get_xattr(&format!("/tessera/d/big/{rel}"), COMPLETION_XATTR)
-                .is_ok()
-        });
-        if done {
-            Ok(())
-        } else {
-            Err("none yet".to_string())
-        }
-    });
-    drop(c);
+    wait_first_staged(&inst, &src, "/tessera/d/big");
     inst.kill9(2);
     // The run ends rather than hangs; whether it failed depends on how far it had come.
     let started = std::time::Instant::now();

@@ -133,7 +133,22 @@ fn copy_files(share: &Share) -> Result<()> {
         }
         let copy = &share.plan.copies[i];
         let found = record(&c, &cfg, copy);
-        if found.covers(copy.size, copy.mtime_ns) {
+        let copied = if found.covers(copy.size, copy.mtime_ns) {
+            None
+        } else {
+            match copy.how {
+                How::In => Some(stage_in(&c, &cfg.mount, copy, found, &mut dirs, out)),
+                How::Flush => Some(flush(&c, &cfg, copy, out)),
+                How::Out => Some(stage_out(&c, copy, out)),
+                How::Fetch => match pfs_only(&c, &copy.source) {
+                    // Every byte is in a burst buffer already.
+                    Ok(ranges) if ranges.is_empty() => None,
+                    Ok(ranges) => Some(fetch(&c, copy, &ranges, out)),
+                    Err(e) => Some(Err(e)),
+                },
+            }
+        };
+        let Some(copied) = copied else {
             tell(
                 out,
                 &Event::Skipped {
@@ -142,26 +157,6 @@ fn copy_files(share: &Share) -> Result<()> {
                 },
             )?;
             continue;
-        }
-        let copied = match copy.how {
-            How::In => stage_in(&c, &cfg.mount, copy, found, &mut dirs, out),
-            How::Flush => flush(&c, &cfg, copy, out),
-            How::Out => stage_out(&c, copy, out),
-            How::Fetch => match pfs_only(&c, &copy.source) {
-                // Every byte is in a burst buffer already.
-                Ok(ranges) if ranges.is_empty() => {
-                    tell(
-                        out,
-                        &Event::Skipped {
-                            copy: i,
-                            bytes: copy.size,
-                        },
-                    )?;
-                    continue;
-                }
-                Ok(ranges) => fetch(&c, copy, &ranges, out),
-                Err(e) => Err(e),
-            },
         };
         match copied {
             Ok(bytes) => {
@@ -392,9 +387,15 @@ fn pfs_only(c: &Client, path: &str) -> Result<Vec<(u64, u64)>> {
     }
 }
 
-/// The CRC32C and length of `ranges` of Tessera file `path` as published.
-fn ranges_crc(c: &Client, path: &str, ranges: &[(u64, u64)]) -> Result<(u32, u64)> {
-    let mut f = c.open_read(path)?;
+/// Reads `ranges` of open file `f` a chunk at a time, handing each chunk and its offset to
+/// `visit`; the CRC32C and length of what was read. A range the file ends within is an
+/// error naming `strict` if given, else read as far as it goes.
+fn over_ranges(
+    f: &mut tessera_client::File,
+    ranges: &[(u64, u64)],
+    strict: Option<&str>,
+    mut visit: impl FnMut(&mut tessera_client::File, &[u8], u64) -> Result<()>,
+) -> Result<(u32, u64)> {
     let mut buf = vec![0u8; CHUNK];
     let (mut crc, mut total) = (0u32, 0u64);
     for &(start, end) in ranges {
@@ -403,15 +404,28 @@ fn ranges_crc(c: &Client, path: &str, ranges: &[(u64, u64)]) -> Result<(u32, u64
             let want = (end - at).min(CHUNK as u64) as usize;
             let n = f.read_at(&mut buf[..want], at)?;
             if n == 0 {
-                break;
+                match strict {
+                    Some(path) => bail!(
+                        "{path}: the file ends at {at}, before the {end} bytes its PFS copy was located to hold (changed meanwhile?)"
+                    ),
+                    None => break,
+                }
             }
             crc = crc32c::crc32c_append(crc, &buf[..n]);
+            visit(f, &buf[..n], at)?;
             at += n as u64;
             total += n as u64;
         }
     }
-    f.close()?;
     Ok((crc, total))
+}
+
+/// The CRC32C and length of `ranges` of Tessera file `path` as published.
+fn ranges_crc(c: &Client, path: &str, ranges: &[(u64, u64)]) -> Result<(u32, u64)> {
+    let mut f = c.open_read(path)?;
+    let read = over_ranges(&mut f, ranges, None, |_, _, _| Ok(()))?;
+    f.close()?;
+    Ok(read)
 }
 
 /// Brings `ranges` of an imported file, held by its PFS copy only, into this node's burst
@@ -422,26 +436,10 @@ fn fetch(c: &Client, copy: &Copy, ranges: &[(u64, u64)], out: &Out) -> Result<u6
     let mut o = OpenOptions::new();
     o.read(true).write(true);
     let mut f = c.open(&copy.source, &o)?;
-    let mut buf = vec![0u8; CHUNK];
-    let (mut crc, mut total) = (0u32, 0u64);
-    for &(start, end) in ranges {
-        let mut at = start;
-        while at < end {
-            let want = (end - at).min(CHUNK as u64) as usize;
-            let n = f.read_at(&mut buf[..want], at)?;
-            if n == 0 {
-                bail!(
-                    "{}: the file ends at {at}, before the {end} bytes its PFS copy was located to hold (changed meanwhile?)",
-                    copy.source
-                );
-            }
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            f.write_at(&buf[..n], at)?;
-            at += n as u64;
-            total += n as u64;
-            tell(out, &Event::Bytes(n as u64))?;
-        }
-    }
+    let (crc, total) = over_ranges(&mut f, ranges, Some(&copy.source), |f, bytes, at| {
+        f.write_at(bytes, at)?;
+        tell(out, &Event::Bytes(bytes.len() as u64))
+    })?;
     f.close()?;
     check(
         &copy.source,
