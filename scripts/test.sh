@@ -35,6 +35,8 @@ say "tests"
 cargo build --locked -q -p tessera-preload -p tessera-capi -p tessera-txn-capi
 cargo build --locked -q -p tessera-txn --bins
 cargo test --locked --workspace -q
+say "the Python package (python/), built by pip through maturin into a cached virtual environment"
+bash scripts/python-tests.sh
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"
     # `--workspace --test NAME`, not `-p`: the features are then resolved as for the run above,

@@ -1,0 +1,207 @@
+"""Tessera from Python: a client of an instance's daemons, and its files as Python file objects.
+
+    import tessera
+    fs = tessera.Client()                       # the instance of TESSERA_INSTANCE
+    with fs.open("/tessera/run1/out.bin", "wb") as f:
+        f.write(b"...")
+    with fs.open("/tessera/run1/out.bin", "rb", model="posix") as f:
+        buf = bytearray(1 << 20)
+        n = f.readinto(buf)                     # filled in place
+
+Errors are ``OSError`` subclasses carrying errno and Tessera's message
+(``FileNotFoundError`` for ENOENT, ...), as for Python's own file calls.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Optional, Union
+
+from ._native import Client as _NativeClient
+from ._native import File as _NativeFile
+from ._native import Stat
+
+__all__ = ["Client", "RawFile", "Stat", "MODELS"]
+
+#: The consistency models an open may ask for.
+MODELS = ("posix", "commit", "session", "mpiio")
+
+
+class RawFile(io.RawIOBase):
+    """An open Tessera file as an unbuffered binary file (``io.RawIOBase``).
+
+    ``readinto`` fills the caller's buffer in place; ``io.BufferedReader`` and friends
+    work on top (``Client.open`` adds them as the built-in ``open`` does).
+    """
+
+    def __init__(self, native: _NativeFile, mode: str):
+        super().__init__()
+        self._f = native
+        self.mode = mode
+
+    @property
+    def name(self) -> str:
+        return self._f.name
+
+    def readable(self) -> bool:
+        return self._f.readable
+
+    def writable(self) -> bool:
+        return self._f.writable
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        return self._f.readinto(buffer)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._f.read(size)
+
+    def readall(self) -> bytes:
+        return self._f.read(-1)
+
+    def write(self, data) -> int:
+        return self._f.write(data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def size(self) -> int:
+        """The file's size as this process sees it."""
+        return self._f.size()
+
+    def commit(self) -> None:
+        """Publishes this process's writes without closing (a close publishes too)."""
+        self._f.commit()
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._f.close()
+            finally:
+                super().close()
+
+
+def _flags(mode: str) -> dict:
+    """open(2)'s flags of a built-in ``open`` mode (``rb``, ``w``, ``a+``, ``x``...)."""
+    kinds = set(mode)
+    if not kinds <= set("rwaxbt+") or len(kinds) != len(mode):
+        raise ValueError(f"invalid mode: {mode!r}")
+    main = kinds & set("rwax")
+    if len(main) != 1 or {"b", "t"} <= kinds:
+        raise ValueError(
+            f"invalid mode: {mode!r} (one of r, w, a, x, optionally + and b or t)"
+        )
+    (m,) = main
+    plus = "+" in kinds
+    return dict(
+        read=m == "r" or plus,
+        write=m != "r" or plus,
+        create=m != "r",
+        truncate=m == "w",
+        append=m == "a",
+        exclusive=m == "x",
+    )
+
+
+class Client:
+    """A client of one daemon of a Tessera instance.
+
+    ``instance`` is the instance directory (default: ``TESSERA_INSTANCE``), ``node`` the
+    daemon (default: the one on this host). Paths are Tessera paths, under the instance's
+    prefix (``/tessera/...``).
+    """
+
+    def __init__(self, instance: Optional[Union[str, os.PathLike]] = None,
+                 node: Optional[int] = None):
+        self._c = _NativeClient(os.fspath(instance) if instance is not None else None, node)
+
+    @property
+    def prefix(self) -> str:
+        """The instance's mount prefix (``/tessera`` unless set otherwise)."""
+        return self._c.prefix
+
+    @property
+    def node(self) -> int:
+        """The node this client talks to."""
+        return self._c.node
+
+    def open(self, path: str, mode: str = "r", buffering: int = -1,
+             encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None, *, model: Optional[str] = None):
+        """Opens ``path`` as the built-in ``open`` does (modes, buffering, text or binary);
+        ``model`` chooses the consistency model of this open (one of ``MODELS``; default:
+        the instance's)."""
+        flags = _flags(mode)
+        if model is not None and model not in MODELS:
+            raise ValueError(f"model {model!r} is not one of {', '.join(MODELS)}")
+        binary = "b" in mode
+        if binary and encoding is not None:
+            raise ValueError("binary mode doesn't take an encoding argument")
+        if buffering == 0 and not binary:
+            raise ValueError("can't have unbuffered text I/O")
+        raw = RawFile(self._c.open(path, model=model, **flags), mode)
+        if buffering == 0:
+            return raw
+        size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE
+        try:
+            if flags["read"] and flags["write"]:
+                buffered = io.BufferedRandom(raw, size)
+            elif flags["write"]:
+                buffered = io.BufferedWriter(raw, size)
+            else:
+                buffered = io.BufferedReader(raw, size)
+            if binary:
+                return buffered
+            text = io.TextIOWrapper(buffered, encoding or "utf-8", errors, newline)
+            text.mode = mode
+            return text
+        except BaseException:
+            raw.close()
+            raise
+
+    def stat(self, path: str) -> Stat:
+        return self._c.stat(path)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self._c.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def listdir(self, path: str) -> list:
+        """The names in directory ``path``, sorted."""
+        return self._c.listdir(path)
+
+    def mkdir(self, path: str, mode: int = 0o777) -> None:
+        self._c.mkdir(path, mode)
+
+    def makedirs(self, path: str, mode: int = 0o777, exist_ok: bool = False) -> None:
+        """Makes ``path`` and any missing directories above it under the prefix."""
+        parts = path.rstrip("/").split("/")
+        for i in range(2, len(parts) + 1):
+            at = "/".join(parts[:i])
+            if len(at) <= len(self.prefix.rstrip("/")):
+                continue
+            try:
+                self._c.mkdir(at, mode)
+            except FileExistsError:
+                if at == path.rstrip("/") and not exist_ok:
+                    raise
+
+    def remove(self, path: str) -> None:
+        self._c.unlink(path)
+
+    unlink = remove
+
+    def rmdir(self, path: str) -> None:
+        self._c.rmdir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._c.rename(src, dst)
