@@ -79,6 +79,30 @@ class RawFile(io.RawIOBase):
         """Publishes this process's writes without closing (a close publishes too)."""
         self._f.commit()
 
+    # The synchronisation primitives of Wang, Mohror and Snir, on this open file.
+
+    def attach(self, offset: int = 0, length: Optional[int] = None) -> None:
+        """Makes this process's writes of the range visible to every process (the whole
+        file's when ``length`` is None)."""
+        self._f.attach(offset, length)
+
+    def query(self, offset: int = 0, length: Optional[int] = None) -> list:
+        """Who holds the newest attached bytes of the range: ``(start, end, node, client)``
+        extents, ascending."""
+        return self._f.query(offset, length)
+
+    def detach(self, offset: int = 0, length: Optional[int] = None) -> None:
+        """Gives up this process's ownership of the range (flush first to keep it)."""
+        self._f.detach(offset, length)
+
+    def flush_to_pfs(self, offset: int = 0, length: Optional[int] = None) -> int:
+        """Writes the range into the instance's PFS directory; the bytes written."""
+        return self._f.flush_to_pfs(offset, length)
+
+    def fsync(self) -> None:
+        """Publishes the writes and makes this process's logs of the file durable."""
+        self._f.fsync()
+
     def close(self) -> None:
         if not self.closed:
             try:
@@ -164,6 +188,17 @@ class Client:
         except BaseException:
             raw.close()
             raise
+
+    def locate(self, path: str, offset: int = 0, length: Optional[int] = None) -> dict:
+        """Where the bytes of a range of ``path`` live, for schedulers: ``size``,
+        ``extents`` (start, end, host, node, residence), ``bytes_by_host``,
+        ``pfs_only_bytes``, ``best_host`` (the host holding most of them, or None)."""
+        return self._c.locate(path, offset, length)
+
+    def flush(self, path: str) -> int:
+        """Writes file ``path`` into the instance's PFS directory (atomically); the bytes
+        written."""
+        return self._c.flush(path)
 
     def stat(self, path: str) -> Stat:
         return self._c.stat(path)

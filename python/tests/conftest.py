@@ -33,17 +33,24 @@ def instance():
         capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    yield inst
+    yield inst, os.path.join(root, "pfs")
     tessera_cmd(inst, "stop", check=False)
     shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
+def pfs(instance):
+    """The instance's PFS directory."""
+    return instance[1]
+
+
+@pytest.fixture
 def fs(instance):
-    return tessera.Client(instance)
+    """A client of daemon 0."""
+    return tessera.Client(instance[0], node=0)
 
 
 @pytest.fixture
 def other(instance):
     """A client of the other daemon."""
-    return tessera.Client(instance, node=1)
+    return tessera.Client(instance[0], node=1)

@@ -4,6 +4,7 @@ use crate::error::to_py;
 use crate::file::PyFile;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::path::PathBuf;
 use tessera_client::{Attr, Client, FileKind, InstanceLayout, Model, OpenOptions};
 
@@ -123,6 +124,56 @@ impl PyClient {
             .allow_threads(|| self.inner.open(path, &o))
             .map_err(to_py)?;
         Ok(PyFile::new(file, path.to_string(), read, write))
+    }
+
+    /// Where the bytes of `[offset, offset + length)` of `path` live (FusionFS-style
+    /// locality, for schedulers): a dict with `size`, `extents` (start, end, host or None,
+    /// node or None, residence), `bytes_by_host`, `pfs_only_bytes` and `best_host`.
+    #[pyo3(signature = (path, offset=0, length=None))]
+    fn locate<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let loc = py
+            .allow_threads(|| self.inner.locate(path, offset, length))
+            .map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("path", &loc.path)?;
+        d.set_item("size", loc.size)?;
+        d.set_item("start", loc.start)?;
+        d.set_item("end", loc.end)?;
+        let extents: Vec<_> = loc
+            .extents
+            .iter()
+            .map(|x| {
+                (
+                    x.start,
+                    x.end,
+                    x.holder.as_ref().map(|h| h.host.clone()),
+                    x.holder.as_ref().map(|h| h.node),
+                    x.residence.name(),
+                )
+            })
+            .collect();
+        d.set_item("extents", extents)?;
+        let by_host = PyDict::new(py);
+        for h in &loc.bytes_by_host {
+            by_host.set_item(&h.host, h.bytes)?;
+        }
+        d.set_item("bytes_by_host", by_host)?;
+        d.set_item("pfs_only_bytes", loc.pfs_only_bytes)?;
+        d.set_item("best_host", loc.best_host())?;
+        d.set_item("more_from", loc.more_from)?;
+        Ok(d)
+    }
+
+    /// Writes file `path` into the instance's PFS directory (atomically); the bytes written.
+    fn flush(&self, py: Python<'_>, path: &str) -> PyResult<u64> {
+        py.allow_threads(|| self.inner.flush_path(path))
+            .map_err(to_py)
     }
 
     fn stat(&self, py: Python<'_>, path: &str) -> PyResult<PyStat> {

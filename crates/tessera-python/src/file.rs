@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::Mutex;
-use tessera_client::{File, Whence};
+use tessera_client::{File, Whence, sorted_extents};
 
 /// An open file; its methods are those of `io.RawIOBase`, which `tessera.RawFile` wraps.
 #[pyclass(name = "File", module = "tessera._native", frozen)]
@@ -187,6 +187,67 @@ impl PyFile {
     /// The file's size as this process sees it.
     fn size(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |f| f.len())
+    }
+
+    /// Makes this process's writes of `[offset, offset + length)` visible to every process
+    /// (Wang, Mohror and Snir's attach); the whole file's when `length` is None.
+    #[pyo3(signature = (offset=0, length=None))]
+    fn attach(&self, py: Python<'_>, offset: u64, length: Option<u64>) -> PyResult<()> {
+        self.with(py, |f| match length {
+            Some(len) => f.attach(offset, len),
+            None if offset == 0 => f.attach_file(),
+            None => {
+                let len = f.len()?.saturating_sub(offset);
+                f.attach(offset, len)
+            }
+        })
+    }
+
+    /// Who holds the newest attached bytes of the range (the whole file when `length` is
+    /// None): `(start, end, node, client)` extents, ascending.
+    #[pyo3(signature = (offset=0, length=None))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Vec<(u64, u64, u32, u64)>> {
+        let runs = self.with(py, |f| match length {
+            Some(len) => f.query(offset, len),
+            None if offset == 0 => f.query_file(),
+            None => f.query(offset, u64::MAX - offset),
+        })?;
+        Ok(sorted_extents(&runs)
+            .into_iter()
+            .map(|e| (e.start, e.end, e.owner.node, e.owner.client))
+            .collect())
+    }
+
+    /// Gives up this process's ownership of the range it attached (the whole file's when
+    /// `length` is None); flush first to keep the bytes.
+    #[pyo3(signature = (offset=0, length=None))]
+    fn detach(&self, py: Python<'_>, offset: u64, length: Option<u64>) -> PyResult<()> {
+        self.with(py, |f| match length {
+            Some(len) => f.detach(offset, len),
+            None if offset == 0 => f.detach_file(),
+            None => f.detach(offset, u64::MAX - offset),
+        })
+    }
+
+    /// Writes the range (the whole file when `length` is None) into the instance's PFS
+    /// directory; the bytes written.
+    #[pyo3(signature = (offset=0, length=None))]
+    fn flush_to_pfs(&self, py: Python<'_>, offset: u64, length: Option<u64>) -> PyResult<u64> {
+        self.with(py, |f| match length {
+            Some(len) => f.flush(offset, len),
+            None if offset == 0 => f.flush_file(),
+            None => f.flush(offset, u64::MAX - offset),
+        })
+    }
+
+    /// Publishes the writes and makes this process's logs of the file durable.
+    fn fsync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |f| f.fsync())
     }
 
     /// Publishes this process's writes to the file (what a close does) without closing it.
