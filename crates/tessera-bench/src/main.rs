@@ -12,6 +12,8 @@
 //!                                        migrated and direct, on emulated hosts
 //! tessera-bench interfaces [options]     an N-1 checkpoint of POSIX processes through the interposer,
 //!                                        the FUSE mount, and direct I/O
+//! tessera-bench read-blocks PATH [options] one process reading a file in blocks through the
+//!                                        Rust client (the reference for the Python package)
 //! ```
 
 mod args;
@@ -27,6 +29,7 @@ mod lock_trace;
 mod model;
 mod page_reporting;
 mod rank;
+mod read_blocks;
 mod report;
 mod results;
 mod scale_report;
@@ -116,6 +119,12 @@ enum Cmd {
         #[command(flatten)]
         opts: interfaces::InterfacesOpts,
     },
+    /// One process reading a Tessera file in blocks through the Rust client, a rate (MiB/s)
+    /// per pass: the reference for other layers' reads of the same file.
+    ReadBlocks {
+        #[command(flatten)]
+        opts: read_blocks::ReadBlocksOpts,
+    },
     /// One task of `locality` (under mpirun).
     #[command(hide = true)]
     LocalityTask {
@@ -177,6 +186,7 @@ fn main() {
         Cmd::TxnRank { reps } => txn::rank(reps),
         Cmd::Locality { opts } => locality::run(opts),
         Cmd::Interfaces { opts } => interfaces::run(opts),
+        Cmd::ReadBlocks { opts } => read_blocks::run(opts),
         Cmd::LocalityTask { plan } => locality_task::main(&plan),
         Cmd::Model { writes, xfer } => {
             print!("{}", model::table(writes, xfer));
