@@ -28,6 +28,12 @@ __all__ = ["Client", "RawFile", "Stat", "MODELS"]
 MODELS = ("posix", "commit", "session", "mpiio")
 
 
+def _bytes_view(buffer) -> memoryview:
+    """A buffer's bytes, without a copy (its items may be of any type)."""
+    view = memoryview(buffer)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
 class RawFile(io.RawIOBase):
     """An open Tessera file as an unbuffered binary file (``io.RawIOBase``).
 
@@ -54,7 +60,8 @@ class RawFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        return self._f.readinto(buffer)
+        # As bytes whatever the item type (a NumPy or array.array of floats), as io does.
+        return self._f.readinto(_bytes_view(buffer))
 
     def read(self, size: int = -1) -> bytes:
         return self._f.read(size)
@@ -63,7 +70,7 @@ class RawFile(io.RawIOBase):
         return self._f.read(-1)
 
     def write(self, data) -> int:
-        return self._f.write(data)
+        return self._f.write(_bytes_view(data))
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         return self._f.seek(offset, whence)

@@ -54,6 +54,18 @@ def test_readinto_fills_the_callers_buffer_in_place(fs):
         assert buf == data
 
 
+def test_buffers_of_any_item_type_are_read_into_and_written_as_bytes(fs):
+    from array import array
+
+    values = array("d", (i * 0.5 for i in range(10_000)))
+    with fs.open("/tessera/doubles.bin", "wb", buffering=0) as f:
+        assert f.write(values) == len(values) * values.itemsize
+    back = array("d", bytes(len(values) * values.itemsize))
+    with fs.open("/tessera/doubles.bin", "rb", buffering=0) as f:
+        assert f.readinto(back) == len(values) * values.itemsize
+    assert back == values
+
+
 def test_seek_tell_and_partial_reads_behave_as_local_files(fs, tmp_path):
     data = pattern(100_000, seed=5)
     local = tmp_path / "local.bin"
