@@ -177,6 +177,9 @@ class Client:
         if buffering == 0 and not binary:
             raise ValueError("can't have unbuffered text I/O")
         raw = RawFile(self._c.open(path, model=model, **flags), mode)
+        if flags["append"]:
+            # As the built-in open does: the position starts at the end.
+            raw.seek(0, os.SEEK_END)
         if buffering == 0:
             return raw
         size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE

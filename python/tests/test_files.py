@@ -86,6 +86,7 @@ def test_modes_append_exclusive_update_and_text(fs):
     with fs.open("/tessera/modes.txt", "w") as f:
         f.write("one\n")
     with fs.open("/tessera/modes.txt", "a") as f:
+        assert f.tell() == 4
         f.write("two\n")
     with fs.open("/tessera/modes.txt") as f:
         assert f.read() == "one\ntwo\n"
