@@ -106,6 +106,43 @@ pub fn main(
     Ok(())
 }
 
+/// Staged bytes not yet told to the daemon's metrics: told in batches (every 64 MiB or
+/// second, and at the end) rather than one request per file, which small files would feel.
+#[derive(Default)]
+struct Counted {
+    direction: Option<StageDirection>,
+    bytes: u64,
+    since: Option<std::time::Instant>,
+}
+
+impl Counted {
+    fn add(&mut self, c: &Client, direction: StageDirection, bytes: u64) {
+        if self.direction.is_some_and(|d| d != direction) {
+            self.report(c);
+        }
+        self.direction = Some(direction);
+        self.bytes += bytes;
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if self.bytes >= 64 << 20 || since.elapsed() >= std::time::Duration::from_secs(1) {
+            self.report(c);
+        }
+    }
+
+    fn report(&mut self, c: &Client) {
+        // A daemon gone (a reconnection gave up) has no metrics to tell, and trying again
+        // would wait as long again.
+        if let Some(direction) = self.direction
+            && self.bytes > 0
+            && c.connected()
+            && let Err(e) = c.report_staged(direction, self.bytes)
+        {
+            tracing::debug!("counting staged bytes: {e}");
+        }
+        self.bytes = 0;
+        self.since = None;
+    }
+}
+
 /// One thread of a worker: takes the share's files one at a time until none is left.
 fn copy_files(share: &Share) -> Result<()> {
     let c = Client::connect(share.layout.clone(), Some(share.node))?;
@@ -113,9 +150,11 @@ fn copy_files(share: &Share) -> Result<()> {
     let out = &share.out;
     let node = share.node;
     let mut dirs = HashSet::new();
+    let mut counted = Counted::default();
     loop {
         let at = share.next.fetch_add(1, Ordering::Relaxed);
         let Some(&i) = share.mine.get(at) else {
+            counted.report(&c);
             return Ok(());
         };
         if share.daemon_gone.load(Ordering::Relaxed) {
@@ -164,9 +203,7 @@ fn copy_files(share: &Share) -> Result<()> {
                     How::In | How::Fetch => StageDirection::In,
                     How::Flush | How::Out => StageDirection::Out,
                 };
-                if let Err(e) = c.report_staged(direction, bytes) {
-                    tracing::debug!("counting staged bytes: {e}");
-                }
+                counted.add(&c, direction, bytes);
                 tell(out, &Event::Done { copy: i, bytes })?
             }
             Err(e) => {
