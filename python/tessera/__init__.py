@@ -18,20 +18,16 @@ import io
 import os
 from typing import Optional, Union
 
+from ._buffers import bytes_view
 from ._native import Client as _NativeClient
 from ._native import File as _NativeFile
 from ._native import Stat
+from .catalogue import Catalogue
 
-__all__ = ["Client", "RawFile", "Stat", "MODELS"]
+__all__ = ["Catalogue", "Client", "RawFile", "Stat", "MODELS"]
 
 #: The consistency models an open may ask for.
 MODELS = ("posix", "commit", "session", "mpiio")
-
-
-def _bytes_view(buffer) -> memoryview:
-    """A buffer's bytes, without a copy (its items may be of any type)."""
-    view = memoryview(buffer)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 class RawFile(io.RawIOBase):
@@ -61,7 +57,7 @@ class RawFile(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         # As bytes whatever the item type (a NumPy or array.array of floats), as io does.
-        return self._f.readinto(_bytes_view(buffer))
+        return self._f.readinto(bytes_view(buffer))
 
     def read(self, size: int = -1) -> bytes:
         return self._f.read(size)
@@ -70,7 +66,7 @@ class RawFile(io.RawIOBase):
         return self._f.read(-1)
 
     def write(self, data) -> int:
-        return self._f.write(_bytes_view(data))
+        return self._f.write(bytes_view(data))
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         return self._f.seek(offset, whence)
@@ -204,6 +200,17 @@ class Client:
         ``extents`` (start, end, host, node, residence), ``bytes_by_host``,
         ``pfs_only_bytes``, ``best_host`` (the host holding most of them, or None)."""
         return self._c.locate(path, offset, length)
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The catalogue of variables (D2T): NumPy arrays in and out by hyperslab."""
+        return Catalogue(self._c)
+
+    def read_stats(self) -> dict:
+        """Bytes this process has read through Tessera, by source: ``own_log``,
+        ``node_logs`` (this node's logs), ``remote`` and ``read_ahead_*`` (other nodes'),
+        ``pfs``, ``holes``, ``own_unattached``; and its ``requests``."""
+        return self._c.read_stats()
 
     def flush(self, path: str) -> int:
         """Writes file ``path`` into the instance's PFS directory (atomically); the bytes

@@ -15,6 +15,7 @@ pub mod dir_page;
 pub mod error;
 pub mod file_view;
 pub mod find;
+pub mod hyperslab;
 pub mod index;
 pub mod inherited_fds;
 pub mod locality;

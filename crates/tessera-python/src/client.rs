@@ -11,7 +11,7 @@ use tessera_client::{Attr, Client, FileKind, InstanceLayout, Model, OpenOptions}
 /// A client of one daemon of an instance.
 #[pyclass(name = "Client", module = "tessera._native", frozen)]
 pub struct PyClient {
-    inner: Client,
+    pub(crate) inner: Client,
 }
 
 /// What `stat` returns: the fields of `os.stat_result` that Tessera keeps.
@@ -167,6 +167,29 @@ impl PyClient {
         d.set_item("pfs_only_bytes", loc.pfs_only_bytes)?;
         d.set_item("best_host", loc.best_host())?;
         d.set_item("more_from", loc.more_from)?;
+        Ok(d)
+    }
+
+    /// What this client has read, in bytes by where they came from (`own_unattached`,
+    /// `own_log`, `node_logs`: this node's logs; `remote`, `read_ahead_hits`,
+    /// `read_ahead_fetched`: other nodes'; `pfs`; `holes`), and its `requests`.
+    fn read_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let r = s.read;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("own_unattached", r.own_unattached),
+            ("own_log", r.own_log),
+            ("node_logs", r.node_logs),
+            ("remote", r.remote),
+            ("read_ahead_hits", r.read_ahead_hits),
+            ("read_ahead_fetched", r.read_ahead_fetched),
+            ("pfs", r.pfs),
+            ("holes", r.holes),
+            ("requests", s.requests),
+        ] {
+            d.set_item(k, v)?;
+        }
         Ok(d)
     }
 

@@ -6,9 +6,11 @@
 //! threads run. Errors become `OSError` carrying errno and Tessera's message; Python picks
 //! the subclass (`FileNotFoundError` for ENOENT, ...), as for its own file calls.
 
+mod catalogue;
 mod client;
 mod error;
 mod file;
+mod span;
 
 use pyo3::prelude::*;
 
@@ -17,5 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyStat>()?;
     m.add_class::<file::PyFile>()?;
+    m.add_class::<catalogue::PyCatalogue>()?;
     Ok(())
 }
