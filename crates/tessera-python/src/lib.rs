@@ -11,6 +11,8 @@ mod client;
 mod error;
 mod file;
 mod span;
+#[cfg(feature = "mpi")]
+mod txn;
 
 use pyo3::prelude::*;
 
@@ -20,5 +22,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyStat>()?;
     m.add_class::<file::PyFile>()?;
     m.add_class::<catalogue::PyCatalogue>()?;
+    #[cfg(feature = "mpi")]
+    {
+        m.add_class::<txn::PyTransactions>()?;
+        m.add_class::<txn::PyTransaction>()?;
+        m.add(
+            "TransactionError",
+            m.py().get_type::<txn::TransactionError>(),
+        )?;
+    }
+    m.add("HAS_MPI", cfg!(feature = "mpi"))?;
     Ok(())
 }
