@@ -5,8 +5,9 @@ Registered under the protocol ``tessera`` through the package's ``fsspec.specs``
 point, so ``fsspec.filesystem("tessera")`` and ``pandas.read_parquet("tessera:///...")``
 find it once the package is installed. A URL's path is relative to the instance's prefix:
 ``tessera:///run1/x`` is the Tessera path ``/tessera/run1/x``. Storage options: ``instance``
-(the instance directory; default ``TESSERA_INSTANCE``) and ``node`` (the daemon; default
-this host's).
+(the instance directory; default ``TESSERA_INSTANCE``), ``node`` (the daemon; default
+this host's) and ``auto_mkdir`` (default True: opening a file for writing makes its missing
+parent directories, as object stores behave and as Zarr and Parquet writers expect).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ class TesseraFileSystem(AbstractFileSystem):
     protocol = "tessera"
     root_marker = "/"
 
-    def __init__(self, instance: Optional[str] = None, node: Optional[int] = None, **kwargs):
+    def __init__(self, instance: Optional[str] = None, node: Optional[int] = None,
+                 auto_mkdir: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.client = Client(instance, node)
+        self.auto_mkdir = auto_mkdir
         self._prefix = self.client.prefix.rstrip("/")
 
     @classmethod
@@ -74,6 +77,10 @@ class TesseraFileSystem(AbstractFileSystem):
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None,
               **kwargs):
         buffering = -1 if block_size in (None, "default") else int(block_size)
+        if self.auto_mkdir and set(mode) & set("wax+"):
+            parent = self._parent(self._strip_protocol(path))
+            if parent not in ("", "/"):
+                self.makedirs(parent, exist_ok=True)
         return self.client.open(self._full(path), mode, buffering=buffering,
                                 model=kwargs.get("model"))
 
