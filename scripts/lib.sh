@@ -111,6 +111,9 @@ ensure_test_deps() {
     # Fortran MPI programs (mpifort and mpifort.mpich drive it), and Python ones (mpi4py for
     # Debian's python3, built against Open MPI).
     ensure_debian_packages gfortran python3-mpi4py
+    # The full tier's Python environment is a venv of Debian's python3 (it reaches
+    # python3-mpi4py with --system-site-packages).
+    ensure_debian_packages python3-venv
     # Everyday programs the interposer tests run (coreutils, tar, make, python3 are already
     # on the image).
     ensure_debian_packages rsync

@@ -39,6 +39,10 @@ cargo build --locked -q -p tessera-txn --bins
 cargo test --locked --workspace -q
 say "the Python package (python/), built by pip through maturin into a cached virtual environment"
 bash scripts/python-tests.sh
+if [ "$full" -eq 1 ] && [ "$(id -u)" -ne 0 ]; then
+    say "the Python package with pandas, PyArrow, xarray, Zarr, Dask and mpi4py (the Dask test across emulated hosts needs root)"
+    bash scripts/python-tests.sh --full
+fi
 if [ "$(id -u)" -eq 0 ]; then
     say "tests that need root (another user's files and processes)"
     # `--workspace --test NAME`, not `-p`: the features are then resolved as for the run above,
@@ -60,6 +64,10 @@ if [ "$(id -u)" -eq 0 ]; then
         read_the_latest_write conflicting_locks_across_daemons blocking_lock_waits \
         killed_daemon_restarts mpiio_ompio posix_programs_as_mpi_ranks parallel_hdf5
     cargo test --locked -q --workspace --test smoke -- --ignored
+    if [ "$full" -eq 1 ]; then
+        say "the Python package with pandas, PyArrow, xarray, Zarr, mpi4py, and Dask tasks placed by locate across the 3 hosts"
+        TESSERA_TEST_HOSTS=3 bash scripts/python-tests.sh --full
+    fi
     bash scripts/slurm.sh down
     bash scripts/hosts.sh down
 else
