@@ -8,7 +8,7 @@
 #      session_read_mibs), with the same reads of a local file through plain Python, warm and
 #      cold (caches dropped; root only), as the limit.
 # The package is built in the release profile into its own virtual environment under target/.
-# The figures also go to results/python-<time>.json.
+# The figures also go to results/python/python-<time>.json (beside, not in, the report).
 #
 #   bash scripts/bench-python.sh [FILE_MIB (512)] [RUNS (5)]
 set -euo pipefail
@@ -54,9 +54,9 @@ for _ in $(seq 1 "$RUNS"); do
         --ranks 4 --daemons 3)")
     "$T" --instance "$work/dl/inst" stop >/dev/null
 done
-mkdir -p results
+mkdir -p results/python
 python3 - "${rust[*]}" "${py[*]}" "$(printf '%s\n' "${dl_rust[@]}")" \
-    "$(printf '%s\n' "${dl_py[@]}")" "results/python-$(date +%s).json" <<'PY'
+    "$(printf '%s\n' "${dl_py[@]}")" "results/python/python-$(date +%s).json" <<'PY'
 import json, statistics, sys
 rust = [float(x) for x in sys.argv[1].split()]
 py = [float(x) for x in sys.argv[2].split()]

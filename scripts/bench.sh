@@ -38,7 +38,7 @@ say "tessera bench atomic --pattern tile"
 say "tessera bench txn"
 "$B" txn --ranks 4,8,16,32,64 --reps 5
 # The Python package beside the Rust client: readinto, and the deep-learning pattern beside
-# dl-read and plain Python reads of a local file (results/python-*.json).
+# dl-read and plain Python reads of a local file (results/python/).
 say "the Python package (scripts/bench-python.sh)"
 bash scripts/bench-python.sh
 say "report"
