@@ -45,15 +45,16 @@ def test_a_data_set_appears_whole_at_commit_and_not_at_all_after_an_abort(instan
         with fs.open(f"/tessera/txn-py/part.{r}.raw", "rb") as f:
             assert np.frombuffer(f.read(), dtype=np.float64).tolist() == [1.0] * 32
 
-    done = mpirun(instance[0], "/tessera/txn-py", 2, "abort")
-    assert done["phase"] == "aborted"
-    assert any(f"rank {RANKS - 1}" in r for r in done["reasons"]), done
-    # The committed version and files stay as they were: nothing of the aborted one shows.
-    assert fs.catalogue.lookup("field")["version"] == v1
-    assert np.array_equal(fs.catalogue.get("field"), np.full((16, 8), 1.0))
-    for r in range(RANKS):
-        with fs.open(f"/tessera/txn-py/part.{r}.raw", "rb") as f:
-            assert np.frombuffer(f.read(), dtype=np.float64).tolist() == [1.0] * 32
+    for value, mode in [(2, "abort"), (3, "raise")]:
+        done = mpirun(instance[0], "/tessera/txn-py", value, mode)
+        assert done["phase"] == "aborted", done
+        assert any(f"rank {RANKS - 1}" in r for r in done["reasons"]), done
+        # The committed version and files stay as they were: nothing of the aborted one shows.
+        assert fs.catalogue.lookup("field")["version"] == v1
+        assert np.array_equal(fs.catalogue.get("field"), np.full((16, 8), 1.0))
+        for r in range(RANKS):
+            with fs.open(f"/tessera/txn-py/part.{r}.raw", "rb") as f:
+                assert np.frombuffer(f.read(), dtype=np.float64).tolist() == [1.0] * 32
 
 
 def test_a_communicator_that_is_not_one_is_refused(fs):
