@@ -42,10 +42,12 @@ for _ in $(seq 1 "$RUNS"); do
 done
 "$T" --instance "$work/inst" stop >/dev/null
 # The deep-learning pattern: each run starts its instances afresh, Rust's and Python's in
-# turn (tessera-bench starts its own), in the same directory.
+# turn (tessera-bench starts its own), in the same directory; tessera-bench's records stay
+# there (the report's dl-read figures come from scripts/bench.sh's own run).
 dl_rust=() dl_py=()
 for _ in $(seq 1 "$RUNS"); do
     dl_rust+=("$(target/release/tessera-bench run dl-read --ranks 4 --daemons 3 --reps 1 --json \
+        --dir "$work" --results "$work/dl-records" \
         | tail -n 1)")
     rm -rf "$work/dl" && mkdir -p "$work/dl"
     "$T" start --instance "$work/dl/inst" --daemons 3 --pfs "$work/dl/pfs" \
