@@ -9,8 +9,6 @@
 
 use crate::client::PyClient;
 use mpi::ffi::MPI_Comm;
-use mpi::raw::FromRaw;
-use mpi::topology::SimpleCommunicator;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -52,19 +50,12 @@ impl PyTransactions {
         // as for any C library handed `MPI._addressof`; aligned and non-null (checked).
         // Reading it there works whatever the handle's type (Open MPI's pointer, MPICH's int).
         let comm = unsafe { (comm_address as *const MPI_Comm).read() };
-        // SAFETY: `comm` is live (above); `dup` is written by MPI_Comm_dup before it is read.
-        let dup = unsafe {
-            let mut dup = std::mem::MaybeUninit::<MPI_Comm>::uninit();
-            let rc = mpi::ffi::MPI_Comm_dup(comm, dup.as_mut_ptr());
-            if rc != 0 {
-                return Err(PyValueError::new_err(format!(
-                    "MPI_Comm_dup of the communicator failed ({rc}): pass a live intra-communicator"
-                )));
-            }
-            dup.assume_init()
-        };
-        // SAFETY: a fresh communicator nothing else holds; freed when the object goes.
-        let owned = unsafe { SimpleCommunicator::from_raw(dup) };
+        // SAFETY: `comm` is live (above); the library keeps a duplicate, freed with it.
+        let owned = unsafe { tessera_txn::duplicate_raw(comm) }.map_err(|rc| {
+            PyValueError::new_err(format!(
+                "MPI_Comm_dup of the communicator failed ({rc}): pass a live intra-communicator"
+            ))
+        })?;
         let fs = Rc::new(Direct(client.inner.clone()));
         let inner = tessera_txn::Transactions::with_communicator(owned)
             .map_err(to_py)?

@@ -10,8 +10,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use mpi::ffi::MPI_Comm;
-use mpi::raw::FromRaw;
-use mpi::topology::SimpleCommunicator;
 use std::ffi::{c_char, c_int};
 use tessera_txn::{CollectiveCall, Decision, SubId, Transaction, Transactions, TxnError};
 
@@ -151,26 +149,15 @@ pub extern "C" fn tessera_txn_errmsg() -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tessera_txn_init(comm: MPI_Comm, lib: *mut *mut CLib) -> c_int {
     guard(|| {
-        // The library keeps a duplicate, so the caller's communicator (often MPI_COMM_WORLD,
-        // which may not be wrapped as an owned communicator) stays the caller's.
-        // SAFETY: `dup` is written by MPI_Comm_dup before it is read; `comm` is live by this
-        // function's contract.
-        let dup = unsafe {
-            let mut dup = std::mem::MaybeUninit::<MPI_Comm>::uninit();
-            let rc = mpi::ffi::MPI_Comm_dup(comm, dup.as_mut_ptr());
-            if rc != 0 {
-                return Err(Failure(
-                    EINVAL,
-                    format!(
-                        "tessera_txn_init: MPI_Comm_dup of the communicator failed ({rc}); pass a live intra-communicator after MPI_Init"
-                    ),
-                ));
-            }
-            dup.assume_init()
-        };
-        // SAFETY: `dup` is a fresh intra-communicator that nothing else holds; the library
-        // frees it when finalized.
-        let owned = unsafe { SimpleCommunicator::from_raw(dup) };
+        // SAFETY: `comm` is live by this function's contract.
+        let owned = unsafe { tessera_txn::duplicate_raw(comm) }.map_err(|rc| {
+            Failure(
+                EINVAL,
+                format!(
+                    "tessera_txn_init: MPI_Comm_dup of the communicator failed ({rc}); pass a live intra-communicator after MPI_Init"
+                ),
+            )
+        })?;
         // Collective: made even when `lib` is NULL, so the other processes do not wait.
         let t = Transactions::with_communicator(owned)?;
         if lib.is_null() {

@@ -222,6 +222,28 @@ pub struct Transactions {
     ids: std::cell::Cell<(TxnId, TxnId)>,
 }
 
+/// A duplicate of a communicator that a foreign caller hands over as its raw handle (a C
+/// program's `MPI_Comm`, mpi4py's): the caller's stays its own (it is often
+/// `MPI_COMM_WORLD`, which may not be wrapped as an owned communicator), and the duplicate
+/// is freed when dropped. `Err` is MPI_Comm_dup's error code.
+///
+/// # Safety
+/// `comm` is a live intra-communicator of the MPI this crate is built against, after
+/// MPI_Init.
+pub unsafe fn duplicate_raw(comm: mpi::ffi::MPI_Comm) -> Result<SimpleCommunicator, i32> {
+    use mpi::raw::FromRaw;
+    let mut dup = std::mem::MaybeUninit::<mpi::ffi::MPI_Comm>::uninit();
+    // SAFETY: `comm` is live by this function's contract; `dup` is written by MPI_Comm_dup
+    // before it is read.
+    let rc = unsafe { mpi::ffi::MPI_Comm_dup(comm, dup.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    // SAFETY: MPI_Comm_dup succeeded, so `dup` is a fresh intra-communicator that nothing
+    // else holds.
+    Ok(unsafe { SimpleCommunicator::from_raw(dup.assume_init()) })
+}
+
 /// How many transaction ids the coordinator reserves at once: one create in this many is a
 /// collective move (and, with Tessera beneath, a call at its daemon).
 const RESERVE: u32 = 1024;
