@@ -94,7 +94,18 @@ class Catalogue:
         ``version`` of ``name`` (default: the newest) as a NumPy array, read from the chunks'
         files straight into ``out`` when given (a C-contiguous array of that shape and the
         variable's dtype, filled in place and returned)."""
-        if out is None or offsets is None or counts is None:
+        if out is None:
+            import numpy as np
+
+            # One lookup sizes the array and pins the version read.
+            data, view = self._c.get_new(
+                name,
+                None if offsets is None else _ints("offsets", offsets),
+                None if counts is None else _ints("counts", counts),
+                version,
+            )
+            return np.frombuffer(data, dtype=dtype_of(view["elem_type"])).reshape(view["counts"])
+        if offsets is None or counts is None:
             view = self._c.lookup(name, version)
             # The version looked up is the one read, even if a newer one commits meanwhile
             # (0 is the asker's own pending version, which only "newest" reaches).
@@ -103,11 +114,7 @@ class Catalogue:
             offsets = [0] * len(dims) if offsets is None else offsets
             counts = [d - o for d, o in zip(dims, offsets)] if counts is None else counts
         offsets, counts = _ints("offsets", offsets), _ints("counts", counts)
-        if out is None:
-            import numpy as np
-
-            out = np.empty(counts, dtype=dtype_of(view["elem_type"]))
-        elif hasattr(out, "shape") and tuple(out.shape) != tuple(counts):
+        if hasattr(out, "shape") and tuple(out.shape) != tuple(counts):
             raise ValueError(f"out has shape {tuple(out.shape)}; the region is {tuple(counts)}")
         self._c.get(name, offsets, counts, bytes_view(out), version)
         return out

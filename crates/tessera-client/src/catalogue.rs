@@ -103,7 +103,16 @@ impl Client {
         buf: &mut [u8],
     ) -> FsResult<VersionView> {
         let view = self.cat_lookup(name, version)?;
+        self.cat_read(&view, want, buf)?;
+        Ok(view)
+    }
+
+    /// Reads the hyperslab `want` of `view` (a version [`Client::cat_lookup`] answered) into
+    /// `buf`, as [`Client::cat_get`] does, for a caller that needed the version first (to
+    /// size its buffer).
+    pub fn cat_read(&self, view: &VersionView, want: Slab<'_>, buf: &mut [u8]) -> FsResult<()> {
         let v = &view.variable;
+        let name = &v.name;
         let inval = |m: String| FsError::new(Errno::Inval, m);
         if want.offsets.len() != v.dims.len() || want.counts.len() != v.dims.len() {
             return Err(inval(format!(
@@ -177,6 +186,6 @@ impl Client {
                 ),
             ));
         }
-        Ok(view)
+        Ok(())
     }
 }

@@ -5,8 +5,9 @@ use crate::client::PyClient;
 use crate::error::to_py;
 use crate::span::Span;
 use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyByteArray, PyDict};
 use std::time::Duration;
 use tessera_client::Client;
 use tessera_core::catalogue::{Variable, VersionView};
@@ -128,6 +129,66 @@ impl PyCatalogue {
             .map_err(to_py)?;
         drop(out);
         view_dict(py, &view)
+    }
+
+    /// The hyperslab at `offsets` of `counts` (None: from the start, and to the end of each
+    /// dimension) of version `version` as a new bytearray, in C order, with the version as
+    /// `lookup` describes it plus the `counts` read: one lookup, where sizing an array
+    /// before `get` would take two.
+    #[pyo3(signature = (name, offsets=None, counts=None, version=None))]
+    fn get_new<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        offsets: Option<Vec<u64>>,
+        counts: Option<Vec<u64>>,
+        version: Option<u64>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyDict>)> {
+        let view = py
+            .allow_threads(|| self.client.cat_lookup(name, version))
+            .map_err(to_py)?;
+        let dims = &view.variable.dims;
+        let offsets = offsets.unwrap_or_else(|| vec![0; dims.len()]);
+        let counts = counts.unwrap_or_else(|| {
+            dims.iter()
+                .zip(&offsets)
+                .map(|(d, o)| d.saturating_sub(*o))
+                .collect()
+        });
+        // A region outside the variable gets no buffer: the read refuses it, naming why.
+        let inside = offsets.len() == dims.len()
+            && counts.len() == dims.len()
+            && offsets
+                .iter()
+                .zip(&counts)
+                .zip(dims)
+                .all(|((o, n), d)| o.checked_add(*n).is_some_and(|end| end <= *d));
+        let len = if inside {
+            let elems: u64 = counts.iter().product();
+            usize::try_from(elems * u64::from(view.variable.elem_size)).map_err(|_| {
+                PyValueError::new_err(format!("a region of {counts:?} does not fit in memory"))
+            })?
+        } else {
+            0
+        };
+        let data = PyByteArray::new_with(py, len, |_| Ok(()))?;
+        let buffer = PyBuffer::<u8>::get(&data)?;
+        let mut span = Span::of(&buffer, true)?;
+        py.allow_threads(|| {
+            // SAFETY: `buffer` keeps the new bytearray exported (not resized or freed) until
+            // this method returns, after this call; no other code has it yet.
+            let buf = unsafe { span.as_mut() };
+            let want = Slab {
+                offsets: &offsets,
+                counts: &counts,
+            };
+            self.client.cat_read(&view, want, buf)
+        })
+        .map_err(to_py)?;
+        drop(buffer);
+        let d = view_dict(py, &view)?;
+        d.set_item("counts", counts)?;
+        Ok((data, d))
     }
 
     /// Version `version` of `name` (None: the newest; in a transaction creating it, the
